@@ -1,0 +1,3 @@
+"""evo: MPI-distributed Population Based Training for Stable-Baselines3 PPO."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,274 @@
+"""The one adapter into Stable-Baselines3: build a PPO member, apply hyperparameters so they
+take effect, score it, and move its weights and optimizer state in and out of one flat buffer.
+
+SB3 freezes some hyperparameters at construction: the learning rate lives in
+``lr_schedule`` (the optimizer is reset from it at every ``train()``), ``gamma`` and
+``gae_lambda`` are copied into the rollout buffer (``gamma`` is also used to bootstrap
+truncated episodes), and ``clip_range`` is a schedule. :func:`apply_hparams` is the only
+place that writes them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evo import _quiet  # noqa: F401  (before SB3)
+
+# isort: split
+
+import numpy as np
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.logger import Logger, configure
+from stable_baselines3.common.utils import (
+    ConstantSchedule,
+    FloatSchedule,
+    update_learning_rate,
+)
+from torch import nn
+
+from evo.config import AgentSettings, Config
+from evo.envs import make_env
+from evo.policies import EXTRACTORS
+from evo.space import EXPLORED
+
+logger = logging.getLogger(__name__)
+
+SCORE_WINDOW = 10
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU}
+
+
+def member_seed(seed: int, member: int, stream: int = 0) -> int:
+    """A 31-bit seed for ``member`` derived from the run's seed (independent streams)."""
+    return int(np.random.SeedSequence([seed, member, stream]).generate_state(1)[0] % (2**31 - 1))
+
+
+def policy_arguments(agent: AgentSettings) -> tuple[str, dict]:
+    """SB3 policy name and policy_kwargs for our policy names."""
+    kwargs: dict = {}
+    options = dict(agent.policy_kwargs)
+    if "net_arch" in options:
+        kwargs["net_arch"] = list(options["net_arch"])
+    if "activation_fn" in options:
+        kwargs["activation_fn"] = ACTIVATIONS[options["activation_fn"]]
+    if "ortho_init" in options:
+        kwargs["ortho_init"] = options["ortho_init"]
+    if agent.policy == "mlp":
+        return "MlpPolicy", kwargs
+    kwargs["features_extractor_class"] = EXTRACTORS[agent.policy]
+    kwargs["features_extractor_kwargs"] = {"features_dim": options.get("features_dim", 256)}
+    return "CnnPolicy", kwargs
+
+
+def build_model(config: Config, member: int, hparams: dict[str, float], tb_dir: Path | None) -> PPO:
+    """A fresh PPO agent for ``member`` with ``hparams`` in effect."""
+    agent = config.agent
+    seed = member_seed(config.seed, member)
+    env = make_env(
+        config.env_id,
+        agent.n_envs,
+        seed,
+        config.distribution_mode,
+        config.num_levels,
+        config.start_level,
+    )
+    policy, policy_kwargs = policy_arguments(agent)
+    model = PPO(
+        policy,
+        env,
+        learning_rate=hparams["learning_rate"],
+        n_steps=agent.n_steps,
+        batch_size=agent.batch_size,
+        n_epochs=agent.n_epochs,
+        gamma=hparams["gamma"],
+        gae_lambda=hparams["gae_lambda"],
+        clip_range=hparams["clip_range"],
+        ent_coef=hparams["ent_coef"],
+        vf_coef=hparams["vf_coef"],
+        max_grad_norm=agent.max_grad_norm,
+        normalize_advantage=agent.normalize_advantage,
+        policy_kwargs=policy_kwargs,
+        stats_window_size=100,
+        verbose=0,
+        seed=seed,
+        device="cpu",
+    )
+    model.set_logger(configure(str(tb_dir), ["tensorboard"]) if tb_dir else Logger(folder=None, output_formats=[]))
+    init_optimizer_state(model.policy.optimizer)
+    apply_hparams(model, hparams)
+    return model
+
+
+def apply_hparams(model: PPO, hparams: dict[str, float]) -> None:
+    """Make ``hparams`` the values PPO uses from the next rollout and ``train()`` on."""
+    learning_rate = float(hparams["learning_rate"])
+    model.learning_rate = learning_rate
+    model.lr_schedule = FloatSchedule(ConstantSchedule(learning_rate))
+    update_learning_rate(model.policy.optimizer, learning_rate)
+    model.clip_range = FloatSchedule(ConstantSchedule(float(hparams["clip_range"])))
+    model.ent_coef = float(hparams["ent_coef"])
+    model.vf_coef = float(hparams["vf_coef"])
+    model.gamma = float(hparams["gamma"])
+    model.gae_lambda = float(hparams["gae_lambda"])
+    model.rollout_buffer.gamma = model.gamma
+    model.rollout_buffer.gae_lambda = model.gae_lambda
+
+
+def effective_hparams(model: PPO) -> dict[str, float]:
+    """The values PPO will actually use, read from where SB3 reads them."""
+    progress = model._current_progress_remaining
+    return {
+        "learning_rate": float(model.lr_schedule(progress)),
+        "ent_coef": float(model.ent_coef),
+        "clip_range": float(model.clip_range(progress)),
+        "gamma": float(model.rollout_buffer.gamma),
+        "gae_lambda": float(model.rollout_buffer.gae_lambda),
+        "vf_coef": float(model.vf_coef),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Flat state: policy weights + Adam state in one contiguous float32 buffer
+
+
+def init_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """Create Adam's state now, exactly as its first step would (zeros, step 0), so that
+    every member has the same flat layout from the start."""
+    if not isinstance(optimizer, torch.optim.Adam):
+        raise TypeError(f"evo moves Adam state; got {type(optimizer).__name__}")
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            state = optimizer.state[param]
+            if not state:
+                state["step"] = torch.tensor(0.0, dtype=torch.float32)
+                state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+
+
+def state_tensors(model: PPO) -> list[torch.Tensor]:
+    """Every tensor that defines a member's learner, in a fixed order: policy parameters
+    and buffers (each once: SB3's state_dict lists a shared extractor three times), then
+    Adam's step, exp_avg and exp_avg_sq per parameter."""
+    policy = model.policy
+    tensors = list(policy.parameters()) + list(policy.buffers())
+    optimizer = policy.optimizer
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            state = optimizer.state[param]
+            tensors += [state["step"], state["exp_avg"], state["exp_avg_sq"]]
+    for tensor in tensors:
+        if tensor.dtype != torch.float32:
+            raise TypeError(f"evo's flat buffer holds float32 tensors; found {tensor.dtype}")
+    return tensors
+
+
+def flat_size(model: PPO) -> int:
+    return sum(t.numel() for t in state_tensors(model))
+
+
+def pack(model: PPO, out: np.ndarray) -> np.ndarray:
+    """Copy the member's weights and optimizer state into ``out`` (float32, flat)."""
+    target = torch.from_numpy(out)
+    offset = 0
+    with torch.no_grad():
+        for tensor in state_tensors(model):
+            size = tensor.numel()
+            target[offset : offset + size].view(tensor.shape).copy_(tensor)
+            offset += size
+    if offset != out.size:
+        raise ValueError(f"flat buffer holds {out.size} floats, the model {offset}")
+    return out
+
+
+def unpack(model: PPO, buffer: np.ndarray) -> None:
+    """Overwrite the member's weights and optimizer state from ``buffer``."""
+    source = torch.from_numpy(np.ascontiguousarray(buffer, dtype=np.float32))
+    offset = 0
+    with torch.no_grad():
+        for tensor in state_tensors(model):
+            size = tensor.numel()
+            tensor.copy_(source[offset : offset + size].view(tensor.shape))
+            offset += size
+    if offset != source.numel():
+        raise ValueError(f"flat buffer holds {source.numel()} floats, the model {offset}")
+
+
+# ---------------------------------------------------------------------------------------
+# A member of the population
+
+
+@dataclass
+class Member:
+    """One PPO agent of the population, held by one rank."""
+
+    member_id: int
+    model: PPO
+    hparams: dict[str, float]
+    eval_env: object | None = None
+    eval_episodes: int = 0
+    buffer: np.ndarray = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.buffer is None:
+            self.buffer = np.empty(flat_size(self.model), dtype=np.float32)
+
+    @property
+    def env_steps(self) -> int:
+        return int(self.model.num_timesteps)
+
+    def train(self, steps: int, callback=None) -> None:
+        self.model.learn(total_timesteps=steps, reset_num_timesteps=False, callback=callback, progress_bar=False)
+
+    def training_score(self) -> float:
+        """Mean return of the last 10 finished training episodes (NaN if none)."""
+        episodes = list(self.model.ep_info_buffer or [])[-SCORE_WINDOW:]
+        returns = [info["r"] for info in episodes]
+        return float(np.mean(returns)) if returns else float("nan")
+
+    def score(self) -> float:
+        if self.eval_episodes > 0 and self.eval_env is not None:
+            mean, _ = evaluate_policy(
+                self.model, self.eval_env, n_eval_episodes=self.eval_episodes, deterministic=True, warn=False
+            )
+            return float(mean)
+        return self.training_score()
+
+    def pack(self) -> np.ndarray:
+        return pack(self.model, self.buffer)
+
+    def load(self, buffer: np.ndarray, hparams: dict[str, float]) -> None:
+        """Become a copy of a donor (weights + optimizer state), then take ``hparams``.
+
+        Episode statistics are cleared, so the next score reflects the new weights only.
+        """
+        unpack(self.model, buffer)
+        if self.model.ep_info_buffer is not None:
+            self.model.ep_info_buffer.clear()
+        self.set_hparams(hparams)
+
+    def set_hparams(self, hparams: dict[str, float]) -> None:
+        self.hparams = {name: float(hparams[name]) for name in EXPLORED}
+        apply_hparams(self.model, self.hparams)
+
+    def close(self) -> None:
+        self.model.env.close()
+        if self.eval_env is not None:
+            self.eval_env.close()
+
+
+def build_member(config: Config, member: int, hparams: dict[str, float], tb_dir: Path | None) -> Member:
+    model = build_model(config, member, hparams, tb_dir)
+    eval_env = None
+    if config.eval_episodes > 0:
+        eval_env = make_env(
+            config.env_id,
+            min(config.eval_episodes, 8),
+            member_seed(config.seed, member, stream=1),
+            config.distribution_mode,
+            config.num_levels,
+            config.start_level,
+        )
+    return Member(member, model, dict(hparams), eval_env, config.eval_episodes)

@@ -1,0 +1,606 @@
+"""The run configuration: command line + YAML hyperparameters, validated at start-up.
+
+Pure: no MPI, no torch, no SB3. ``parse_config(argv, strategy=..., transport=...,
+world_size=...)`` returns a frozen :class:`Config` or raises :class:`ConfigError` listing
+every problem found, each with the bad value and how to fix it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import difflib
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evo.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
+from evo.selection import STRATEGIES
+from evo.space import EXPLORED, ParamSpace
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_HYPERPARAMS = ROOT / "hyperparams" / "ppo.yml"
+TRANSPORTS = ("p2p", "collective")
+POLICIES = ("mlp", "impala", "nature")
+
+# Keys an env block of a hyperparameter file may hold, with the type each is coerced to.
+AGENT_KEYS: dict[str, type] = {
+    "policy": str,
+    "n_envs": int,
+    "n_steps": int,
+    "n_minibatches": int,
+    "batch_size": int,
+    "n_epochs": int,
+    "max_grad_norm": float,
+    "normalize_advantage": bool,
+    "agent_training_steps": int,
+    "total_generations": int,
+    **{name: float for name in EXPLORED},
+    "policy_kwargs": dict,
+    "search_space": dict,
+}
+POLICY_KWARGS_KEYS: dict[str, type] = {
+    "net_arch": list,
+    "activation_fn": str,
+    "ortho_init": bool,
+    "features_dim": int,
+}
+SPACE_KEYS: dict[str, type] = {"low": float, "high": float, "scale": str}
+ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu")
+
+
+class ConfigError(ValueError):
+    """Bad user input; carries every problem found so the user can fix them in one go."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+    def __str__(self) -> str:
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        return f"invalid configuration ({len(self.problems)} problem(s)):\n{lines}"
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """PPO settings for one env, resolved from the YAML layers."""
+
+    policy: str
+    n_envs: int
+    n_steps: int
+    batch_size: int
+    n_epochs: int
+    max_grad_norm: float
+    normalize_advantage: bool
+    policy_kwargs: dict[str, Any]
+    defaults: dict[str, float]
+    """Default value of each explored hyperparameter (used when PBT does not sample)."""
+    search_space: dict[str, ParamSpace]
+
+    @property
+    def rollout_steps(self) -> int:
+        """Env steps collected per PPO update (n_envs * n_steps)."""
+        return self.n_envs * self.n_steps
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a run needs; the same object on every rank."""
+
+    strategy: str
+    """Selection rule: 'wta' (winner takes all) or 'truncation'."""
+    transport: str
+    """How weights move between ranks: 'p2p' (send/recv) or 'collective' (Bcast)."""
+    env_id: str
+    """Gymnasium id, or a Procgen game by bare name ('bigfish') or 'procgen:bigfish'."""
+    world_size: int
+    """Number of MPI ranks."""
+    num_agents: int
+    """Population size; a multiple of world_size."""
+    total_generations: int
+    """Generations to train; each ends with selection and explore."""
+    agent_training_steps: int
+    """Env steps of PPO per member per generation (rounded up to whole rollouts)."""
+    truncation_fraction: float
+    """Fraction of the population replaced by truncation selection, in (0, 0.5]."""
+    perturb_factors: tuple[float, ...]
+    """Explore multiplies a hyperparameter by one of these."""
+    resample_probability: float
+    """Probability that explore resamples a hyperparameter instead of perturbing it."""
+    eval_episodes: int
+    """0: score = mean return of the last 10 training episodes; N>0: mean return of N
+    deterministic episodes on a separate evaluation env."""
+    seed: int
+    """Base seed; members, envs and selection derive theirs from it."""
+    exp_name: str
+    run_dir: Path
+    """Where the run's records, TensorBoard files and checkpoints go."""
+    tb_writer: bool
+    """Write TensorBoard event files."""
+    torch_threads: int
+    """torch intra-op threads per rank."""
+    distribution_mode: str
+    num_levels: int
+    start_level: int
+    hyperparams_file: Path | None
+    agent: AgentSettings
+    log_level: str = "INFO"
+    command: tuple[str, ...] = field(default=())
+
+    @property
+    def members_per_rank(self) -> int:
+        return self.num_agents // self.world_size
+
+    @property
+    def procgen_game(self) -> str | None:
+        return procgen_game(self.env_id)
+
+    def members_of(self, rank: int) -> range:
+        """Member ids held by ``rank`` (contiguous blocks: rank r holds r*k .. r*k+k-1)."""
+        k = self.members_per_rank
+        return range(rank * k, rank * k + k)
+
+    def owner(self, member: int) -> int:
+        """Rank that holds ``member``."""
+        return member // self.members_per_rank
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, YAML-safe view of the resolved config."""
+
+        def plain(value: Any) -> Any:
+            if isinstance(value, Path):
+                return str(value)
+            if isinstance(value, tuple):
+                return [plain(v) for v in value]
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [plain(v) for v in value]
+            return value
+
+        return plain(asdict(self))
+
+
+# ---------------------------------------------------------------------------------------
+# YAML hyperparameters
+
+
+def _coerce(value: Any, kind: type, where: str, problems: list[str]) -> Any:
+    """Coerce a YAML value to ``kind`` (PyYAML reads ``3e-4`` as a string)."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, (float, str)) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if math.isfinite(number) and number == int(number):
+                return int(number)
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif isinstance(value, kind):
+        return value
+    problems.append(f"{where} must be {kind.__name__}, got {value!r} ({type(value).__name__})")
+    return None
+
+
+def _unknown_key(key: str, known: Sequence[str], where: str) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+    return f"{where}: unknown key {key!r}{hint}"
+
+
+def _check_block(block: Any, where: str, problems: list[str]) -> dict[str, Any]:
+    """Validate and coerce one env block of a hyperparameter file."""
+    if not isinstance(block, dict):
+        problems.append(f"{where} must be a mapping of settings, got {type(block).__name__}")
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in block.items():
+        if key not in AGENT_KEYS:
+            problems.append(_unknown_key(str(key), list(AGENT_KEYS), where))
+            continue
+        coerced = _coerce(value, AGENT_KEYS[key], f"{where}.{key}", problems)
+        if coerced is None:
+            continue
+        if key == "policy_kwargs":
+            coerced = _check_policy_kwargs(coerced, f"{where}.policy_kwargs", problems)
+        elif key == "search_space":
+            coerced = _check_space(coerced, f"{where}.search_space", problems)
+        out[key] = coerced
+    return out
+
+
+def _check_policy_kwargs(kwargs: dict, where: str, problems: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key not in POLICY_KWARGS_KEYS:
+            problems.append(_unknown_key(str(key), list(POLICY_KWARGS_KEYS), where))
+            continue
+        coerced = _coerce(value, POLICY_KWARGS_KEYS[key], f"{where}.{key}", problems)
+        if coerced is None:
+            continue
+        if key == "net_arch" and not all(isinstance(n, int) and n > 0 for n in coerced):
+            problems.append(f"{where}.net_arch must be a list of positive layer sizes, got {coerced!r}")
+            continue
+        if key == "activation_fn" and coerced not in ACTIVATIONS:
+            problems.append(f"{where}.activation_fn is {coerced!r}; use one of {', '.join(ACTIVATIONS)}")
+            continue
+        out[key] = coerced
+    return out
+
+
+def _check_space(space: dict, where: str, problems: list[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in space.items():
+        if name not in EXPLORED:
+            problems.append(_unknown_key(str(name), list(EXPLORED), where))
+            continue
+        if not isinstance(entry, dict):
+            problems.append(f"{where}.{name} must be a mapping like {{low: 0.1, high: 0.3, scale: linear}}")
+            continue
+        checked = {}
+        for key, value in entry.items():
+            if key not in SPACE_KEYS:
+                problems.append(_unknown_key(str(key), list(SPACE_KEYS), f"{where}.{name}"))
+                continue
+            coerced = _coerce(value, SPACE_KEYS[key], f"{where}.{name}.{key}", problems)
+            if coerced is not None:
+                checked[key] = coerced
+        out[name] = checked
+    return out
+
+
+def load_hyperparams_file(path: Path, problems: list[str]) -> dict[str, Any]:
+    """Read a hyperparameter YAML file (safe_load), reporting unreadable or invalid files."""
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        problems.append(f"--hyperparams {path}: cannot read the file ({error.strerror or error})")
+        return {}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        problems.append(f"--hyperparams {path}: invalid YAML: {error}".replace("\n", " "))
+        return {}
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        problems.append(
+            f"--hyperparams {path}: expected a mapping of env ids to settings "
+            f"(e.g. 'CartPole-v1: {{n_steps: 128}}'), got {type(data).__name__}"
+        )
+        return {}
+    return data
+
+
+def _layers(data: Mapping[str, Any], env_key: str, game: str | None, source: str, problems: list[str]) -> list:
+    names = ["default"] + (["procgen"] if game else []) + [env_key]
+    return [_check_block(data[name], f"{source}[{name}]", problems) for name in names if name in data]
+
+
+def resolve_agent(
+    env_id: str,
+    hyperparams_file: Path | None,
+    problems: list[str],
+    builtin: Path = DEFAULT_HYPERPARAMS,
+) -> dict[str, Any]:
+    """Merge the YAML layers for ``env_id`` into one flat settings dict."""
+    game = procgen_game(env_id)
+    env_key = game or env_id
+    layers = _layers(load_hyperparams_file(builtin, problems), env_key, game, builtin.name, problems)
+    if hyperparams_file is not None:
+        data = load_hyperparams_file(hyperparams_file, problems)
+        layers += _layers(data, env_key, game, str(hyperparams_file), problems)
+        if data and not ({"default", "procgen", env_key} & set(data)):
+            problems.append(
+                f"--hyperparams {hyperparams_file}: no block applies to {env_id!r}; "
+                f"its blocks are {', '.join(map(str, data))} (use 'default' or {env_key!r})"
+            )
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key in ("policy_kwargs", "search_space"):
+                merged[key] = {**merged.get(key, {}), **value}
+            else:
+                merged[key] = value
+            # batch_size and n_minibatches say the same thing; the later layer wins.
+            if key == "batch_size":
+                merged.pop("n_minibatches", None)
+            elif key == "n_minibatches":
+                merged.pop("batch_size", None)
+    return merged
+
+
+# ---------------------------------------------------------------------------------------
+# Command line
+
+
+def str2bool(text: str) -> bool:
+    """'True'/'False' as EVO users type them (argparse's type=bool would make 'False' true)."""
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "y", "on"):
+        return True
+    if lowered in ("0", "false", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected True or False, got {text!r}")
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Population Based Training of Stable-Baselines3 PPO agents over MPI. "
+        "Run under mpiexec: every rank trains num_agents / world_size members.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,
+    )
+    add = parser.add_argument
+    add("--env-id", default="CartPole-v1", help="gymnasium id, or a Procgen game ('bigfish', 'procgen:coinrun')")
+    add("--num-agents", type=int, default=None, help="population size (default: number of MPI ranks)")
+    add("--total-generations", type=int, default=None, help="generations to train (default: from the YAML)")
+    add(
+        "--agent-training-steps",
+        type=int,
+        default=None,
+        help="env steps per member per generation (default: from the YAML)",
+    )
+    add("--truncation-fraction", type=float, default=0.25, help="fraction replaced by truncation, in (0, 0.5]")
+    add("--perturb-factors", type=float, nargs="+", default=[0.8, 1.2], help="explore multiplies by one of these")
+    add("--resample-probability", type=float, default=0.25, help="chance explore resamples instead of perturbing")
+    add(
+        "--eval-episodes",
+        type=int,
+        default=0,
+        help="0: score = mean return of the last 10 training episodes; N>0: N deterministic eval episodes",
+    )
+    add("--seed", type=int, default=0, help="base seed")
+    add("--exp-name", default=None, help="experiment name (default: <script>-<env>-<time>)")
+    add("--run-dir", type=Path, default=None, help="run directory (default: runs/<exp-name>)")
+    add(
+        "--tb-writer",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="write TensorBoard event files ('--tb-writer False' to turn off)",
+    )
+    add("--torch-threads", type=int, default=1, help="torch threads per rank")
+    add("--hyperparams", type=Path, default=None, help="YAML file layered over hyperparams/ppo.yml")
+    add("--learning-rate-range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="search range for learning_rate")
+    add("--gamma-range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="search range for gamma")
+    add("--num-envs", type=int, default=None, help="parallel envs per member (default: from the YAML)")
+    add("--distribution-mode", default="easy", help=f"Procgen: one of {', '.join(DISTRIBUTION_MODES)}")
+    add("--num-levels", type=int, default=0, help="Procgen: number of training levels (0 = unlimited)")
+    add("--start-level", type=int, default=0, help="Procgen: first training level")
+    add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="rank 0's log level")
+    return parser
+
+
+def parse_config(
+    argv: Sequence[str] | None = None,
+    *,
+    strategy: str = "truncation",
+    transport: str = "p2p",
+    world_size: int = 1,
+    prog: str | None = None,
+    now: _dt.datetime | None = None,
+    check_run_dir: bool = True,
+) -> Config:
+    """Parse and validate; raise :class:`ConfigError` naming every problem.
+
+    argparse's own errors (a flag that is not a number, say) exit with status 2 as usual.
+    """
+    parser = build_parser(prog)
+    args, unknown = parser.parse_known_args(argv)
+    problems: list[str] = []
+    if unknown:
+        flags = [a for action in parser._actions for a in action.option_strings]
+        for arg in unknown:
+            if arg.startswith("-"):
+                close = difflib.get_close_matches(arg.split("=")[0], flags, n=1)
+                hint = f"; did you mean {close[0]}?" if close else "; see --help"
+                problems.append(f"unknown option {arg}{hint}")
+            else:
+                problems.append(f"unexpected argument {arg!r}; see --help")
+
+    if strategy not in STRATEGIES:
+        problems.append(f"strategy {strategy!r} is unknown; use one of {', '.join(STRATEGIES)}")
+    if transport not in TRANSPORTS:
+        problems.append(f"transport {transport!r} is unknown; use one of {', '.join(TRANSPORTS)}")
+
+    env_problem = unknown_env_message(args.env_id)
+    if env_problem:
+        problems.append(env_problem)
+    game = procgen_game(args.env_id)
+
+    settings = resolve_agent(args.env_id, args.hyperparams, problems)
+
+    num_agents = world_size if args.num_agents is None else args.num_agents
+    if num_agents < 1:
+        problems.append(f"--num-agents {num_agents}: the population needs at least one member")
+    elif num_agents % world_size:
+        below = num_agents - num_agents % world_size
+        options = sorted({max(world_size, below), below + world_size})
+        problems.append(
+            f"--num-agents {num_agents} is not a multiple of the {world_size} MPI ranks: every rank "
+            f"must hold the same number of members. Use --num-agents {' or '.join(map(str, options))}, "
+            f"or run with mpiexec -n N where N divides {num_agents}."
+        )
+
+    generations = args.total_generations if args.total_generations is not None else settings.get("total_generations")
+    steps = args.agent_training_steps if args.agent_training_steps is not None else settings.get("agent_training_steps")
+    for flag, value in (("--total-generations", generations), ("--agent-training-steps", steps)):
+        if value is None:
+            problems.append(f"{flag} is not set, on the command line or in the YAML")
+        elif value < 1:
+            problems.append(f"{flag} {value}: must be a positive whole number")
+
+    if not (0 < args.truncation_fraction <= 0.5):
+        problems.append(
+            f"--truncation-fraction {args.truncation_fraction}: must be in (0, 0.5] "
+            "(the bottom and top groups may not overlap); the default is 0.25"
+        )
+    if any(not (f > 0 and math.isfinite(f)) for f in args.perturb_factors):
+        problems.append(f"--perturb-factors {args.perturb_factors}: every factor must be a positive number")
+    if not (0 <= args.resample_probability <= 1):
+        problems.append(f"--resample-probability {args.resample_probability}: must be in [0, 1]")
+    if args.eval_episodes < 0:
+        problems.append(f"--eval-episodes {args.eval_episodes}: use 0 (training episodes) or a positive count")
+    if args.torch_threads < 1:
+        problems.append(f"--torch-threads {args.torch_threads}: must be at least 1")
+    if args.num_envs is not None and args.num_envs < 1:
+        problems.append(f"--num-envs {args.num_envs}: must be at least 1")
+    if args.seed < 0:
+        problems.append(f"--seed {args.seed}: must be >= 0")
+    if game:
+        if args.distribution_mode not in DISTRIBUTION_MODES:
+            close = difflib.get_close_matches(args.distribution_mode, DISTRIBUTION_MODES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problems.append(
+                f"--distribution-mode {args.distribution_mode!r} is not one of {', '.join(DISTRIBUTION_MODES)}{hint}"
+            )
+        if args.num_levels < 0 or args.start_level < 0:
+            problems.append(f"--num-levels {args.num_levels} / --start-level {args.start_level}: must be >= 0")
+
+    agent = _build_agent(settings, args, game, problems)
+
+    stem = Path(prog).stem if prog else "evo"
+    stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    exp_name = args.exp_name or f"{stem}-{(game or args.env_id).replace(':', '_').replace('/', '_')}-{stamp}"
+    run_dir = args.run_dir if args.run_dir is not None else Path("runs") / exp_name
+    if check_run_dir:
+        problems += run_dir_problems(run_dir)
+
+    if problems:
+        raise ConfigError(problems)
+    return Config(
+        strategy=strategy,
+        transport=transport,
+        env_id=args.env_id,
+        world_size=world_size,
+        num_agents=num_agents,
+        total_generations=int(generations),
+        agent_training_steps=int(steps),
+        truncation_fraction=args.truncation_fraction,
+        perturb_factors=tuple(args.perturb_factors),
+        resample_probability=args.resample_probability,
+        eval_episodes=args.eval_episodes,
+        seed=args.seed,
+        exp_name=exp_name,
+        run_dir=run_dir,
+        tb_writer=args.tb_writer,
+        torch_threads=args.torch_threads,
+        distribution_mode=args.distribution_mode,
+        num_levels=args.num_levels,
+        start_level=args.start_level,
+        hyperparams_file=args.hyperparams,
+        agent=agent,
+        log_level=args.log_level,
+        command=tuple(argv) if argv is not None else (),
+    )
+
+
+def _build_agent(settings: dict[str, Any], args: argparse.Namespace, game: str | None, problems: list[str]):
+    n_envs = args.num_envs if args.num_envs is not None else settings.get("n_envs", 1)
+    n_steps = settings.get("n_steps", 0)
+    if n_steps < 1:
+        problems.append(f"n_steps {n_steps}: must be a positive whole number")
+    rollout = max(1, n_envs * max(n_steps, 1))
+    if "batch_size" in settings:
+        batch_size = settings["batch_size"]
+    else:
+        minibatches = settings.get("n_minibatches", 1)
+        if minibatches < 1:
+            problems.append(f"n_minibatches {minibatches}: must be a positive whole number")
+            minibatches = 1
+        batch_size = rollout // minibatches
+    if not (2 <= batch_size <= rollout):
+        problems.append(
+            f"batch_size {batch_size}: must be between 2 and n_envs * n_steps = {rollout}; "
+            "set batch_size or n_minibatches in the YAML"
+        )
+    for key in ("n_epochs",):
+        if settings.get(key, 1) < 1:
+            problems.append(f"{key} {settings[key]}: must be a positive whole number")
+
+    policy = settings.get("policy", "mlp").lower()
+    aliases = {"mlppolicy": "mlp", "cnnpolicy": "nature", "impalacnn": "impala"}
+    policy = aliases.get(policy, policy)
+    if policy not in POLICIES:
+        close = difflib.get_close_matches(policy, POLICIES, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        problems.append(f"policy {policy!r} is unknown; use one of {', '.join(POLICIES)}{hint}")
+    elif game and policy == "mlp":
+        problems.append(f"policy 'mlp' cannot read Procgen's images ({game}); use 'impala' or 'nature'")
+    elif not game and policy != "mlp":
+        problems.append(f"policy {policy!r} is a CNN for image observations; use 'mlp' for {args.env_id}")
+
+    raw_space = settings.get("search_space", {})
+    space: dict[str, ParamSpace] = {}
+    for name in EXPLORED:
+        entry = dict(raw_space.get(name, {}))
+        override = {"learning_rate": args.learning_rate_range, "gamma": args.gamma_range}.get(name)
+        if override is not None:
+            entry.update(low=override[0], high=override[1])
+            flag = "--learning-rate-range" if name == "learning_rate" else "--gamma-range"
+            if override[0] >= override[1]:
+                kind = "reversed" if override[0] > override[1] else "empty"
+                problems.append(f"{flag} {override[0]:g} {override[1]:g}: the range is {kind}; give LOW < HIGH")
+                continue
+        if "low" not in entry or "high" not in entry:
+            problems.append(f"search_space.{name} needs both low and high (got {entry or 'nothing'})")
+            continue
+        param = ParamSpace(entry["low"], entry["high"], entry.get("scale", "linear"))
+        found = param.problems(name)
+        problems += found
+        if not found:
+            space[name] = param
+
+    defaults = {name: settings.get(name) for name in EXPLORED}
+    for name, value in defaults.items():
+        if value is None:
+            problems.append(f"{name} has no default value in the YAML")
+
+    return AgentSettings(
+        policy=policy,
+        n_envs=n_envs,
+        n_steps=n_steps,
+        batch_size=batch_size,
+        n_epochs=settings.get("n_epochs", 10),
+        max_grad_norm=settings.get("max_grad_norm", 0.5),
+        normalize_advantage=settings.get("normalize_advantage", True),
+        policy_kwargs=settings.get("policy_kwargs", {}),
+        defaults=defaults,
+        search_space=space,
+    )
+
+
+def run_dir_problems(run_dir: Path) -> list[str]:
+    """Why a new run may not start in ``run_dir`` (it exists, or cannot be created)."""
+    run_dir = Path(run_dir)
+    if run_dir.exists():
+        return [
+            f"--run-dir {run_dir} already exists; evo will not overwrite a run. "
+            "Pick another --run-dir or --exp-name, or delete it."
+        ]
+    parent = run_dir.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return [f"--run-dir {run_dir}: cannot create it, {parent} is not a writable directory"]
+    return []

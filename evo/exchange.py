@@ -1,0 +1,135 @@
+"""Everything that talks MPI. Every function takes the communicator as an argument.
+
+Weights and optimizer state travel as flat numpy buffers with mpi4py's uppercase
+(buffer) calls; only small metadata (scores, hyperparameters, the plan) is pickled.
+
+The donor map ``{recipient: donor}`` is the same on every rank (rank 0 decides it and
+broadcasts it). Donors are never recipients, so a donor's buffer can be sent while
+recipients' buffers are being overwritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+Owner = Callable[[int], int]
+
+
+def _check_donor_map(donors: Mapping[int, int]) -> None:
+    both = set(donors) & set(donors.values())
+    if both:
+        raise ValueError(f"members {sorted(both)} are both donor and recipient; the donor map is invalid")
+
+
+def gather_to_root(comm, local: list[T], root: int = 0) -> list[T] | None:
+    """Concatenate every rank's list on ``root`` (rank order); None elsewhere."""
+    parts = comm.gather(local, root=root)
+    if parts is None:
+        return None
+    return [item for part in parts for item in part]
+
+
+def decide_on_root(comm, decide: Callable[[], T], root: int = 0) -> T:
+    """Run ``decide`` on ``root`` only and give its result to every rank."""
+    result = decide() if comm.Get_rank() == root else None
+    return comm.bcast(result, root=root)
+
+
+def exchange_p2p(comm, donors: Mapping[int, int], owner: Owner, buffers: Mapping[int, np.ndarray]) -> int:
+    """Copy each donor's buffer into its recipients' buffers with point-to-point messages.
+
+    ``buffers`` holds this rank's members' flat buffers (donors' already packed). Only the
+    ranks that hold a donor and a recipient talk: the donor's rank posts one ``Isend`` per
+    remote recipient, the recipient's rank ``Recv``s straight into the recipient's buffer.
+    All sends are posted before any receive blocks, so no ordering can deadlock.
+    Returns the number of bytes this rank sent.
+    """
+    from mpi4py import MPI
+
+    _check_donor_map(donors)
+    rank = comm.Get_rank()
+    pairs = sorted(donors.items())
+    requests = []
+    sent = 0
+    for recipient, donor in pairs:
+        if owner(donor) == rank and owner(recipient) != rank:
+            requests.append(comm.Isend(buffers[donor], dest=owner(recipient), tag=recipient))
+            sent += buffers[donor].nbytes
+    for recipient, donor in pairs:
+        if owner(recipient) == rank:
+            if owner(donor) == rank:
+                np.copyto(buffers[recipient], buffers[donor])
+            else:
+                comm.Recv(buffers[recipient], source=owner(donor), tag=recipient)
+    MPI.Request.Waitall(requests)
+    return sent
+
+
+def exchange_collective(
+    comm,
+    donors: Mapping[int, int],
+    owner: Owner,
+    buffers: Mapping[int, np.ndarray],
+    scratch: np.ndarray,
+) -> int:
+    """Copy each donor's buffer into its recipients' buffers with one ``Bcast`` per donor.
+
+    Donors whose recipients all live on the donor's own rank are copied locally with no
+    communication. ``scratch`` (same size as a buffer) receives on ranks that hold no
+    recipient of that donor. Returns the number of bytes this rank broadcast as root.
+    """
+    _check_donor_map(donors)
+    rank = comm.Get_rank()
+    sent = 0
+    for donor in sorted(set(donors.values())):
+        recipients = sorted(r for r, d in donors.items() if d == donor)
+        root = owner(donor)
+        local = [r for r in recipients if owner(r) == rank]
+        if any(owner(r) != root for r in recipients):
+            if rank == root:
+                data = buffers[donor]
+                sent += data.nbytes
+            else:
+                data = buffers[local[0]] if local else scratch
+            comm.Bcast(data, root=root)
+        elif rank == root:
+            data = buffers[donor]
+        else:
+            continue
+        for recipient in local:
+            if buffers[recipient] is not data:
+                np.copyto(buffers[recipient], data)
+    return sent
+
+
+def exchange(
+    comm,
+    transport: str,
+    donors: Mapping[int, int],
+    owner: Owner,
+    buffers: Mapping[int, np.ndarray],
+    scratch: np.ndarray | None = None,
+) -> int:
+    """Move weights by ``transport`` ('p2p' or 'collective')."""
+    if transport == "p2p":
+        return exchange_p2p(comm, donors, owner, buffers)
+    if transport == "collective":
+        if scratch is None:
+            scratch = np.empty_like(next(iter(buffers.values())))
+        return exchange_collective(comm, donors, owner, buffers, scratch)
+    raise ValueError(f"unknown transport {transport!r}")
+
+
+def agree(comm, flag: bool) -> bool:
+    """True on every rank if ``flag`` is true on any rank."""
+    from mpi4py import MPI
+
+    return bool(comm.allreduce(bool(flag), op=MPI.LOR))
+
+
+def broadcast(comm, value: Any, root: int = 0) -> Any:
+    return comm.bcast(value, root=root)

@@ -1,0 +1,86 @@
+"""One generation's decision: selection, then explore for every recipient (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evo.explore import explore
+from evo.selection import select
+from evo.space import SearchSpace
+
+SELECTION_STREAM = 0x5E1EC7
+
+
+@dataclass(frozen=True)
+class Exploit:
+    """One recipient copying one donor at the end of a generation."""
+
+    generation: int
+    recipient: int
+    donor: int
+    recipient_score: float
+    donor_score: float
+    old_hparams: dict[str, float]
+    new_hparams: dict[str, float]
+    changes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "recipient": self.recipient,
+            "donor": self.donor,
+            "recipient_score": _finite_or_none(self.recipient_score),
+            "donor_score": _finite_or_none(self.donor_score),
+            "old_hparams": self.old_hparams,
+            "new_hparams": self.new_hparams,
+            "changes": list(self.changes),
+        }
+
+
+def _finite_or_none(value: float) -> float | None:
+    return None if value != value else float(value)
+
+
+def generation_rng(seed: int, generation: int) -> np.random.Generator:
+    """The generator rank 0 uses for generation ``generation``'s selection and explore."""
+    return np.random.default_rng([seed, generation, SELECTION_STREAM])
+
+
+def plan_generation(
+    generation: int,
+    population: Sequence[dict],
+    strategy: str,
+    space: SearchSpace,
+    rng: np.random.Generator,
+    truncation_fraction: float = 0.25,
+    perturb_factors: Sequence[float] = (0.8, 1.2),
+    resample_probability: float = 0.25,
+) -> list[Exploit]:
+    """Decide who copies whom and each recipient's new hyperparameters.
+
+    ``population`` is one dict per member, indexed by member id, with ``score`` and
+    ``hparams``. A recipient takes its donor's hyperparameters and explores from them.
+    """
+    scores = [row["score"] for row in population]
+    donors = select(strategy, scores, truncation_fraction, rng)
+    exploits = []
+    for recipient in sorted(donors):
+        donor = donors[recipient]
+        new, changes = explore(population[donor]["hparams"], space, rng, perturb_factors, resample_probability)
+        exploits.append(
+            Exploit(
+                generation=generation,
+                recipient=recipient,
+                donor=donor,
+                recipient_score=float(scores[recipient]),
+                donor_score=float(scores[donor]),
+                old_hparams=dict(population[recipient]["hparams"]),
+                new_hparams=new,
+                changes=tuple(str(c) for c in changes),
+            )
+        )
+    return exploits

@@ -1,0 +1,109 @@
+"""What a run leaves in its run directory (written by rank 0).
+
+- ``config.yaml``: the resolved configuration; ``command.txt``: the command line;
+  ``versions.json``: versions of Python and the main packages.
+- ``population.csv``: one row per member per generation: the score the member reached in
+  that generation, the hyperparameters it trained with, and ``donor`` (the member it
+  copied at the end of the generation; empty when it kept its own weights).
+- ``lineage.jsonl``: one JSON object per exploit.
+- ``tb/population``: TensorBoard aggregates (``pbt/best_score`` ...); members' own
+  event files are in ``tb/member_{i}`` (written by the rank that holds the member).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import platform
+import shlex
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+from evo.config import Config
+from evo.plan import Exploit
+from evo.space import EXPLORED
+
+POPULATION_FIELDS = ["generation", "member", "rank", "env_steps", "score", "donor", *EXPLORED]
+PACKAGES = ("evo", "torch", "stable-baselines3", "gymnasium", "numpy", "mpi4py", "procgen-mirror", "tensorboard")
+
+
+def tb_dir(config: Config, member: int) -> Path | None:
+    return config.run_dir / "tb" / f"member_{member}" if config.tb_writer else None
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in PACKAGES:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    try:
+        from mpi4py import MPI
+
+        found["mpi"] = MPI.Get_library_version().strip().splitlines()[0]
+    except Exception as error:  # reporting only
+        found["mpi"] = f"unknown ({error})"
+    return found
+
+
+class RunRecords:
+    """The run directory's files, owned by rank 0."""
+
+    def __init__(self, config: Config, argv: list[str] | None = None):
+        self.config = config
+        self.run_dir = Path(config.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=False)
+        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+        command = argv if argv is not None else sys.argv
+        (self.run_dir / "command.txt").write_text(
+            f"mpiexec -n {config.world_size} {shlex.join([Path(sys.executable).name, *command])}\n"
+        )
+        (self.run_dir / "versions.json").write_text(json.dumps(versions(), indent=2) + "\n")
+        self.population_path = self.run_dir / "population.csv"
+        self.lineage_path = self.run_dir / "lineage.jsonl"
+        with self.population_path.open("w", newline="") as handle:
+            csv.DictWriter(handle, POPULATION_FIELDS).writeheader()
+        self.lineage_path.touch()
+        self.writer = None
+        if config.tb_writer:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.run_dir / "tb" / "population"))
+
+    def write_generation(self, generation: int, population: list[dict], exploits: list[Exploit]) -> None:
+        donors = {e.recipient: e.donor for e in exploits}
+        with self.population_path.open("a", newline="") as handle:
+            writer = csv.DictWriter(handle, POPULATION_FIELDS)
+            for row in population:
+                writer.writerow(
+                    {
+                        "generation": generation,
+                        "member": row["member"],
+                        "rank": row["rank"],
+                        "env_steps": row["env_steps"],
+                        "score": row["score"],
+                        "donor": donors.get(row["member"], ""),
+                        **{name: repr(row["hparams"][name]) for name in EXPLORED},
+                    }
+                )
+        with self.lineage_path.open("a") as handle:
+            for exploit in exploits:
+                handle.write(json.dumps(exploit.to_json()) + "\n")
+        if self.writer is not None:
+            scores = [row["score"] for row in population if row["score"] == row["score"]]
+            step = max(row["env_steps"] for row in population)
+            if scores:
+                self.writer.add_scalar("pbt/best_score", max(scores), step)
+                self.writer.add_scalar("pbt/mean_score", sum(scores) / len(scores), step)
+                self.writer.add_scalar("pbt/min_score", min(scores), step)
+            self.writer.add_scalar("pbt/exploits", len(exploits), step)
+            self.writer.add_scalar("pbt/generation", generation, step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

@@ -1,0 +1,81 @@
+"""The hyperparameter search space: bounds, scales and sampling.
+
+Pure: numpy only. Every explored hyperparameter has a closed interval and a scale that
+says how it is sampled and perturbed:
+
+- ``linear``: uniform in ``[low, high]``; perturbation multiplies the value.
+- ``log``: log-uniform in ``[low, high]``; perturbation multiplies the value.
+- ``horizon``: for discount-like values in (0, 1) such as ``gamma`` and ``gae_lambda``.
+  Sampling is log-uniform in the effective horizon ``1 / (1 - x)``, and a perturbation
+  factor ``f`` multiplies that horizon (``1 - (1 - x) / f``), so ``x1.2`` lengthens the
+  horizon by 20 % instead of pushing 0.99 to 1.19.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+SCALES = ("linear", "log", "horizon")
+
+# The hyperparameters PBT explores; their order is the column order of every record.
+EXPLORED = ("learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef")
+
+
+@dataclass(frozen=True)
+class ParamSpace:
+    """Bounds and scale of one explored hyperparameter."""
+
+    low: float
+    high: float
+    scale: str = "linear"
+
+    def problems(self, name: str) -> list[str]:
+        """Every reason this range is unusable, phrased for the user."""
+        found = []
+        if self.scale not in SCALES:
+            found.append(f"search_space.{name}.scale is {self.scale!r}; use one of {', '.join(SCALES)}")
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            found.append(f"search_space.{name} has a non-finite bound [{self.low}, {self.high}]")
+        elif self.low >= self.high:
+            found.append(
+                f"search_space.{name} is [{self.low}, {self.high}]: the range is "
+                + ("reversed" if self.low > self.high else "empty")
+                + "; give low < high"
+            )
+        elif self.scale == "log" and self.low <= 0:
+            found.append(f"search_space.{name} uses scale 'log' and needs low > 0, got {self.low}")
+        elif self.scale == "horizon" and not (0 <= self.low and self.high < 1):
+            found.append(
+                f"search_space.{name} uses scale 'horizon' and needs 0 <= low < high < 1, got [{self.low}, {self.high}]"
+            )
+        return found
+
+    def clip(self, value: float) -> float:
+        return float(min(max(value, self.low), self.high))
+
+    def sample(self, rng: np.random.Generator) -> float:
+        if self.scale == "linear":
+            return float(rng.uniform(self.low, self.high))
+        if self.scale == "log":
+            return self.clip(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
+        # horizon: log-uniform in 1 / (1 - x)
+        h_low, h_high = 1.0 / (1.0 - self.low), 1.0 / (1.0 - self.high)
+        horizon = math.exp(rng.uniform(math.log(h_low), math.log(h_high)))
+        return self.clip(1.0 - 1.0 / horizon)
+
+    def perturb(self, value: float, factor: float) -> float:
+        if self.scale == "horizon":
+            return self.clip(1.0 - (1.0 - value) / factor)
+        return self.clip(value * factor)
+
+
+SearchSpace = Mapping[str, ParamSpace]
+
+
+def sample_hparams(space: SearchSpace, rng: np.random.Generator) -> dict[str, float]:
+    """Draw one value per explored hyperparameter, in the order of ``space``."""
+    return {name: param.sample(rng) for name, param in space.items()}

@@ -1,0 +1,11 @@
+"""PBT of PPO agents over MPI: winner takes all (the best member's weights are broadcast).
+
+mpiexec -n 4 python pbt_rl_wta.py --env-id CartPole-v1
+"""
+
+import sys
+
+from evo.run import main
+
+if __name__ == "__main__":
+    sys.exit(main(strategy="wta", transport="collective"))
