@@ -331,6 +331,14 @@ def resolve_agent(
 # Command line
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def str2bool(text: str) -> bool:
     """'True'/'False' as EVO users type them (argparse's type=bool would make 'False' true)."""
     lowered = str(text).strip().lower()
@@ -410,12 +418,14 @@ def parse_config(
     problems: list[str] = []
     if unknown:
         flags = [a for action in parser._actions for a in action.option_strings]
+        previous_was_flag = False
         for arg in unknown:
-            if arg.startswith("-"):
+            if arg.startswith("-") and not _is_number(arg):
                 close = difflib.get_close_matches(arg.split("=")[0], flags, n=1)
                 hint = f"; did you mean {close[0]}?" if close else "; see --help"
                 problems.append(f"unknown option {arg}{hint}")
-            else:
+                previous_was_flag = True
+            elif not previous_was_flag:  # a value right after an unknown flag is its value
                 problems.append(f"unexpected argument {arg!r}; see --help")
 
     if strategy not in STRATEGIES:

@@ -1,0 +1,156 @@
+"""The SB3 adapter: hyperparameters reach PPO's internals, and a member's learner state moves
+bit-exactly through the flat buffer (real SB3, real envs, no MPI)."""
+
+import numpy as np
+import pytest
+import torch
+from stable_baselines3.common.logger import KVWriter, Logger
+
+from evo.agent import apply_hparams, build_member, effective_hparams, flat_size, state_tensors
+from evo.config import parse_config
+from evo.explore import explore
+from evo.policies import ImpalaCNN
+
+
+class Capture(KVWriter):
+    """Keeps every dumped row, so a test can read what train() recorded."""
+
+    def __init__(self):
+        self.rows = []
+
+    def write(self, key_values, key_excluded, step=0):
+        self.rows.append(dict(key_values))
+
+    def close(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    hp = tmp_path_factory.mktemp("hp") / "tiny.yml"
+    hp.write_text("CartPole-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n")
+    return parse_config(["--hyperparams", str(hp)], check_run_dir=False)
+
+
+def capture_logger(member):
+    capture = Capture()
+    member.model.set_logger(Logger(folder=None, output_formats=[capture]))
+    return capture
+
+
+def test_new_hyperparameters_reach_optimizer_buffer_and_train(config):
+    donor = build_member(config, 0, config.agent.defaults, None)
+    recipient = build_member(config, 1, config.agent.defaults, None)
+    donor.train(256)
+    recipient.train(256)
+    rng = np.random.default_rng(0)
+    new, _ = explore(donor.hparams, config.agent.search_space, rng, (0.8, 1.2), resample_probability=1.0)
+    assert all(new[k] != donor.hparams[k] for k in new)
+
+    recipient.load(donor.pack().copy(), new)  # exploit + explore
+    capture = capture_logger(recipient)
+    recipient.train(256)
+    recipient.model.logger.dump(recipient.env_steps)
+    trained = [row for row in capture.rows if "train/clip_range" in row][-1]
+
+    assert recipient.model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(new["learning_rate"])
+    assert trained["train/learning_rate"] == pytest.approx(new["learning_rate"])
+    assert trained["train/clip_range"] == pytest.approx(new["clip_range"])
+    assert recipient.model.rollout_buffer.gamma == pytest.approx(new["gamma"])
+    assert recipient.model.rollout_buffer.gae_lambda == pytest.approx(new["gae_lambda"])
+    assert recipient.model.ent_coef == pytest.approx(new["ent_coef"])
+    assert recipient.model.vf_coef == pytest.approx(new["vf_coef"])
+    assert effective_hparams(recipient.model) == pytest.approx(new)
+    # and the donor kept its own
+    assert effective_hparams(donor.model) == pytest.approx(donor.hparams)
+
+
+def test_setting_attributes_naively_would_not_work(config):
+    """Why the adapter exists: SB3 resets the optimizer's lr from lr_schedule in train()."""
+    member = build_member(config, 0, config.agent.defaults, None)
+    original = member.hparams["learning_rate"]
+    member.model.learning_rate = 0.123  # what a naive PBT script does
+    member.train(128)
+    assert member.model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(original)
+    apply_hparams(member.model, dict(member.hparams, learning_rate=0.123))
+    member.train(128)
+    assert member.model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(0.123)
+
+
+def test_exploit_copies_weights_and_adam_state_bit_exactly(config):
+    donor = build_member(config, 0, config.agent.defaults, None)
+    recipient = build_member(config, 1, config.agent.defaults, None)
+    donor.train(256)
+    recipient.train(256)
+    assert not all(torch.equal(a, b) for a, b in zip(state_tensors(donor.model), state_tensors(recipient.model)))
+    recipient.load(donor.pack().copy(), recipient.hparams)
+    donor_state, recipient_state = state_tensors(donor.model), state_tensors(recipient.model)
+    assert all(torch.equal(a, b) for a, b in zip(donor_state, recipient_state, strict=True))
+    # Adam moments and step counts moved too
+    donor_adam = donor.model.policy.optimizer.state_dict()["state"]
+    recipient_adam = recipient.model.policy.optimizer.state_dict()["state"]
+    for key in donor_adam:
+        for name in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(donor_adam[key][name], recipient_adam[key][name])
+    assert float(donor_adam[0]["step"]) > 0
+    # the recipient's own episodes no longer count towards its score
+    assert np.isnan(recipient.training_score())
+
+
+def test_flat_layout_counts_each_tensor_once(config):
+    member = build_member(config, 0, config.agent.defaults, None)
+    params = sum(p.numel() for p in member.model.policy.parameters())
+    count = len(list(member.model.policy.parameters()))
+    assert flat_size(member.model) == 3 * params + count  # weights + exp_avg + exp_avg_sq + steps
+    assert member.buffer.dtype == np.float32 and member.buffer.size == flat_size(member.model)
+
+
+def test_training_score_and_eval_score(tmp_path):
+    config = parse_config(["--eval-episodes", "3", "--num-envs", "2"], check_run_dir=False)
+    member = build_member(config, 0, config.agent.defaults, None)
+    assert np.isnan(member.training_score())
+    member.train(1024)
+    returns = [info["r"] for info in member.model.ep_info_buffer][-10:]
+    assert member.training_score() == pytest.approx(np.mean(returns))
+    assert member.eval_env is not None and member.score() >= 8  # CartPole returns >= 8
+
+
+def test_impala_cnn_matches_the_paper():
+    import gymnasium as gym
+
+    space = gym.spaces.Box(0, 255, (3, 64, 64), np.uint8)
+    extractor = ImpalaCNN(space, features_dim=256)
+    convs = [m for m in extractor.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [16] * 5 + [32] * 5 + [32] * 5
+    assert extractor(torch.zeros(2, 3, 64, 64)).shape == (2, 256)
+    assert extractor.linear[0].in_features == 32 * 8 * 8
+
+
+def test_bigfish_member_trains_with_impala(tmp_path):
+    hp = tmp_path / "tiny.yml"
+    hp.write_text("procgen:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n  n_epochs: 1\n")
+    config = parse_config(["--env-id", "bigfish", "--hyperparams", str(hp)], check_run_dir=False)
+    member = build_member(config, 0, config.agent.defaults, None)
+    assert isinstance(member.model.policy.features_extractor, ImpalaCNN)
+    params = sum(p.numel() for p in member.model.policy.parameters())
+    assert 600_000 < params < 650_000  # the Procgen paper's IMPALA policy: ~626k parameters
+    member.train(64)
+    assert member.env_steps == 64
+
+
+def test_procgen_vecenv_is_seeded_and_steps():
+    from evo.envs import ProcgenVecEnv
+
+    def rollout(seed):
+        env = ProcgenVecEnv("coinrun", 2, seed=seed)
+        frames = [env.reset()]
+        for _ in range(5):
+            env.step_async(np.array([1, 7]))
+            observation, reward, done, infos = env.step_wait()
+            frames.append(observation)
+            assert observation.shape == (2, 64, 64, 3) and observation.dtype == np.uint8
+            assert reward.shape == (2,) and done.dtype == bool and len(infos) == 2
+        return np.stack(frames)
+
+    assert np.array_equal(rollout(7), rollout(7))
+    assert not np.array_equal(rollout(7), rollout(8))

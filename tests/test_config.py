@@ -1,0 +1,173 @@
+"""Config parsing and validation (pure: no MPI, no torch)."""
+
+import datetime as dt
+
+import pytest
+
+from evo.config import ConfigError, parse_config, str2bool
+
+NOW = dt.datetime(2026, 1, 2, 3, 4, 5)
+
+
+def parse(argv, tmp_path, **kwargs):
+    argv = list(argv)
+    if "--run-dir" not in argv:
+        argv += ["--run-dir", str(tmp_path / "run")]
+    return parse_config(argv, now=NOW, **kwargs)
+
+
+def problems(argv, tmp_path, **kwargs):
+    with pytest.raises(ConfigError) as caught:
+        parse(argv, tmp_path, **kwargs)
+    return caught.value.problems
+
+
+def test_defaults_resolve_for_cartpole(tmp_path):
+    config = parse([], tmp_path, world_size=4)
+    assert config.env_id == "CartPole-v1"
+    assert config.num_agents == 4 and config.members_per_rank == 1
+    assert config.total_generations == 12 and config.agent_training_steps == 4096
+    assert config.agent.policy == "mlp"
+    assert config.agent.batch_size == config.agent.rollout_steps // 4
+    assert set(config.agent.search_space) == {
+        "learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef"}
+    assert config.truncation_fraction == 0.25 and config.tb_writer is True
+
+
+def test_procgen_gets_the_paper_settings_and_impala(tmp_path):
+    for env_id in ("bigfish", "procgen:bigfish", "procgen-bigfish-v0"):
+        config = parse(["--env-id", env_id], tmp_path, world_size=2)
+        agent = config.agent
+        assert config.procgen_game == "bigfish"
+        assert (agent.policy, agent.n_envs, agent.n_steps, agent.n_epochs) == ("impala", 64, 256, 3)
+        assert agent.batch_size == 64 * 256 // 8
+        assert agent.defaults == {"learning_rate": 5e-4, "ent_coef": 0.01, "clip_range": 0.2, "gamma": 0.999,
+                                  "gae_lambda": 0.95, "vf_coef": 0.5}
+        assert agent.policy_kwargs["net_arch"] == [] and agent.policy_kwargs["features_dim"] == 256
+
+
+def test_num_agents_multiple_of_world_size(tmp_path):
+    config = parse(["--num-agents", "8"], tmp_path, world_size=2)
+    assert config.members_per_rank == 4
+    assert list(config.members_of(1)) == [4, 5, 6, 7] and config.owner(5) == 1
+    (problem,) = problems(["--num-agents", "5"], tmp_path, world_size=2)
+    assert "--num-agents 5 is not a multiple of the 2 MPI ranks" in problem
+    assert "--num-agents 4 or 6" in problem
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    found = problems(
+        ["--env-id", "CartPol-v1", "--total-generations", "0", "--agent-training-steps", "-5",
+         "--truncation-fraction", "0.7", "--gamma-range", "0.99", "0.9", "--learning-rate-range", "1e-3", "1e-3"],
+        tmp_path,
+    )
+    text = "\n".join(found)
+    assert "Did you mean 'CartPole-v1'" in text
+    assert "--total-generations 0: must be a positive whole number" in text
+    assert "--agent-training-steps -5: must be a positive whole number" in text
+    assert "--truncation-fraction 0.7: must be in (0, 0.5]" in text
+    assert "--gamma-range 0.99 0.9: the range is reversed" in text
+    assert "--learning-rate-range 0.001 0.001: the range is empty" in text
+
+
+@pytest.mark.parametrize("fraction, ok", [("0", False), ("0.5", True), ("0.51", False), ("0.01", True)])
+def test_truncation_fraction_bounds(tmp_path, fraction, ok):
+    if ok:
+        assert parse(["--truncation-fraction", fraction], tmp_path).truncation_fraction == float(fraction)
+    else:
+        assert "--truncation-fraction" in problems(["--truncation-fraction", fraction], tmp_path)[0]
+
+
+def test_unknown_flag_gets_a_suggestion(tmp_path):
+    (problem,) = problems(["--total-generation", "3"], tmp_path)
+    assert "unknown option --total-generation; did you mean --total-generations?" in problem
+
+
+def test_procgen_typo_suggests_the_game(tmp_path):
+    (problem,) = problems(["--env-id", "bigfsh"], tmp_path)
+    assert "'bigfish'" in problem
+
+
+@pytest.mark.parametrize("text, value", [("False", False), ("false", False), ("0", False), ("True", True),
+                                         ("yes", True)])
+def test_tb_writer_accepts_evo_spelling(tmp_path, text, value):
+    assert str2bool(text) is value
+    assert parse(["--tb-writer", text], tmp_path).tb_writer is value
+    assert parse(["--tb-writer"], tmp_path).tb_writer is True
+
+
+def test_evo_range_flags_set_the_search_space(tmp_path):
+    config = parse(["--learning-rate-range", "1e-4", "1e-3", "--gamma-range", "0.9", "0.99"], tmp_path)
+    assert (config.agent.search_space["learning_rate"].low, config.agent.search_space["learning_rate"].high) == (
+        1e-4, 1e-3)
+    assert config.agent.search_space["gamma"].high == 0.99
+
+
+def test_hyperparams_file_layers_and_coerces(tmp_path):
+    path = tmp_path / "hp.yml"
+    path.write_text(
+        "default:\n  n_epochs: 3\n"
+        "CartPole-v1:\n  n_steps: 64\n  batch_size: 32\n  learning_rate: 3e-4\n"
+        "  search_space:\n    learning_rate: {low: 1e-5, high: 1e-3, scale: log}\n"
+    )
+    config = parse(["--hyperparams", str(path)], tmp_path)
+    agent = config.agent
+    assert (agent.n_epochs, agent.n_steps, agent.batch_size) == (3, 64, 32)
+    assert agent.defaults["learning_rate"] == 3e-4  # PyYAML reads 3e-4 as a string
+    assert agent.search_space["learning_rate"].high == 1e-3
+    assert agent.search_space["gamma"].low == 0.95  # untouched entries come from ppo.yml
+
+
+def test_bad_yaml_files_are_named(tmp_path):
+    broken = tmp_path / "broken.yml"
+    broken.write_text("CartPole-v1: [n_steps: 64\n")
+    assert "invalid YAML" in problems(["--hyperparams", str(broken)], tmp_path)[0]
+    missing = tmp_path / "missing.yml"
+    assert f"--hyperparams {missing}: cannot read the file" in problems(["--hyperparams", str(missing)], tmp_path)[0]
+
+
+def test_yaml_unknown_keys_and_types(tmp_path):
+    path = tmp_path / "hp.yml"
+    path.write_text(
+        "CartPole-v1:\n  n_step: 64\n  n_epochs: many\n  normalize_advantage: 3\n"
+        "  search_space:\n    gama: {low: 0.9, high: 0.99}\n    clip_range: {low: 0.3, high: 0.1}\n"
+    )
+    text = "\n".join(problems(["--hyperparams", str(path)], tmp_path))
+    assert "unknown key 'n_step'; did you mean 'n_steps'?" in text
+    assert "n_epochs must be int, got 'many'" in text
+    assert "normalize_advantage must be bool, got 3" in text
+    assert "unknown key 'gama'; did you mean 'gamma'?" in text
+    assert "search_space.clip_range is [0.3, 0.1]: the range is reversed" in text
+
+
+def test_yaml_that_does_not_apply_is_refused(tmp_path):
+    path = tmp_path / "hp.yml"
+    path.write_text("Pendulum-v1:\n  n_steps: 64\n")
+    assert "no block applies to 'CartPole-v1'" in problems(["--hyperparams", str(path)], tmp_path)[0]
+
+
+def test_existing_run_dir_is_refused(tmp_path):
+    (tmp_path / "run").mkdir()
+    (problem,) = problems([], tmp_path)
+    assert "already exists; evo will not overwrite a run" in problem
+
+
+def test_default_run_dir_names_script_env_and_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = parse_config([], prog="pbt_rl_wta.py", now=NOW)
+    assert str(config.run_dir) == "runs/pbt_rl_wta-CartPole-v1-20260102-030405"
+
+
+def test_cnn_policy_for_vector_observations_is_refused(tmp_path):
+    path = tmp_path / "hp.yml"
+    path.write_text("CartPole-v1:\n  policy: impala\n")
+    assert "use 'mlp' for CartPole-v1" in problems(["--hyperparams", str(path)], tmp_path)[0]
+
+
+def test_config_round_trips_to_plain_data(tmp_path):
+    import yaml
+
+    config = parse(["--env-id", "bigfish"], tmp_path, world_size=2)
+    plain = yaml.safe_load(yaml.safe_dump(config.to_dict()))
+    assert plain["agent"]["search_space"]["gamma"]["scale"] == "horizon"
+    assert plain["run_dir"] == str(tmp_path / "run")

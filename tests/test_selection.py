@@ -1,0 +1,93 @@
+"""Selection invariants, over many population sizes and with ties (pure, no MPI)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from evo.selection import ranking, select, truncation, truncation_count, winner_takes_all
+
+SIZES = range(1, 10)
+
+
+def score_sets(n, rng):
+    yield list(rng.normal(size=n))
+    yield [1.0] * n  # all tied
+    yield list(rng.integers(0, 3, size=n).astype(float))  # many ties
+    yield [float("nan")] + list(rng.normal(size=n - 1)) if n > 1 else [float("nan")]
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("fraction", [0.1, 0.25, 0.3, 0.5])
+def test_truncation_invariants(n, fraction):
+    rng = np.random.default_rng(n)
+    for scores in score_sets(n, rng):
+        for trial in range(20):
+            donors = truncation(scores, fraction, np.random.default_rng(trial))
+            count = truncation_count(n, fraction)
+            order = list(ranking(scores))
+            top, bottom = set(order[:count]), set(order[n - count :])
+            assert count == min(math.ceil(n * fraction), n // 2)
+            # bottom members are all replaced, and nobody else is
+            assert set(donors) == bottom
+            # every donor is in the top group, and no top member is overwritten
+            assert set(donors.values()) <= top
+            assert not (set(donors) & top)
+            # a recipient is never also a donor
+            assert not (set(donors) & set(donors.values()))
+
+
+def test_truncation_ranks_by_score_and_breaks_ties_by_index():
+    scores = [5.0, 1.0, 9.0, 1.0, 7.0, 3.0, 1.0, 8.0]
+    donors = truncation(scores, 0.25, np.random.default_rng(0))
+    # two bottom: the tied 1.0s at members 1, 3, 6 rank by index, so 3 and 6 are last
+    assert set(donors) == {3, 6}
+    assert set(donors.values()) <= {2, 7}
+
+
+def test_nan_scores_rank_last():
+    assert list(ranking([1.0, float("nan"), 0.0])) == [0, 2, 1]
+    assert set(truncation([float("nan"), 2.0, 3.0, 1.0], 0.25, np.random.default_rng(0))) == {0}
+
+
+def test_truncation_count_is_exact_for_decimal_fractions():
+    assert truncation_count(10, 0.3) == 3  # 10 * 0.3 = 3.0000000000000004 in floats
+    assert truncation_count(4, 0.25) == 1
+    assert truncation_count(5, 0.25) == 2
+    assert truncation_count(3, 0.5) == 1
+    assert truncation_count(1, 0.5) == 0
+
+
+def test_truncation_donors_are_drawn_uniformly_from_the_top():
+    scores = list(range(8))  # top quarter = members 7 and 6
+    picks = [truncation(scores, 0.25, np.random.default_rng(seed))[0] for seed in range(400)]
+    counts = {m: picks.count(m) for m in set(picks)}
+    assert set(counts) == {6, 7}
+    assert 140 < counts[6] < 260
+
+
+def test_truncation_is_a_function_of_scores_and_generator():
+    scores = list(np.random.default_rng(1).normal(size=9))
+    a = truncation(scores, 0.25, np.random.default_rng(42))
+    b = truncation(scores, 0.25, np.random.default_rng(42))
+    assert a == b
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_winner_takes_all(n):
+    rng = np.random.default_rng(n)
+    for scores in score_sets(n, rng):
+        donors = winner_takes_all(scores)
+        best = int(ranking(scores)[0])
+        assert best not in donors
+        assert set(donors) == set(range(n)) - {best}
+        assert set(donors.values()) <= {best}
+
+
+def test_winner_ties_go_to_lowest_index():
+    assert winner_takes_all([3.0, 5.0, 5.0]) == {0: 1, 2: 1}
+
+
+def test_select_rejects_unknown_strategy():
+    with pytest.raises(ValueError, match="unknown selection strategy 'best'"):
+        select("best", [1.0, 2.0], 0.25, np.random.default_rng(0))
