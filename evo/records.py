@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import platform
 import shlex
 import sys
@@ -53,13 +54,14 @@ def versions() -> dict[str, str]:
 class RunRecords:
     """The run directory's files, owned by rank 0."""
 
-    def __init__(self, config: Config, argv: list[str] | None = None):
+    def __init__(self, config: Config, command: list[str] | None = None):
         self.config = config
         self.run_dir = Path(config.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=False)
         (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-        command = argv if argv is not None else sys.argv
+        command = list(command if command is not None else sys.argv)
         (self.run_dir / "command.txt").write_text(
+            f"cd {shlex.quote(os.getcwd())} && "
             f"mpiexec -n {config.world_size} {shlex.join([Path(sys.executable).name, *command])}\n"
         )
         (self.run_dir / "versions.json").write_text(json.dumps(versions(), indent=2) + "\n")

@@ -53,9 +53,10 @@ def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, pro
     return outcome[1]
 
 
-def run(config: Config, comm, argv: Sequence[str] | None = None) -> list[dict] | None:
+def run(config: Config, comm, command: Sequence[str] | None = None) -> list[dict] | None:
     """Train the population for ``config.total_generations``; return the last generation's
-    population records on rank 0 (None elsewhere)."""
+    population records on rank 0 (None elsewhere). ``command`` (script and arguments) goes
+    into the run's command.txt."""
     import torch
 
     from evo import exchange
@@ -65,7 +66,7 @@ def run(config: Config, comm, argv: Sequence[str] | None = None) -> list[dict] |
 
     rank = comm.Get_rank()
     torch.set_num_threads(config.torch_threads)
-    records = RunRecords(config, list(argv) if argv is not None else None) if rank == 0 else None
+    records = RunRecords(config, list(command) if command is not None else None) if rank == 0 else None
     comm.Barrier()  # the run directory exists before any rank writes into it
 
     members = [build_member(config, m, initial_hparams(config, m), tb_dir(config, m)) for m in config.members_of(rank)]
@@ -183,7 +184,7 @@ def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog:
     try:
         config = startup(comm, argv, strategy, transport, prog)
         install_logging(rank, config.log_level)
-        run(config, comm, argv if argv is not None else sys.argv[1:])
+        run(config, comm, [prog, *argv] if argv is not None else sys.argv)
     except SystemExit:
         raise
     except BaseException:

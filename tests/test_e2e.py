@@ -1,0 +1,132 @@
+"""Tier 3: each entry script under mpiexec on a tiny budget; check the files and numbers it leaves."""
+
+import csv
+import json
+
+import pytest
+import yaml
+
+from tests.conftest import mpiexec
+
+EXPLORED = ["learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef"]
+
+
+def read_population(run_dir):
+    with (run_dir / "population.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def read_lineage(run_dir):
+    return [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+
+
+def scalar_tags(event_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(event_dir))
+    accumulator.Reload()
+    return accumulator, set(accumulator.Tags()["scalars"])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "script, ranks, agents, exploits_per_generation",
+    [
+        ("pbt_rl_truct.py", 2, 4, 1),
+        ("pbt_rl_truct_collective.py", 2, 4, 1),
+        ("pbt_rl_wta.py", 2, 4, 3),
+        ("pbt_rl_truct.py", 2, 8, 2),
+    ],
+)
+def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, ranks, agents, exploits_per_generation):
+    run_dir = tmp_path / "run"
+    generations = 3
+    result = mpiexec(
+        ranks,
+        [script, "--num-agents", str(agents), "--total-generations", str(generations), "--agent-training-steps",
+         "256", "--hyperparams", str(tiny_hyperparams), "--run-dir", str(run_dir), "--seed", "3"],
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+
+    # provenance
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["num_agents"] == agents and config["world_size"] == ranks
+    assert config["agent"]["n_steps"] == 64  # the --hyperparams file reached the config
+    assert script in (run_dir / "command.txt").read_text()
+    versions = json.loads((run_dir / "versions.json").read_text())
+    assert versions["torch"].startswith("2.13.0") and "Open MPI" in versions["mpi"]
+
+    # population.csv: one row per member per generation, owners and steps consistent
+    rows = read_population(run_dir)
+    assert len(rows) == generations * agents
+    per_rank = agents // ranks
+    for row in rows:
+        assert int(row["rank"]) == int(row["member"]) // per_rank
+        assert int(row["env_steps"]) == 256 * int(row["generation"])
+        assert float(row["score"]) > 0
+    by_generation = {g: [r for r in rows if int(r["generation"]) == g] for g in range(1, generations + 1)}
+
+    # lineage: exploits as the rule says, recorded consistently with the csv
+    lineage = read_lineage(run_dir)
+    assert len(lineage) == generations * exploits_per_generation
+    for exploit in lineage:
+        generation = exploit["generation"]
+        rows_now = {int(r["member"]): r for r in by_generation[generation]}
+        recipient, donor = exploit["recipient"], exploit["donor"]
+        assert rows_now[recipient]["donor"] == str(donor)
+        assert float(rows_now[donor]["score"]) >= float(rows_now[recipient]["score"])
+        assert exploit["donor_score"] == pytest.approx(float(rows_now[donor]["score"]))
+        assert exploit["old_hparams"] == pytest.approx({k: float(rows_now[recipient][k]) for k in EXPLORED})
+        assert exploit["new_hparams"] != exploit["old_hparams"]
+        if generation < generations:  # the recipient trains the next generation with the new values
+            rows_next = {int(r["member"]): r for r in by_generation[generation + 1]}
+            assert {k: float(rows_next[recipient][k]) for k in EXPLORED} == pytest.approx(exploit["new_hparams"])
+    kept = [r for r in rows if r["donor"] == ""]
+    assert len(kept) == generations * (agents - exploits_per_generation)
+
+    # TensorBoard: a directory per member with SB3's metrics and ours, plus population aggregates
+    for member in range(agents):
+        accumulator, tags = scalar_tags(run_dir / "tb" / f"member_{member}")
+        assert {"pbt/score", "hparams/learning_rate", "train/loss", "train/clip_range"} <= tags
+        assert len(accumulator.Scalars("pbt/score")) == generations
+    accumulator, tags = scalar_tags(run_dir / "tb" / "population")
+    assert {"pbt/best_score", "pbt/mean_score", "pbt/min_score", "pbt/exploits"} <= tags
+    best = [event.value for event in accumulator.Scalars("pbt/best_score")]
+    assert best == pytest.approx([max(float(r["score"]) for r in by_generation[g]) for g in by_generation])
+
+    # console: rank 0 logs one line per generation
+    assert result.stdout.count("INFO gen ") == generations, result.stdout
+
+
+@pytest.mark.e2e
+def test_bigfish_runs_and_writes_its_files(tmp_path):
+    hyperparams = tmp_path / "tiny.yml"
+    hyperparams.write_text("procgen:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n  n_epochs: 1\n")
+    run_dir = tmp_path / "run"
+    result = mpiexec(
+        2,
+        ["pbt_rl_truct.py", "--env-id", "bigfish", "--total-generations", "2", "--agent-training-steps", "64",
+         "--hyperparams", str(hyperparams), "--run-dir", str(run_dir), "--tb-writer", "False"],
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Gym has been unmaintained" not in result.stderr
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["agent"]["policy"] == "impala" and config["env_id"] == "bigfish"
+    rows = read_population(run_dir)
+    assert len(rows) == 4 and {int(r["env_steps"]) for r in rows} == {64, 128}
+    assert len(read_lineage(run_dir)) == 2
+    assert not (run_dir / "tb").exists()  # --tb-writer False
+
+
+@pytest.mark.e2e
+def test_bad_input_exits_2_once_and_leaves_the_run_dir_alone(tmp_path):
+    run_dir = tmp_path / "existing"
+    run_dir.mkdir()
+    (run_dir / "population.csv").write_text("precious\n")
+    result = mpiexec(2, ["pbt_rl_truct.py", "--num-agents", "3", "--run-dir", str(run_dir)], timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("--num-agents 3 is not a multiple of the 2 MPI ranks") == 1
+    assert result.stderr.count("already exists; evo will not overwrite a run") == 1
+    assert "Traceback" not in result.stderr
+    assert [p.name for p in run_dir.iterdir()] == ["population.csv"]
+    assert (run_dir / "population.csv").read_text() == "precious\n"
