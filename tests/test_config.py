@@ -30,7 +30,13 @@ def test_defaults_resolve_for_cartpole(tmp_path):
     assert config.agent.policy == "mlp"
     assert config.agent.batch_size == config.agent.rollout_steps // 4
     assert set(config.agent.search_space) == {
-        "learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef"}
+        "learning_rate",
+        "ent_coef",
+        "clip_range",
+        "gamma",
+        "gae_lambda",
+        "vf_coef",
+    }
     assert config.truncation_fraction == 0.25 and config.tb_writer is True
 
 
@@ -41,8 +47,14 @@ def test_procgen_gets_the_paper_settings_and_impala(tmp_path):
         assert config.procgen_game == "bigfish"
         assert (agent.policy, agent.n_envs, agent.n_steps, agent.n_epochs) == ("impala", 64, 256, 3)
         assert agent.batch_size == 64 * 256 // 8
-        assert agent.defaults == {"learning_rate": 5e-4, "ent_coef": 0.01, "clip_range": 0.2, "gamma": 0.999,
-                                  "gae_lambda": 0.95, "vf_coef": 0.5}
+        assert agent.defaults == {
+            "learning_rate": 5e-4,
+            "ent_coef": 0.01,
+            "clip_range": 0.2,
+            "gamma": 0.999,
+            "gae_lambda": 0.95,
+            "vf_coef": 0.5,
+        }
         assert agent.policy_kwargs["net_arch"] == [] and agent.policy_kwargs["features_dim"] == 256
 
 
@@ -57,8 +69,22 @@ def test_num_agents_multiple_of_world_size(tmp_path):
 
 def test_every_problem_is_reported_at_once(tmp_path):
     found = problems(
-        ["--env-id", "CartPol-v1", "--total-generations", "0", "--agent-training-steps", "-5",
-         "--truncation-fraction", "0.7", "--gamma-range", "0.99", "0.9", "--learning-rate-range", "1e-3", "1e-3"],
+        [
+            "--env-id",
+            "CartPol-v1",
+            "--total-generations",
+            "0",
+            "--agent-training-steps",
+            "-5",
+            "--truncation-fraction",
+            "0.7",
+            "--gamma-range",
+            "0.99",
+            "0.9",
+            "--learning-rate-range",
+            "1e-3",
+            "1e-3",
+        ],
         tmp_path,
     )
     text = "\n".join(found)
@@ -88,8 +114,9 @@ def test_procgen_typo_suggests_the_game(tmp_path):
     assert "'bigfish'" in problem
 
 
-@pytest.mark.parametrize("text, value", [("False", False), ("false", False), ("0", False), ("True", True),
-                                         ("yes", True)])
+@pytest.mark.parametrize(
+    "text, value", [("False", False), ("false", False), ("0", False), ("True", True), ("yes", True)]
+)
 def test_tb_writer_accepts_evo_spelling(tmp_path, text, value):
     assert str2bool(text) is value
     assert parse(["--tb-writer", text], tmp_path).tb_writer is value
@@ -99,7 +126,9 @@ def test_tb_writer_accepts_evo_spelling(tmp_path, text, value):
 def test_evo_range_flags_set_the_search_space(tmp_path):
     config = parse(["--learning-rate-range", "1e-4", "1e-3", "--gamma-range", "0.9", "0.99"], tmp_path)
     assert (config.agent.search_space["learning_rate"].low, config.agent.search_space["learning_rate"].high) == (
-        1e-4, 1e-3)
+        1e-4,
+        1e-3,
+    )
     assert config.agent.search_space["gamma"].high == 0.99
 
 

@@ -43,8 +43,21 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
     generations = 3
     result = mpiexec(
         ranks,
-        [script, "--num-agents", str(agents), "--total-generations", str(generations), "--agent-training-steps",
-         "256", "--hyperparams", str(tiny_hyperparams), "--run-dir", str(run_dir), "--seed", "3"],
+        [
+            script,
+            "--num-agents",
+            str(agents),
+            "--total-generations",
+            str(generations),
+            "--agent-training-steps",
+            "256",
+            "--hyperparams",
+            str(tiny_hyperparams),
+            "--run-dir",
+            str(run_dir),
+            "--seed",
+            "3",
+        ],
     )
     assert result.returncode == 0, result.stderr[-4000:]
 
@@ -105,8 +118,21 @@ def test_bigfish_runs_and_writes_its_files(tmp_path):
     run_dir = tmp_path / "run"
     result = mpiexec(
         2,
-        ["pbt_rl_truct.py", "--env-id", "bigfish", "--total-generations", "2", "--agent-training-steps", "64",
-         "--hyperparams", str(hyperparams), "--run-dir", str(run_dir), "--tb-writer", "False"],
+        [
+            "pbt_rl_truct.py",
+            "--env-id",
+            "bigfish",
+            "--total-generations",
+            "2",
+            "--agent-training-steps",
+            "64",
+            "--hyperparams",
+            str(hyperparams),
+            "--run-dir",
+            str(run_dir),
+            "--tb-writer",
+            "False",
+        ],
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Gym has been unmaintained" not in result.stderr

@@ -41,8 +41,14 @@ def test_explore_stays_in_bounds_from_every_start():
 
 
 def test_perturb_only_reaches_the_two_factors_clipped():
-    start = {"learning_rate": 1e-3, "ent_coef": 0.019, "clip_range": 0.2, "gamma": 0.99, "gae_lambda": 0.95,
-             "vf_coef": 0.5}
+    start = {
+        "learning_rate": 1e-3,
+        "ent_coef": 0.019,
+        "clip_range": 0.2,
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "vf_coef": 0.5,
+    }
     reached = {name: set() for name in SPACE}
     rng = np.random.default_rng(2)
     for _ in range(200):

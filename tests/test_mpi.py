@@ -10,8 +10,7 @@ from tests.conftest import mpiexec
 def test_exchange_under_mpiexec(ranks):
     result = mpiexec(
         ranks,
-        ["-m", "mpi4py", "-m", "pytest", "tests/mpi", "-q", "-p", "no:cacheprovider", "--timeout=240",
-         "--color=no"],
+        ["-m", "mpi4py", "-m", "pytest", "tests/mpi", "-q", "-p", "no:cacheprovider", "--timeout=240", "--color=no"],
         timeout=600,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -1,0 +1,45 @@
+# evo: `make run` trains a small PBT population, `make test` runs every test tier.
+# Both install first (into .venv) if needed.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+RANKS ?= 4
+ARGS ?=
+PYTEST_ARGS ?=
+
+# Open MPI refuses to start as root unless told; we only set this when you are root.
+ifeq ($(shell id -u),0)
+MPI_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+endif
+
+.PHONY: install run test test-fast lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/system-deps.sh
+	bash scripts/system-deps.sh
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first and pinned: any other version pulls gigabytes of CUDA wheels
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+run: install
+	$(MPI_ENV) $(BIN)/mpiexec -n $(RANKS) --oversubscribe $(BIN)/python pbt_rl_truct.py \
+		--env-id CartPole-v1 --eval-episodes 10 $(ARGS)
+
+test: install
+	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not mpi and not e2e" $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
