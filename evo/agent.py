@@ -11,6 +11,7 @@ place that writes them.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +22,9 @@ from evo import _quiet  # noqa: F401  (before SB3)
 import numpy as np
 import torch
 from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.logger import Logger, configure
+from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
 from stable_baselines3.common.utils import (
     ConstantSchedule,
     FloatSchedule,
@@ -63,14 +65,44 @@ def policy_arguments(agent: AgentSettings) -> tuple[str, dict]:
     return "CnnPolicy", kwargs
 
 
-def build_model(config: Config, member: int, hparams: dict[str, float], tb_dir: Path | None) -> PPO:
+class ResumableTensorBoard(TensorBoardOutputFormat):
+    """SB3's TensorBoard writer, with ``purge_step`` so that a resumed run hides the events a
+    crashed run wrote after its last checkpoint (no step shows twice)."""
+
+    def __init__(self, folder: str, purge_step: int | None = None):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=folder, purge_step=purge_step)
+        self._is_closed = False
+
+
+class StopCallback(BaseCallback):
+    """Stops ``learn()`` at the next env step once ``should_stop()`` is true."""
+
+    def __init__(self, should_stop):
+        super().__init__()
+        self.should_stop = should_stop
+
+    def _on_step(self) -> bool:
+        return not self.should_stop()
+
+
+def member_logger(tb_dir: Path | None, purge_step: int | None = None) -> Logger:
+    if tb_dir is None:
+        return Logger(folder=None, output_formats=[])
+    return Logger(folder=str(tb_dir), output_formats=[ResumableTensorBoard(str(tb_dir), purge_step)])
+
+
+def build_model(
+    config: Config, member: int, hparams: dict[str, float], tb_dir: Path | None, env_seed: int | None = None
+) -> PPO:
     """A fresh PPO agent for ``member`` with ``hparams`` in effect."""
     agent = config.agent
     seed = member_seed(config.seed, member)
     env = make_env(
         config.env_id,
         agent.n_envs,
-        seed,
+        seed if env_seed is None else env_seed,
         config.distribution_mode,
         config.num_levels,
         config.start_level,
@@ -96,7 +128,7 @@ def build_model(config: Config, member: int, hparams: dict[str, float], tb_dir: 
         seed=seed,
         device="cpu",
     )
-    model.set_logger(configure(str(tb_dir), ["tensorboard"]) if tb_dir else Logger(folder=None, output_formats=[]))
+    model.set_logger(member_logger(tb_dir))
     init_optimizer_state(model.policy.optimizer)
     apply_hparams(model, hparams)
     return model
@@ -210,6 +242,8 @@ class Member:
     eval_env: object | None = None
     eval_episodes: int = 0
     buffer: np.ndarray = field(default=None, repr=False)
+    scores: list[float] = field(default_factory=list)
+    """The member's score at the end of each generation so far."""
 
     def __post_init__(self) -> None:
         if self.buffer is None:
@@ -253,14 +287,83 @@ class Member:
         self.hparams = {name: float(hparams[name]) for name in EXPLORED}
         apply_hparams(self.model, self.hparams)
 
+    def state_payload(self, run_id: str, generation: int, rng: dict) -> dict:
+        """Everything needed to rebuild this member bit-exactly, as plain data and tensors."""
+        episodes = [[info["r"], info["l"], info.get("t", 0.0)] for info in (self.model.ep_info_buffer or [])]
+        return {
+            "format": 1,
+            "run_id": run_id,
+            "generation": generation,
+            "member": self.member_id,
+            "state": torch.from_numpy(self.pack().copy()),
+            "hparams": dict(self.hparams),
+            "num_timesteps": int(self.model.num_timesteps),
+            "episode_num": int(self.model._episode_num),
+            "n_updates": int(self.model._n_updates),
+            "episodes": torch.tensor(episodes, dtype=torch.float64).reshape(-1, 3),
+            "scores": [float(score) for score in self.scores],
+            "rng": rng,
+        }
+
+    def restore(self, payload: dict) -> None:
+        """Become the member saved in ``payload`` (see :meth:`state_payload`)."""
+        if payload["member"] != self.member_id:
+            raise ValueError(f"payload of member {payload['member']} given to member {self.member_id}")
+        state = payload["state"].numpy()
+        if state.size != self.buffer.size:
+            raise ValueError(
+                f"member {self.member_id}: checkpoint holds {state.size} floats, this policy {self.buffer.size}; "
+                "the policy architecture changed since the checkpoint was written"
+            )
+        unpack(self.model, state)
+        self.set_hparams(payload["hparams"])
+        self.model.num_timesteps = int(payload["num_timesteps"])
+        self.model._episode_num = int(payload["episode_num"])
+        self.model._n_updates = int(payload["n_updates"])
+        window = self.model._stats_window_size
+        self.model.ep_info_buffer = deque(
+            ({"r": float(r), "l": int(length), "t": float(t)} for r, length, t in payload["episodes"].tolist()),
+            maxlen=window,
+        )
+        self.model.ep_success_buffer = deque(maxlen=window)
+        self.scores = list(payload["scores"])
+
     def close(self) -> None:
         self.model.env.close()
         if self.eval_env is not None:
             self.eval_env.close()
 
 
-def build_member(config: Config, member: int, hparams: dict[str, float], tb_dir: Path | None) -> Member:
-    model = build_model(config, member, hparams, tb_dir)
+def rng_state() -> dict:
+    """This process's global RNG states (torch, numpy, random) as checkpointable data."""
+    import random
+
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
+        "numpy_position": int(position),
+        "numpy_has_gauss": int(has_gauss),
+        "numpy_cached_gaussian": float(cached),
+        "python": [int(v) for v in random.getstate()[1]],
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    import random
+
+    torch.set_rng_state(state["torch"])
+    keys = state["numpy_keys"].numpy().astype(np.uint32)
+    np.random.set_state(
+        ("MT19937", keys, state["numpy_position"], state["numpy_has_gauss"], state["numpy_cached_gaussian"])
+    )
+    random.setstate((3, tuple(state["python"]), None))
+
+
+def build_member(
+    config: Config, member: int, hparams: dict[str, float], tb_dir: Path | None, env_seed: int | None = None
+) -> Member:
+    model = build_model(config, member, hparams, tb_dir, env_seed)
     eval_env = None
     if config.eval_episodes > 0:
         eval_env = make_env(

@@ -12,6 +12,8 @@ import datetime as _dt
 import difflib
 import math
 import os
+import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -131,6 +133,16 @@ class Config:
     agent: AgentSettings
     log_level: str = "INFO"
     command: tuple[str, ...] = field(default=())
+    checkpoint_every: int = 1
+    """Write a population checkpoint every this many generations (and on a stop signal)."""
+    keep_checkpoints: int = 2
+    """Complete checkpoints kept on disk."""
+    resume: bool = False
+    """Continue the run in run_dir from its last complete checkpoint."""
+    run_id: str = ""
+    """Identifies the run; a checkpoint from another run is refused."""
+    cli: dict[str, Any] = field(default_factory=dict)
+    """The command-line values this run was started with (a resume starts from them)."""
 
     @property
     def members_per_rank(self) -> int:
@@ -396,7 +408,88 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add("--num-levels", type=int, default=0, help="Procgen: number of training levels (0 = unlimited)")
     add("--start-level", type=int, default=0, help="Procgen: first training level")
     add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="rank 0's log level")
+    add("--checkpoint-every", type=int, default=1, help="checkpoint the population every N generations")
+    add("--keep-checkpoints", type=int, default=2, help="complete checkpoints to keep")
+    add(
+        "--resume",
+        action="store_true",
+        help="continue the run in --run-dir (or runs/--exp-name) from its last complete checkpoint; "
+        "flags not given again keep the run's values, --total-generations may extend it",
+    )
     return parser
+
+
+# Flags a resumed run takes from the command line only if given again.
+RESUMED_FLAGS = (
+    "env_id",
+    "num_agents",
+    "total_generations",
+    "agent_training_steps",
+    "truncation_fraction",
+    "perturb_factors",
+    "resample_probability",
+    "eval_episodes",
+    "seed",
+    "exp_name",
+    "tb_writer",
+    "torch_threads",
+    "hyperparams",
+    "learning_rate_range",
+    "gamma_range",
+    "num_envs",
+    "distribution_mode",
+    "num_levels",
+    "start_level",
+    "checkpoint_every",
+    "keep_checkpoints",
+)
+# What may not differ between a run and its resumption.
+FIXED_ON_RESUME = (
+    "env_id",
+    "num_agents",
+    "strategy",
+    "seed",
+    "eval_episodes",
+    "distribution_mode",
+    "num_levels",
+    "start_level",
+    "agent",
+)
+
+
+def explicit_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
+    """Destinations of the flags that appear in ``argv``."""
+    found = set()
+    for token in argv:
+        if token.startswith("--"):
+            action = parser._option_string_actions.get(token.split("=", 1)[0])
+            if action is not None:
+                found.add(action.dest)
+    return found
+
+
+def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
+    values = {}
+    for name in RESUMED_FLAGS:
+        value = getattr(args, name)
+        values[name] = str(value) if isinstance(value, Path) else (list(value) if isinstance(value, tuple) else value)
+    return values
+
+
+def load_saved_config(run_dir: Path) -> dict[str, Any]:
+    """The config.yaml of an existing run (raises ConfigError if it cannot be read)."""
+    path = Path(run_dir) / "config.yaml"
+    try:
+        saved = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(
+            [f"--resume: {run_dir} is not an evo run directory (no config.yaml); check --run-dir / --exp-name"]
+        ) from None
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError([f"--resume: cannot read {path}: {error}"]) from error
+    if not isinstance(saved, dict) or not isinstance(saved.get("cli"), dict):
+        raise ConfigError([f"--resume: {path} was not written by this version of evo (no 'cli' section)"])
+    return saved
 
 
 def parse_config(
@@ -416,6 +509,19 @@ def parse_config(
     parser = build_parser(prog)
     args, unknown = parser.parse_known_args(argv)
     problems: list[str] = []
+    saved: dict[str, Any] | None = None
+    if args.resume:
+        if args.run_dir is None and args.exp_name is None:
+            raise ConfigError(["--resume needs the run: give --run-dir DIR (or --exp-name NAME for runs/NAME)"])
+        resume_dir = args.run_dir if args.run_dir is not None else Path("runs") / args.exp_name
+        saved = load_saved_config(resume_dir)
+        given = explicit_flags(parser, list(argv) if argv is not None else sys.argv[1:])
+        for name, value in saved["cli"].items():
+            if name in RESUMED_FLAGS and name not in given:
+                if name == "hyperparams" and value is not None:
+                    value = Path(value)
+                setattr(args, name, value)
+        args.run_dir = resume_dir
     if unknown:
         flags = [a for action in parser._actions for a in action.option_strings]
         previous_was_flag = False
@@ -477,6 +583,10 @@ def parse_config(
         problems.append(f"--num-envs {args.num_envs}: must be at least 1")
     if args.seed < 0:
         problems.append(f"--seed {args.seed}: must be >= 0")
+    if args.checkpoint_every < 1:
+        problems.append(f"--checkpoint-every {args.checkpoint_every}: must be at least 1 (generations)")
+    if args.keep_checkpoints < 1:
+        problems.append(f"--keep-checkpoints {args.keep_checkpoints}: keep at least 1")
     if game:
         if args.distribution_mode not in DISTRIBUTION_MODES:
             close = difflib.get_close_matches(args.distribution_mode, DISTRIBUTION_MODES, n=1)
@@ -493,12 +603,14 @@ def parse_config(
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
     exp_name = args.exp_name or f"{stem}-{(game or args.env_id).replace(':', '_').replace('/', '_')}-{stamp}"
     run_dir = args.run_dir if args.run_dir is not None else Path("runs") / exp_name
-    if check_run_dir:
+    if check_run_dir and not args.resume:
         problems += run_dir_problems(run_dir)
 
     if problems:
         raise ConfigError(problems)
-    return Config(
+    cli = _cli_values(args)
+    cli["num_agents"] = num_agents  # a resume on another world size keeps the population
+    config = Config(
         strategy=strategy,
         transport=transport,
         env_id=args.env_id,
@@ -522,7 +634,39 @@ def parse_config(
         agent=agent,
         log_level=args.log_level,
         command=tuple(argv) if argv is not None else (),
+        checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
+        resume=args.resume,
+        run_id=saved["run_id"] if saved else uuid.uuid4().hex,
+        cli=cli,
     )
+    if saved is not None:
+        differences = resume_differences(saved, config.to_dict())
+        if differences:
+            raise ConfigError(differences)
+    return config
+
+
+def resume_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Why a run may not be resumed with this configuration."""
+    found = []
+    for name in FIXED_ON_RESUME:
+        if saved.get(name) != new.get(name):
+            if name == "agent":
+                keys = sorted(
+                    k for k in set(saved["agent"]) | set(new["agent"]) if saved["agent"].get(k) != new["agent"].get(k)
+                )
+                detail = "; ".join(f"{k}: {saved['agent'].get(k)!r} -> {new['agent'].get(k)!r}" for k in keys)
+                found.append(
+                    f"--resume: the PPO settings differ from the run's ({detail}); the YAML or --hyperparams "
+                    "changed since the run started. Restore them, or start a new run."
+                )
+            else:
+                found.append(
+                    f"--resume: {name} was {saved.get(name)!r} in this run, the command gives {new.get(name)!r}; "
+                    "a run resumes with the same value (drop the flag to keep it)"
+                )
+    return found
 
 
 def _build_agent(settings: dict[str, Any], args: argparse.Namespace, game: str | None, problems: list[str]):

@@ -124,6 +124,58 @@ def exchange(
     raise ValueError(f"unknown transport {transport!r}")
 
 
+class StopNotifier:
+    """Spreads a stop request from any rank to all, without a collective mid-training.
+
+    The rank that got the signal sends one small message to every other rank when it next
+    polls; the others see it with ``Iprobe`` (cheap enough to call every env step). At the
+    generation's sync point, :meth:`agree` makes every rank take the same decision and
+    receives every stop message, so none is left unmatched.
+    """
+
+    TAG = 32001
+
+    def __init__(self, comm, requested: Callable[[], bool]):
+        self.comm = comm
+        self.requested = requested
+        self.announced = False
+        self.heard = False
+        self._requests = []
+
+    def poll(self) -> bool:
+        """True once a stop was requested here or announced by another rank."""
+        if not self.announced and self.requested():
+            rank = self.comm.Get_rank()
+            token = np.ones(1, dtype=np.int8)
+            self._token = token
+            for other in range(self.comm.Get_size()):
+                if other != rank:
+                    self._requests.append(self.comm.Isend(token, dest=other, tag=self.TAG))
+            self.announced = True
+        if not (self.announced or self.heard):
+            from mpi4py import MPI
+
+            self.heard = bool(self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=self.TAG))
+        return self.announced or self.heard
+
+    def agree(self) -> bool:
+        """Collective: true on every rank if any rank is stopping; drains the messages."""
+        from mpi4py import MPI
+
+        self.poll()
+        if not agree(self.comm, self.announced):
+            return False
+        announcers = self.comm.allgather(self.announced)
+        rank = self.comm.Get_rank()
+        sink = np.empty(1, dtype=np.int8)
+        for other, announced in enumerate(announcers):
+            if announced and other != rank:
+                self.comm.Recv(sink, source=other, tag=self.TAG)
+        MPI.Request.Waitall(self._requests)
+        self._requests = []
+        return True
+
+
 def agree(comm, flag: bool) -> bool:
     """True on every rank if ``flag`` is true on any rank."""
     from mpi4py import MPI

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import platform
@@ -54,27 +55,58 @@ def versions() -> dict[str, str]:
 class RunRecords:
     """The run directory's files, owned by rank 0."""
 
-    def __init__(self, config: Config, command: list[str] | None = None):
+    def __init__(
+        self,
+        config: Config,
+        command: list[str] | None = None,
+        resume_generation: int | None = None,
+        lineage: list[dict] | None = None,
+        population_step: int | None = None,
+    ):
+        """Create the run directory, or, with ``resume_generation``, continue its records
+        from that generation (later rows, written after the checkpoint, are dropped)."""
         self.config = config
         self.run_dir = Path(config.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=False)
-        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-        command = list(command if command is not None else sys.argv)
-        (self.run_dir / "command.txt").write_text(
-            f"cd {shlex.quote(os.getcwd())} && "
-            f"mpiexec -n {config.world_size} {shlex.join([Path(sys.executable).name, *command])}\n"
-        )
-        (self.run_dir / "versions.json").write_text(json.dumps(versions(), indent=2) + "\n")
         self.population_path = self.run_dir / "population.csv"
         self.lineage_path = self.run_dir / "lineage.jsonl"
-        with self.population_path.open("w", newline="") as handle:
-            csv.DictWriter(handle, POPULATION_FIELDS).writeheader()
-        self.lineage_path.touch()
+        self.lineage: list[dict] = list(lineage or [])
+        self.population_step = population_step or 0
+        command_line = (
+            f"cd {shlex.quote(os.getcwd())} && "
+            f"mpiexec -n {config.world_size} {shlex.join([Path(sys.executable).name, *(command or sys.argv)])}\n"
+        )
+        if resume_generation is None:
+            self.run_dir.mkdir(parents=True, exist_ok=False)
+            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+            (self.run_dir / "command.txt").write_text(command_line)
+            (self.run_dir / "versions.json").write_text(json.dumps(versions(), indent=2) + "\n")
+            with self.population_path.open("w", newline="") as handle:
+                csv.DictWriter(handle, POPULATION_FIELDS).writeheader()
+            self.lineage_path.touch()
+        else:
+            with (self.run_dir / "command.txt").open("a") as handle:
+                handle.write(f"# resumed from generation {resume_generation}:\n{command_line}")
+            self._truncate(resume_generation)
         self.writer = None
         if config.tb_writer:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(self.run_dir / "tb" / "population"))
+            purge = self.population_step + 1 if resume_generation is not None else None
+            self.writer = SummaryWriter(str(self.run_dir / "tb" / "population"), purge_step=purge)
+
+    def _truncate(self, generation: int) -> None:
+        """Keep the records of generations up to ``generation`` (those the checkpoint covers)."""
+        from evo.checkpoint import atomic_write
+
+        with self.population_path.open(newline="") as handle:
+            rows = [row for row in csv.DictReader(handle) if int(row["generation"]) <= generation]
+        text = io.StringIO()
+        writer = csv.DictWriter(text, POPULATION_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write(self.population_path, text.getvalue().encode())
+        lines = "".join(json.dumps(entry) + "\n" for entry in self.lineage)
+        atomic_write(self.lineage_path, lines.encode())
 
     def write_generation(self, generation: int, population: list[dict], exploits: list[Exploit]) -> None:
         donors = {e.recipient: e.donor for e in exploits}
@@ -95,9 +127,11 @@ class RunRecords:
         with self.lineage_path.open("a") as handle:
             for exploit in exploits:
                 handle.write(json.dumps(exploit.to_json()) + "\n")
+                self.lineage.append(exploit.to_json())
+        self.population_step = max(row["env_steps"] for row in population)
         if self.writer is not None:
             scores = [row["score"] for row in population if row["score"] == row["score"]]
-            step = max(row["env_steps"] for row in population)
+            step = self.population_step
             if scores:
                 self.writer.add_scalar("pbt/best_score", max(scores), step)
                 self.writer.add_scalar("pbt/mean_score", sum(scores) / len(scores), step)

@@ -34,13 +34,15 @@ def initial_hparams(config: Config, member: int) -> dict[str, float]:
     return sample_hparams(config.agent.search_space, rng)
 
 
-def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str) -> Config | None:
-    """Rank 0 parses and validates; every rank gets the config, or None if it was refused."""
+def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str) -> tuple[Config, object]:
+    """Rank 0 parses and validates (and, for --resume, finds the checkpoint); every rank gets
+    the config and the checkpoint, or exits with status 2 if the input was refused."""
     outcome: tuple[str, object] = ("error", None)
     if comm.Get_rank() == 0:
         try:
             config = parse_config(argv, strategy=strategy, transport=transport, world_size=comm.Get_size(), prog=prog)
-            outcome = ("ok", config)
+            checkpoint = find_checkpoint(config) if config.resume else None
+            outcome = ("ok", (config, checkpoint))
         except ConfigError as error:
             print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
             outcome = ("error", EXIT_BAD_INPUT)
@@ -53,49 +55,160 @@ def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, pro
     return outcome[1]
 
 
-def run(config: Config, comm, command: Sequence[str] | None = None) -> list[dict] | None:
-    """Train the population for ``config.total_generations``; return the last generation's
-    population records on rank 0 (None elsewhere). ``command`` (script and arguments) goes
-    into the run's command.txt."""
+def find_checkpoint(config: Config):
+    """The checkpoint a --resume continues from (ConfigError if there is none)."""
+    from evo.checkpoint import checkpoints_dir, latest
+
+    checkpoint, skipped = latest(config.run_dir, config.run_id)
+    for reason in skipped:
+        logger.warning("skipping checkpoint: %s", reason)
+    if checkpoint is None:
+        detail = ("; " + "; ".join(skipped)) if skipped else ""
+        raise ConfigError(
+            [
+                f"--resume: no complete checkpoint in {checkpoints_dir(config.run_dir)}{detail}. "
+                "Start a new run with another --run-dir instead."
+            ]
+        )
+    return checkpoint
+
+
+def save_checkpoint(comm, config: Config, generation: int, payloads: dict[int, bytes], run_state: dict | None) -> None:
+    """Collective: every rank writes its members' files, then rank 0 writes the manifest
+    (last) and prunes old checkpoints. ``run_state`` (rank 0 only) goes into the manifest."""
+    from evo import exchange
+    from evo.checkpoint import atomic_write, generation_dir, member_filename, prune, sha256, write_manifest
+
+    directory = generation_dir(config.run_dir, generation)
+    if comm.Get_rank() == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "manifest.json").unlink(missing_ok=True)
+    comm.Barrier()
+    entries = []
+    for member, data in payloads.items():
+        atomic_write(directory / member_filename(member), data)
+        entries.append((member, {"file": member_filename(member), "bytes": len(data), "sha256": sha256(data)}))
+    gathered = exchange.gather_to_root(comm, entries)
+    if comm.Get_rank() == 0:
+        manifest = {
+            "format": 1,
+            "run_id": config.run_id,
+            "generation": generation,
+            "env_id": config.env_id,
+            "num_agents": config.num_agents,
+            "world_size": config.world_size,
+            "members": {str(member): entry for member, entry in sorted(gathered)},
+            **(run_state or {}),
+        }
+        write_manifest(directory, manifest)
+        prune(config.run_dir, config.keep_checkpoints, generation)
+        logger.debug("checkpoint of generation %d written to %s", generation, directory)
+    comm.Barrier()
+
+
+def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=None) -> int:
+    """Train the population up to ``config.total_generations``, from scratch or from
+    ``checkpoint``. Returns the exit status: 0, or EXIT_STOPPED after a stop signal (a
+    checkpoint of the last generation boundary is then on disk)."""
     import torch
 
     from evo import exchange
-    from evo.agent import build_member
+    from evo.agent import StopCallback, build_member, member_logger, member_seed, rng_state, set_rng_state
+    from evo.checkpoint import dump_payload, load_payload
     from evo.plan import generation_rng, plan_generation
     from evo.records import RunRecords, tb_dir
+    from evo.stopping import EXIT_STOPPED, StopRequest
 
     rank = comm.Get_rank()
     torch.set_num_threads(config.torch_threads)
-    records = RunRecords(config, list(command) if command is not None else None) if rank == 0 else None
+    stop_request = StopRequest().install()
+    stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
+    start = checkpoint.generation if checkpoint is not None else 0
+    manifest = checkpoint.manifest if checkpoint is not None else {}
+    if start >= config.total_generations:
+        if rank == 0:
+            logger.info(
+                "the run already has %d of %d generations; pass --total-generations N > %d to extend it",
+                start,
+                config.total_generations,
+                start,
+            )
+        return 0
+
+    records = None
+    if rank == 0:
+        records = RunRecords(
+            config,
+            list(command) if command is not None else None,
+            resume_generation=start if checkpoint is not None else None,
+            lineage=manifest.get("lineage"),
+            population_step=manifest.get("population_step"),
+        )
     comm.Barrier()  # the run directory exists before any rank writes into it
 
-    members = [build_member(config, m, initial_hparams(config, m), tb_dir(config, m)) for m in config.members_of(rank)]
+    members = []
+    for member_id in config.members_of(rank):
+        # a resumed member gets fresh envs, seeded by the generation it resumes at
+        env_seed = member_seed(config.seed, member_id, stream=2 + start) if start else None
+        member = build_member(
+            config, member_id, initial_hparams(config, member_id), tb_dir(config, member_id), env_seed
+        )
+        if checkpoint is not None:
+            payload = load_payload(checkpoint.member_path(member_id))
+            if payload["run_id"] != config.run_id or payload["generation"] != start:
+                raise RuntimeError(f"{checkpoint.member_path(member_id)} does not belong to this checkpoint")
+            member.restore(payload)
+            member.model.set_logger(member_logger(tb_dir(config, member_id), purge_step=member.env_steps + 1))
+            if manifest["world_size"] == config.world_size:
+                set_rng_state(payload["rng"])
+            else:
+                torch.manual_seed(member_seed(config.seed, rank, stream=1000 + start))
+        members.append(member)
     by_id = {member.member_id: member for member in members}
     scratch = np.empty_like(members[0].buffer) if config.transport == "collective" else None
     if rank == 0:
         logger.info(
-            "%s: %d members on %d ranks, %s selection, %s exchange, %d generations x %d env steps; run dir %s",
+            "%s: %d members on %d ranks, %s selection, %s exchange, generations %d..%d x %d env steps; run dir %s",
             config.env_id,
             config.num_agents,
             config.world_size,
             config.strategy,
             config.transport,
+            start + 1,
             config.total_generations,
             config.agent_training_steps,
             config.run_dir,
         )
+        if checkpoint is not None:
+            logger.info("resumed from %s (generation %d)", checkpoint.directory, start)
 
+    if checkpoint is None:  # the initial population, so that a stop in generation 1 can resume
+        rng = rng_state()
+        initial = {m.member_id: dump_payload(m.state_payload(config.run_id, 0, rng)) for m in members}
+        save_checkpoint(comm, config, 0, initial, {"lineage": [], "population_step": 0} if rank == 0 else None)
+
+    callback_poll = stopper.poll
+    pending = None  # (generation, payloads, run_state) of the last boundary not yet on disk
+    stopped = False
+    completed = start
     population = None
-    for generation in range(1, config.total_generations + 1):
+    for generation in range(start + 1, config.total_generations + 1):
         started = time.perf_counter()
         steps_before = sum(member.env_steps for member in members)
         for member in members:
-            member.train(config.agent_training_steps)
+            if callback_poll():
+                break
+            member.train(config.agent_training_steps, callback=StopCallback(callback_poll))
+        if stopper.agree():
+            stopped = True
+            break
+        for member in members:
+            member.scores.append(member.score())
         local = [
             {
                 "member": member.member_id,
                 "rank": rank,
-                "score": member.score(),
+                "score": member.scores[-1],
                 "env_steps": member.env_steps,
                 "hparams": dict(member.hparams),
             }
@@ -135,40 +248,76 @@ def run(config: Config, comm, command: Sequence[str] | None = None) -> list[dict
             member.model.logger.dump(row["env_steps"])
 
         total_trained = comm.reduce(trained, root=0)
+        run_state = None
         if rank == 0:
             elapsed = time.perf_counter() - started
             records.write_generation(generation, population, exploits)
-            scores = np.array([row["score"] for row in population], dtype=float)
-            logger.info(
-                "gen %d/%d  env steps/member %d  best %.2f  mean %.2f  exploits %d  %.1fs  %.0f env-steps/s",
-                generation,
-                config.total_generations,
-                max(row["env_steps"] for row in population),
-                np.nanmax(scores) if np.isfinite(scores).any() else float("nan"),
-                np.nanmean(scores) if np.isfinite(scores).any() else float("nan"),
-                len(exploits),
-                elapsed,
-                total_trained / elapsed,
+            run_state = {"lineage": list(records.lineage), "population_step": records.population_step}
+            log_generation(config, generation, population, exploits, elapsed, total_trained)
+
+        rng = rng_state()
+        payloads = {m.member_id: dump_payload(m.state_payload(config.run_id, generation, rng)) for m in members}
+        if generation % config.checkpoint_every == 0 or generation == config.total_generations:
+            save_checkpoint(comm, config, generation, payloads, run_state)
+            pending = None
+        else:
+            pending = (generation, payloads, run_state)
+        completed = generation
+
+    if stopped:
+        if pending is not None:
+            save_checkpoint(comm, config, *pending)
+        if rank == 0:
+            logger.warning(
+                "stopped by %s: checkpoint of generation %d is in %s; the partial generation %d is redone on "
+                "--resume. Exit status %d.",
+                stop_request.signal_name or "a signal on another rank",
+                completed,
+                config.run_dir,
+                completed + 1,
+                EXIT_STOPPED,
             )
-            for exploit in exploits:
-                logger.info(
-                    "  member %d (%.2f) <- member %d (%.2f): %s",
-                    exploit.recipient,
-                    exploit.recipient_score,
-                    exploit.donor,
-                    exploit.donor_score,
-                    ", ".join(exploit.changes),
-                )
+        elif stop_request.requested:
+            logger.warning("stopped by %s", stop_request.signal_name)
 
     for member in members:
         member.model.logger.close()
         member.close()
     if records is not None:
         records.close()
-        best = max(population, key=lambda row: -np.inf if np.isnan(row["score"]) else row["score"])
-        logger.info("done: best member %d scored %.2f; records in %s", best["member"], best["score"], config.run_dir)
+        if population is not None and not stopped:
+            best = max(population, key=lambda row: -np.inf if np.isnan(row["score"]) else row["score"])
+            logger.info(
+                "done: best member %d scored %.2f; records in %s", best["member"], best["score"], config.run_dir
+            )
     comm.Barrier()
-    return population
+    stop_request.uninstall()
+    return EXIT_STOPPED if stopped else 0
+
+
+def log_generation(config: Config, generation: int, population, exploits, elapsed: float, trained: int) -> None:
+    scores = np.array([row["score"] for row in population], dtype=float)
+    finite = np.isfinite(scores).any()
+    logger.info(
+        "gen %d/%d  env steps/member %d  best %.2f  mean %.2f  exploits %d  %.1fs  %.0f env-steps/s",
+        generation,
+        config.total_generations,
+        max(row["env_steps"] for row in population),
+        np.nanmax(scores) if finite else float("nan"),
+        np.nanmean(scores) if finite else float("nan"),
+        len(exploits),
+        elapsed,
+        trained / elapsed,
+    )
+    for exploit in exploits:
+        logger.info(
+            "  member %d (%.2f) <- member %d (%.2f): %s",
+            exploit.recipient,
+            exploit.recipient_score,
+            exploit.donor,
+            exploit.donor_score,
+            ", ".join(exploit.changes),
+        )
 
 
 def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -182,9 +331,9 @@ def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog:
     rank = comm.Get_rank()
     install_logging(rank)
     try:
-        config = startup(comm, argv, strategy, transport, prog)
+        config, checkpoint = startup(comm, argv, strategy, transport, prog)
         install_logging(rank, config.log_level)
-        run(config, comm, [prog, *argv] if argv is not None else sys.argv)
+        return run(config, comm, [prog, *argv] if argv is not None else sys.argv, checkpoint)
     except SystemExit:
         raise
     except BaseException:

@@ -1,0 +1,195 @@
+"""Population checkpoints: crash-safe on disk, loaded without executing code.
+
+Layout, one directory per generation boundary::
+
+    run_dir/checkpoints/gen_000007/
+        member_0.pt ... member_{N-1}.pt   one per member, written by the rank that holds it
+        manifest.json                     written last, by rank 0
+
+A member file is a ``torch.save`` of plain data and tensors (loaded back with
+``weights_only=True``): the flat policy + Adam state, hyperparameters, counters, recent
+episode returns, score history and the rank's RNG states. Every file is written to a
+temporary name, fsynced and renamed. The manifest lists every file with its size and
+SHA-256, the generation, the run id, the lineage so far and the config; a checkpoint is
+complete only when its manifest exists and every file matches it, so a crash at any instant
+leaves the previous complete checkpoint loadable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used; the message names the file and why."""
+
+
+def checkpoints_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def generation_dir(run_dir: Path, generation: int) -> Path:
+    return checkpoints_dir(run_dir) / f"gen_{generation:06d}"
+
+
+def member_filename(member: int) -> str:
+    return f"member_{member}.pt"
+
+
+def fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` so that ``path`` holds either its old content or all of ``data``."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    fsync_dir(path.parent)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# Serialising one member (torch only: no SB3 import here)
+
+
+def dump_payload(payload: dict[str, Any]) -> bytes:
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return buffer.getvalue()
+
+
+def load_payload(path: Path) -> dict[str, Any]:
+    """Load a member file without executing code from it (``weights_only=True``)."""
+    import torch
+
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types for a damaged file
+        raise CheckpointError(f"{path}: cannot be loaded ({type(error).__name__}: {error})") from error
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an evo member checkpoint of format {FORMAT}")
+    return payload
+
+
+# ---------------------------------------------------------------------------------------
+# Manifests and finding the latest complete checkpoint
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A complete, verified checkpoint."""
+
+    directory: Path
+    manifest: dict[str, Any]
+
+    @property
+    def generation(self) -> int:
+        return int(self.manifest["generation"])
+
+    def member_path(self, member: int) -> Path:
+        return self.directory / self.manifest["members"][str(member)]["file"]
+
+
+def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    atomic_write(directory / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+
+
+def verify(directory: Path, run_id: str | None = None) -> Checkpoint:
+    """Check a checkpoint directory: manifest readable, every file present with the
+    recorded size and SHA-256, and (if given) the run id matching. Raises CheckpointError."""
+    manifest_path = directory / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{directory}: incomplete (no {MANIFEST}; it is written last)") from None
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{manifest_path}: unreadable ({error})") from error
+    if manifest.get("format") != FORMAT:
+        raise CheckpointError(f"{manifest_path}: unknown checkpoint format {manifest.get('format')!r}")
+    if run_id is not None and manifest.get("run_id") != run_id:
+        raise CheckpointError(
+            f"{manifest_path}: belongs to run {manifest.get('run_id')!r}, not to this run ({run_id!r}); "
+            "it was copied from another run directory"
+        )
+    for _, entry in sorted(manifest["members"].items(), key=lambda item: int(item[0])):
+        path = directory / entry["file"]
+        if not path.exists():
+            raise CheckpointError(f"{path}: missing (listed in {manifest_path})")
+        size = path.stat().st_size
+        if size != entry["bytes"]:
+            raise CheckpointError(f"{path}: {size} bytes, the manifest says {entry['bytes']} (truncated or damaged)")
+        if file_sha256(path) != entry["sha256"]:
+            raise CheckpointError(f"{path}: SHA-256 does not match the manifest (damaged)")
+    return Checkpoint(directory, manifest)
+
+
+def candidates(run_dir: Path) -> list[Path]:
+    """Checkpoint directories, newest first."""
+    root = checkpoints_dir(run_dir)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith("gen_") and p.name[4:].isdigit()]
+    return sorted(found, key=lambda p: int(p.name[4:]), reverse=True)
+
+
+def latest(run_dir: Path, run_id: str | None = None) -> tuple[Checkpoint | None, list[str]]:
+    """The newest complete checkpoint, and why each newer one was passed over."""
+    skipped = []
+    for directory in candidates(run_dir):
+        try:
+            checkpoint = verify(directory, run_id)
+            for member in checkpoint.manifest["members"]:
+                load_payload(checkpoint.member_path(int(member)))
+            return checkpoint, skipped
+        except CheckpointError as error:
+            skipped.append(str(error))
+    return None, skipped
+
+
+def prune(run_dir: Path, keep: int, newest: int) -> None:
+    """Keep the ``keep`` newest complete checkpoints up to ``newest``; remove older ones and
+    incomplete ones older than ``newest``."""
+    complete = 0
+    for directory in candidates(run_dir):
+        generation = int(directory.name[4:])
+        if generation > newest:
+            continue
+        if (directory / MANIFEST).exists() and complete < keep:
+            complete += 1
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
