@@ -66,6 +66,10 @@ class ProcgenVecEnv(VecEnv):
             rand_seed=int(seed) % (2**31 - 1),
             num_threads=0,
         )
+        # gym3's CEnv.__del__ looks up `libenv_close` on first use, under cffi's non-reentrant
+        # lock; if the garbage collector runs that while cffi holds the lock, the process
+        # deadlocks. Resolve it now, outside any GC pass.
+        self._env._c_lib.libenv_close  # noqa: B018
         observation_space = gym.spaces.Box(low=0, high=255, shape=(64, 64, 3), dtype=np.uint8)
         action_space = gym.spaces.Discrete(int(self._env.ac_space.eltype.n))
         self.render_mode = None
@@ -90,7 +94,9 @@ class ProcgenVecEnv(VecEnv):
         return observation.copy(), reward.astype(np.float32), first.astype(bool), infos
 
     def close(self) -> None:
-        self._env = None
+        if self._env is not None:
+            self._env.close()
+            self._env = None
 
     def get_attr(self, attr_name: str, indices=None) -> list[Any]:
         return [getattr(self, attr_name)] * len(self._get_indices(indices))

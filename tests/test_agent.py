@@ -140,6 +140,8 @@ def test_bigfish_member_trains_with_impala(tmp_path):
 
 
 def test_procgen_vecenv_is_seeded_and_steps():
+    """Also leaves its envs to the garbage collector on purpose: gym3's __del__ used to
+    deadlock on cffi's lock when run from a GC pass (this suite hung for 10 minutes)."""
     from evo.envs import ProcgenVecEnv
 
     def rollout(seed):
