@@ -1,0 +1,94 @@
+"""``python -m evo.launch -n N SCRIPT [ARGS...]``: mpiexec with evo's start-up checks.
+
+Open MPI refuses two common set-ups before Python starts, with messages that do not say
+what to do in evo's terms: running as root without the two OMPI_ALLOW_RUN_AS_ROOT
+variables, and more ranks than cores without ``--oversubscribe``. This launcher checks
+both, says what to set or add (exit status 2), and otherwise replaces itself with
+``mpiexec -n N [--oversubscribe] python SCRIPT ARGS``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+ROOT_VARIABLES = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
+USAGE = "usage: python -m evo.launch -n RANKS [--oversubscribe] SCRIPT [SCRIPT ARGS...]"
+
+
+def launch_problems(
+    ranks: int, oversubscribe: bool, env: Mapping[str, str], uid: int, cores: int, open_mpi: bool
+) -> list[str]:
+    """Why ``mpiexec -n ranks`` would be refused here, each with the fix (pure)."""
+    found = []
+    if ranks < 1:
+        found.append(f"-n {ranks}: give at least one rank")
+    if open_mpi and uid == 0 and not all(env.get(name) for name in ROOT_VARIABLES):
+        found.append(
+            "you are root, and Open MPI refuses to start as root unless told to: set both variables, "
+            f"e.g. `export {ROOT_VARIABLES[0]}=1 {ROOT_VARIABLES[1]}=1` (or run as a normal user)"
+        )
+    if ranks > cores and not oversubscribe and "SLURM_JOB_ID" not in env:
+        found.append(
+            f"-n {ranks} asks for more ranks than the {cores} cores here: add --oversubscribe (each rank then "
+            f"gets part of a core), or use -n {cores} with --num-agents {ranks} to keep a population of {ranks}"
+        )
+    return found
+
+
+def find_mpiexec() -> str | None:
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+def is_open_mpi(mpiexec: str) -> bool:
+    try:
+        version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "Open MPI" in version or "prterun" in version or "OpenRTE" in version
+
+
+def parse(argv: Sequence[str]) -> tuple[int, bool, list[str]]:
+    ranks, oversubscribe, rest = 1, False, list(argv)
+    while rest and rest[0].startswith("-"):
+        flag = rest.pop(0)
+        if flag in ("-n", "-np", "--np") and rest:
+            try:
+                ranks = int(rest.pop(0))
+            except ValueError:
+                raise SystemExit(f"evo.launch: {flag} needs a whole number\n{USAGE}") from None
+        elif flag == "--oversubscribe":
+            oversubscribe = True
+        elif flag in ("-h", "--help"):
+            print(__doc__ + "\n" + USAGE)
+            raise SystemExit(0)
+        else:
+            raise SystemExit(f"evo.launch: unknown option {flag}\n{USAGE}")
+    if not rest:
+        raise SystemExit(f"evo.launch: no script given\n{USAGE}")
+    return ranks, oversubscribe, rest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ranks, oversubscribe, rest = parse(sys.argv[1:] if argv is None else argv)
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        print("evo.launch: error: no mpiexec found; `make install` puts one in .venv/bin", file=sys.stderr)
+        return 2
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    problems = launch_problems(ranks, oversubscribe, os.environ, os.getuid(), cores, is_open_mpi(mpiexec))
+    if problems:
+        print("evo.launch: error: " + "\n  - ".join(["cannot start MPI:", *problems]), file=sys.stderr)
+        return 2
+    command = [mpiexec, "-n", str(ranks), *(["--oversubscribe"] if oversubscribe else []), sys.executable, *rest]
+    os.execv(mpiexec, command)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Checkpoints without MPI: a member survives a save/load bit-exactly; damaged checkpoints
+are refused by name and the previous one is used; the launcher's start-up checks."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from evo import checkpoint as ckpt
+from evo.agent import build_member, effective_hparams, rng_state, set_rng_state, state_tensors
+from evo.config import parse_config
+from evo.launch import launch_problems
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    hp = tmp_path_factory.mktemp("hp") / "tiny.yml"
+    hp.write_text("CartPole-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n")
+    return parse_config(["--hyperparams", str(hp)], check_run_dir=False)
+
+
+def test_member_round_trips_bit_exactly(config, tmp_path):
+    member = build_member(config, 3, dict(config.agent.defaults, learning_rate=7e-4, gamma=0.97), None)
+    member.train(512)
+    member.scores += [12.5, float("nan")]
+    path = tmp_path / "member_3.pt"
+    ckpt.atomic_write(path, ckpt.dump_payload(member.state_payload("run-a", 5, rng_state())))
+
+    payload = ckpt.load_payload(path)  # weights_only=True
+    fresh = build_member(config, 3, config.agent.defaults, None)
+    fresh.restore(payload)
+    for saved, restored in zip(state_tensors(member.model), state_tensors(fresh.model), strict=True):
+        assert torch.equal(saved, restored)
+    assert fresh.hparams == member.hparams
+    assert effective_hparams(fresh.model) == effective_hparams(member.model)
+    assert fresh.model.policy.optimizer.param_groups[0]["lr"] == 7e-4
+    assert fresh.env_steps == member.env_steps == 512
+    assert fresh.model._n_updates == member.model._n_updates > 0
+    assert [e["r"] for e in fresh.model.ep_info_buffer] == [e["r"] for e in member.model.ep_info_buffer]
+    assert fresh.training_score() == member.training_score()
+    assert fresh.scores[0] == 12.5 and np.isnan(fresh.scores[1])
+    fresh.train(128)  # and it trains on from there
+    assert fresh.env_steps == 640
+
+
+def test_rng_state_round_trips():
+    state = rng_state()
+    first = (torch.rand(3), np.random.rand(3))
+    set_rng_state(state)
+    second = (torch.rand(3), np.random.rand(3))
+    assert torch.equal(first[0], second[0]) and np.array_equal(first[1], second[1])
+
+
+def fake_checkpoint(run_dir, generation, run_id="run-a", members=2):
+    directory = ckpt.generation_dir(run_dir, generation)
+    directory.mkdir(parents=True)
+    entries = {}
+    for member in range(members):
+        data = ckpt.dump_payload({"format": 1, "member": member, "state": torch.arange(1000.0) + generation})
+        ckpt.atomic_write(directory / ckpt.member_filename(member), data)
+        entries[str(member)] = {"file": ckpt.member_filename(member), "bytes": len(data), "sha256": ckpt.sha256(data)}
+    ckpt.write_manifest(directory, {"format": 1, "run_id": run_id, "generation": generation, "members": entries})
+    return directory
+
+
+def test_truncated_file_is_named_and_the_previous_checkpoint_used(tmp_path):
+    fake_checkpoint(tmp_path, 1)
+    newest = fake_checkpoint(tmp_path, 2)
+    damaged = newest / "member_1.pt"
+    os.truncate(damaged, damaged.stat().st_size // 2)
+    found, skipped = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 1
+    assert str(damaged) in skipped[0] and "truncated" in skipped[0]
+
+
+def test_incomplete_and_foreign_checkpoints_are_skipped(tmp_path):
+    fake_checkpoint(tmp_path, 1)
+    fake_checkpoint(tmp_path, 2, run_id="another-run")
+    partial = ckpt.generation_dir(tmp_path, 3)
+    partial.mkdir()
+    (partial / "member_0.pt").write_bytes(b"half a file")
+    found, skipped = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 1
+    assert "incomplete (no manifest.json" in skipped[0]
+    assert "belongs to run 'another-run'" in skipped[1]
+
+
+def test_corrupted_bytes_with_the_right_size_are_caught(tmp_path):
+    directory = fake_checkpoint(tmp_path, 1)
+    path = directory / "member_0.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ckpt.CheckpointError, match="SHA-256 does not match"):
+        ckpt.verify(directory)
+
+
+def test_a_file_that_is_not_a_checkpoint_is_refused_without_running_it(tmp_path):
+    import pickle
+
+    path = tmp_path / "evil.pt"
+    path.write_bytes(pickle.dumps(os.getcwd))  # a callable: weights_only refuses it
+    with pytest.raises(ckpt.CheckpointError, match="cannot be loaded"):
+        ckpt.load_payload(path)
+
+
+def test_prune_keeps_the_newest_complete(tmp_path):
+    for generation in range(5):
+        fake_checkpoint(tmp_path, generation)
+    ckpt.prune(tmp_path, keep=2, newest=4)
+    assert [p.name for p in ckpt.candidates(tmp_path)] == ["gen_000004", "gen_000003"]
+
+
+def test_atomic_write_leaves_old_content_or_new(tmp_path):
+    path = tmp_path / "f"
+    ckpt.atomic_write(path, b"old")
+    ckpt.atomic_write(path, b"new")
+    assert path.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_launch_checks_root_and_cores():
+    ok_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    assert launch_problems(2, False, ok_env, 0, 2, True) == []
+    (root,) = launch_problems(2, False, {}, 0, 2, True)
+    assert "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" in root
+    assert launch_problems(2, False, {}, 1000, 2, True) == []  # not root
+    (cores,) = launch_problems(4, False, ok_env, 0, 2, True)
+    assert "add --oversubscribe" in cores and "--num-agents 4" in cores
+    assert launch_problems(4, True, ok_env, 0, 2, True) == []
+    assert launch_problems(4, False, {**ok_env, "SLURM_JOB_ID": "7"}, 0, 2, True) == []

@@ -1,0 +1,329 @@
+"""Surviving the cluster, with real MPI processes: resume, stop signals, dead ranks, bad input."""
+
+import csv
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evo import checkpoint as ckpt
+from tests.conftest import ROOT, mpi_env, mpiexec, mpiexec_path
+
+pytestmark = pytest.mark.e2e
+
+
+def rows(run_dir):
+    with (Path(run_dir) / "population.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def generations_recorded(run_dir):
+    """{generation: sorted members} from population.csv, failing on any duplicate row."""
+    seen = {}
+    for row in rows(run_dir):
+        key = (int(row["generation"]), int(row["member"]))
+        assert key not in seen, f"generation {key[0]} member {key[1]} recorded twice"
+        seen[key] = row
+    by_generation = {}
+    for generation, member in seen:
+        by_generation.setdefault(generation, []).append(member)
+    return {g: sorted(m) for g, m in by_generation.items()}
+
+
+def tree_digest(path):
+    digest = hashlib.sha256()
+    for item in sorted(Path(path).rglob("*")):
+        digest.update(str(item.relative_to(path)).encode())
+        if item.is_file():
+            digest.update(item.read_bytes())
+    return digest.hexdigest()
+
+
+def start(ranks, args):
+    command = [mpiexec_path(), "-n", str(ranks), "--oversubscribe", sys.executable, *args]
+    return subprocess.Popen(command, cwd=ROOT, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def rank_pids(run_dir):
+    """PIDs of the python ranks whose command line names ``run_dir``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(run_dir).encode() in argv and b"python" in Path(argv[0].decode()).name.encode():
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}")
+
+
+def tb_steps(event_dir, tag):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(event_dir))
+    accumulator.Reload()
+    return [event.step for event in accumulator.Scalars(tag)]
+
+
+def common(run_dir, hyperparams, *extra):
+    return ["--hyperparams", str(hyperparams), "--run-dir", str(run_dir), "--seed", "5", *extra]
+
+
+def test_resume_continues_records_on_another_world_size(tmp_path, tiny_hyperparams):
+    run_dir = tmp_path / "run"
+    first = mpiexec(
+        2,
+        [
+            "pbt_rl_truct.py",
+            "--num-agents",
+            "4",
+            "--total-generations",
+            "2",
+            "--agent-training-steps",
+            "256",
+            *common(run_dir, tiny_hyperparams),
+        ],
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    saved = {m: ckpt.load_payload(ckpt.generation_dir(run_dir, 2) / ckpt.member_filename(m)) for m in range(4)}
+
+    # 4 members from 2 ranks x 2 onto 4 ranks x 1; more generations extend the run
+    second = mpiexec(4, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume", "--total-generations", "4"])
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed from" in second.stdout
+    assert generations_recorded(run_dir) == {g: [0, 1, 2, 3] for g in (1, 2, 3, 4)}
+    population = rows(run_dir)
+    for row in population:
+        assert int(row["env_steps"]) == 256 * int(row["generation"])
+        assert int(row["rank"]) == int(row["member"]) // (2 if int(row["generation"]) <= 2 else 1)
+    # generation 3 trained with exactly the hyperparameters the checkpoint held
+    for row in (r for r in population if r["generation"] == "3"):
+        for name, value in saved[int(row["member"])]["hparams"].items():
+            assert float(row[name]) == value
+    lineage = [yaml.safe_load(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+    assert [e["generation"] for e in lineage] == [1, 2, 3, 4]
+    # TensorBoard continues with no step missing or shown twice
+    for member in range(4):
+        steps = tb_steps(run_dir / "tb" / f"member_{member}", "pbt/score")
+        assert steps == [256, 512, 768, 1024]
+    assert ckpt.latest(run_dir)[0].generation == 4
+    assert [p.name for p in ckpt.candidates(run_dir)] == ["gen_000004", "gen_000003"]  # --keep-checkpoints 2
+
+
+@pytest.mark.parametrize("target, signum", [("rank", signal.SIGTERM), ("mpiexec", signal.SIGUSR1)])
+def test_stop_signal_mid_generation_checkpoints_and_resumes(tmp_path, tiny_hyperparams, target, signum):
+    run_dir = tmp_path / "run"
+    args = [
+        "pbt_rl_truct.py",
+        "--num-agents",
+        "2",
+        "--total-generations",
+        "3",
+        "--agent-training-steps",
+        "20000",
+        *common(run_dir, tiny_hyperparams),
+    ]
+    job = start(2, args)
+    try:
+        wait_for(lambda: (run_dir / "population.csv").exists() and len(rows(run_dir)) >= 2, 240, "generation 1")
+        time.sleep(1.0)  # well inside generation 2
+        pid = rank_pids(run_dir)[-1] if target == "rank" else job.pid
+        signalled = time.monotonic()
+        os.kill(pid, signum)
+        stdout, stderr = job.communicate(timeout=90)
+        elapsed = time.monotonic() - signalled
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 75, stderr[-3000:]
+    assert elapsed < 60
+    assert "checkpoint of generation 1" in stdout + stderr
+    assert generations_recorded(run_dir) == {1: [0, 1]}
+    assert ckpt.latest(run_dir)[0].generation == 1
+
+    resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume", "--agent-training-steps", "512"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert generations_recorded(run_dir) == {1: [0, 1], 2: [0, 1], 3: [0, 1]}
+
+
+def test_exception_on_rank_2_of_4_ends_the_job_with_its_traceback(tmp_path, tiny_hyperparams):
+    hyperparams = tmp_path / "faulty.yml"
+    hyperparams.write_text(tiny_hyperparams.read_text().replace("CartPole-v1:", "default:"))
+    started = time.monotonic()
+    result = mpiexec(
+        4,
+        [
+            "pbt_rl_truct.py",
+            "--env-id",
+            "tests.faulty_env:FaultyCartPole-v0",
+            "--agent-training-steps",
+            "1000000",
+            "--total-generations",
+            "2",
+            "--hyperparams",
+            str(hyperparams),
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0
+    assert "RuntimeError: injected fault on rank 2" in result.stderr
+    assert "Traceback" in result.stderr and "unrecoverable error on rank 2" in result.stderr
+    assert elapsed < 30 + 15  # 15 s of start-up for 4 ranks on 2 cores; a hang would take minutes
+    assert ckpt.latest(tmp_path / "run")[0].generation == 0
+
+
+def test_sigkill_of_one_rank_ends_the_job_and_the_checkpoint_loads(tmp_path, tiny_hyperparams):
+    run_dir = tmp_path / "run"
+    job = start(
+        2,
+        [
+            "pbt_rl_truct.py",
+            "--num-agents",
+            "2",
+            "--total-generations",
+            "5",
+            "--agent-training-steps",
+            "20000",
+            *common(run_dir, tiny_hyperparams),
+        ],
+    )
+    try:
+        wait_for(lambda: (run_dir / "population.csv").exists() and len(rows(run_dir)) >= 2, 240, "generation 1")
+        killed = time.monotonic()
+        os.kill(rank_pids(run_dir)[0], signal.SIGKILL)
+        job.communicate(timeout=60)
+        elapsed = time.monotonic() - killed
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0 and elapsed < 30
+    found, skipped = ckpt.latest(run_dir)
+    assert found is not None and found.generation >= 1, skipped
+
+
+def bad_inputs(tmp_path):
+    broken = tmp_path / "broken.yml"
+    broken.write_text("CartPole-v1: {n_steps: [64\n")
+    unknown = tmp_path / "unknown.yml"
+    unknown.write_text("CartPole-v1:\n  n_step: 64\n")
+    wrong_type = tmp_path / "type.yml"
+    wrong_type.write_text("CartPole-v1:\n  n_epochs: ten\n")
+    not_a_dir = tmp_path / "a-file"
+    not_a_dir.write_text("x")
+    no_checkpoint = tmp_path / "no-checkpoint"
+    no_checkpoint.mkdir()
+    from evo.config import parse_config
+
+    saved = parse_config(["--run-dir", str(no_checkpoint)], world_size=2, check_run_dir=False)
+    (no_checkpoint / "config.yaml").write_text(yaml.safe_dump(saved.to_dict()))
+    existing = tmp_path / "existing"
+    return [
+        (["--env-id", "CartPol-v1"], "Did you mean 'CartPole-v1'"),
+        (["--num-agents", "3"], "--num-agents 3 is not a multiple of the 2 MPI ranks"),
+        (["--agent-training-steps", "0"], "--agent-training-steps 0: must be a positive whole number"),
+        (["--total-generations", "-2"], "--total-generations -2: must be a positive whole number"),
+        (["--truncation-fraction", "0.6"], "--truncation-fraction 0.6: must be in (0, 0.5]"),
+        (["--learning-rate-range", "1e-3", "1e-4"], "the range is reversed"),
+        (["--gamma-range", "0.99", "0.99"], "the range is empty"),
+        (["--hyperparams", str(broken)], "invalid YAML"),
+        (["--hyperparams", str(unknown)], "unknown key 'n_step'; did you mean 'n_steps'?"),
+        (["--hyperparams", str(wrong_type)], "n_epochs must be int, got 'ten'"),
+        (["--hyperparams", str(tmp_path / "missing.yml")], "cannot read the file"),
+        (["--run-dir", str(existing)], "already exists; evo will not overwrite a run"),
+        (["--run-dir", str(not_a_dir / "run")], "is not a writable directory"),
+        (["--run-dir", str(no_checkpoint), "--resume"], "--resume: no complete checkpoint"),
+        (["--run-dir", str(existing), "--resume"], "is not an evo run directory"),
+    ]
+
+
+def test_every_bad_input_exits_2_once_and_touches_nothing(tmp_path):
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "population.csv").write_text("generation,member\n1,0\n")
+    cases = bad_inputs(tmp_path)
+    before = tree_digest(tmp_path)
+    for argv, message in cases:
+        if "--run-dir" not in argv:
+            argv = [*argv, "--run-dir", str(tmp_path / "never-created")]
+        started = time.monotonic()
+        result = mpiexec(2, ["pbt_rl_truct.py", *argv], timeout=60)
+        elapsed = time.monotonic() - started
+        assert result.returncode == 2, (argv, result.stderr[-2000:])
+        assert result.stderr.count(message) == 1, (argv, result.stderr)
+        assert result.stderr.count("error:") == 1 and "Traceback" not in result.stderr, (argv, result.stderr)
+        assert elapsed < 15, (argv, elapsed)
+        assert not (tmp_path / "never-created").exists()
+        assert tree_digest(tmp_path) == before, argv
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="Open MPI's root check only applies to root")
+def test_launcher_names_the_root_variables():
+    env = {k: v for k, v in mpi_env().items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}
+    result = subprocess.run(
+        [sys.executable, "-m", "evo.launch", "-n", "2", "pbt_rl_truct.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" in result.stderr
+
+
+def test_launcher_asks_for_oversubscribe():
+    cores = len(os.sched_getaffinity(0))
+    result = subprocess.run(
+        [sys.executable, "-m", "evo.launch", "-n", str(cores + 1), "pbt_rl_truct.py"],
+        cwd=ROOT,
+        env={k: v for k, v in mpi_env().items() if k != "SLURM_JOB_ID"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "add --oversubscribe" in result.stderr
+
+
+def test_launcher_runs_the_script(tmp_path, tiny_hyperparams):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evo.launch",
+            "-n",
+            "2",
+            "pbt_rl_wta.py",
+            "--total-generations",
+            "1",
+            "--agent-training-steps",
+            "128",
+            *common(tmp_path / "run", tiny_hyperparams),
+        ],
+        cwd=ROOT,
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert generations_recorded(tmp_path / "run") == {1: [0, 1]}
