@@ -217,43 +217,41 @@ def _unknown_key(key: str, known: Sequence[str], where: str) -> str:
     return f"{where}: unknown key {key!r}{hint}"
 
 
+def _check_keys(mapping: dict, schema: dict[str, type], where: str, problems: list[str]) -> dict[str, Any]:
+    """Coerce each known key of ``mapping`` to its type in ``schema``; report the rest."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key not in schema:
+            problems.append(_unknown_key(str(key), list(schema), where))
+            continue
+        coerced = _coerce(value, schema[key], f"{where}.{key}", problems)
+        if coerced is not None:
+            out[key] = coerced
+    return out
+
+
 def _check_block(block: Any, where: str, problems: list[str]) -> dict[str, Any]:
     """Validate and coerce one env block of a hyperparameter file."""
     if not isinstance(block, dict):
         problems.append(f"{where} must be a mapping of settings, got {type(block).__name__}")
         return {}
-    out: dict[str, Any] = {}
-    for key, value in block.items():
-        if key not in AGENT_KEYS:
-            problems.append(_unknown_key(str(key), list(AGENT_KEYS), where))
-            continue
-        coerced = _coerce(value, AGENT_KEYS[key], f"{where}.{key}", problems)
-        if coerced is None:
-            continue
-        if key == "policy_kwargs":
-            coerced = _check_policy_kwargs(coerced, f"{where}.policy_kwargs", problems)
-        elif key == "search_space":
-            coerced = _check_space(coerced, f"{where}.search_space", problems)
-        out[key] = coerced
+    out = _check_keys(block, AGENT_KEYS, where, problems)
+    if "policy_kwargs" in out:
+        out["policy_kwargs"] = _check_policy_kwargs(out["policy_kwargs"], f"{where}.policy_kwargs", problems)
+    if "search_space" in out:
+        out["search_space"] = _check_space(out["search_space"], f"{where}.search_space", problems)
     return out
 
 
 def _check_policy_kwargs(kwargs: dict, where: str, problems: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in kwargs.items():
-        if key not in POLICY_KWARGS_KEYS:
-            problems.append(_unknown_key(str(key), list(POLICY_KWARGS_KEYS), where))
-            continue
-        coerced = _coerce(value, POLICY_KWARGS_KEYS[key], f"{where}.{key}", problems)
-        if coerced is None:
-            continue
-        if key == "net_arch" and not all(isinstance(n, int) and n > 0 for n in coerced):
-            problems.append(f"{where}.net_arch must be a list of positive layer sizes, got {coerced!r}")
-            continue
-        if key == "activation_fn" and coerced not in ACTIVATIONS:
-            problems.append(f"{where}.activation_fn is {coerced!r}; use one of {', '.join(ACTIVATIONS)}")
-            continue
-        out[key] = coerced
+    out = _check_keys(kwargs, POLICY_KWARGS_KEYS, where, problems)
+    net_arch = out.get("net_arch")
+    if net_arch is not None and not all(isinstance(n, int) and n > 0 for n in net_arch):
+        problems.append(f"{where}.net_arch must be a list of positive layer sizes, got {net_arch!r}")
+        del out["net_arch"]
+    if out.get("activation_fn", "tanh") not in ACTIVATIONS:
+        problems.append(f"{where}.activation_fn is {out['activation_fn']!r}; use one of {', '.join(ACTIVATIONS)}")
+        del out["activation_fn"]
     return out
 
 
@@ -262,19 +260,10 @@ def _check_space(space: dict, where: str, problems: list[str]) -> dict[str, dict
     for name, entry in space.items():
         if name not in EXPLORED:
             problems.append(_unknown_key(str(name), list(EXPLORED), where))
-            continue
-        if not isinstance(entry, dict):
+        elif not isinstance(entry, dict):
             problems.append(f"{where}.{name} must be a mapping like {{low: 0.1, high: 0.3, scale: linear}}")
-            continue
-        checked = {}
-        for key, value in entry.items():
-            if key not in SPACE_KEYS:
-                problems.append(_unknown_key(str(key), list(SPACE_KEYS), f"{where}.{name}"))
-                continue
-            coerced = _coerce(value, SPACE_KEYS[key], f"{where}.{name}.{key}", problems)
-            if coerced is not None:
-                checked[key] = coerced
-        out[name] = checked
+        else:
+            out[name] = _check_keys(entry, SPACE_KEYS, f"{where}.{name}", problems)
     return out
 
 
