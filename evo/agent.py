@@ -48,7 +48,7 @@ def member_seed(seed: int, member: int, stream: int = 0) -> int:
     return int(np.random.SeedSequence([seed, member, stream]).generate_state(1)[0] % (2**31 - 1))
 
 
-def policy_arguments(agent: AgentSettings) -> tuple[str, dict]:
+def policy_arguments(agent: AgentSettings, channels_last: bool = False) -> tuple[str, dict]:
     """SB3 policy name and policy_kwargs for our policy names."""
     kwargs: dict = {}
     options = dict(agent.policy_kwargs)
@@ -61,7 +61,10 @@ def policy_arguments(agent: AgentSettings) -> tuple[str, dict]:
     if agent.policy == "mlp":
         return "MlpPolicy", kwargs
     kwargs["features_extractor_class"] = EXTRACTORS[agent.policy]
-    kwargs["features_extractor_kwargs"] = {"features_dim": options.get("features_dim", 256)}
+    kwargs["features_extractor_kwargs"] = {
+        "features_dim": options.get("features_dim", 256 if agent.policy == "impala" else 512),
+        "channels_last": channels_last,
+    }
     return "CnnPolicy", kwargs
 
 
@@ -107,7 +110,7 @@ def build_model(
         config.num_levels,
         config.start_level,
     )
-    policy, policy_kwargs = policy_arguments(agent)
+    policy, policy_kwargs = policy_arguments(agent, channels_last=config.cpu_tuning)
     model = PPO(
         policy,
         env,
@@ -180,21 +183,69 @@ def init_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
                 state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
 
 
-def state_tensors(model: PPO) -> list[torch.Tensor]:
-    """Every tensor that defines a member's learner, in a fixed order: policy parameters
-    and buffers (each once: SB3's state_dict lists a shared extractor three times), then
-    Adam's step, exp_avg and exp_avg_sq per parameter."""
+def _state_slots(model: PPO) -> list[tuple[torch.Tensor, object]]:
+    """Every tensor that defines a member's learner, in a fixed order, each with a function
+    that puts another tensor in its place: policy parameters and buffers (each once: SB3's
+    state_dict lists a shared extractor three times), then Adam's step, exp_avg and
+    exp_avg_sq per parameter."""
     policy = model.policy
-    tensors = list(policy.parameters()) + list(policy.buffers())
+    slots: list[tuple[torch.Tensor, object]] = []
+    for param in policy.parameters():
+        slots.append((param, lambda view, param=param: setattr(param, "data", view)))
+    seen: set[int] = set()
+    for module in policy.modules():
+        for name, buffer in module._buffers.items():
+            if buffer is not None and id(buffer) not in seen:
+                seen.add(id(buffer))
+                slots.append((buffer, lambda view, module=module, name=name: module._buffers.__setitem__(name, view)))
     optimizer = policy.optimizer
     for group in optimizer.param_groups:
         for param in group["params"]:
             state = optimizer.state[param]
-            tensors += [state["step"], state["exp_avg"], state["exp_avg_sq"]]
-    for tensor in tensors:
+            for key in ("step", "exp_avg", "exp_avg_sq"):
+                slots.append((state[key], lambda view, state=state, key=key: state.__setitem__(key, view)))
+    for tensor, _ in slots:
         if tensor.dtype != torch.float32:
             raise TypeError(f"evo's flat buffer holds float32 tensors; found {tensor.dtype}")
-    return tensors
+    return slots
+
+
+def state_tensors(model: PPO) -> list[torch.Tensor]:
+    """The tensors of :func:`_state_slots`, in the same order."""
+    return [tensor for tensor, _ in _state_slots(model)]
+
+
+def bind_flat(model: PPO, flat: np.ndarray | None = None) -> np.ndarray:
+    """Move every state tensor into one contiguous float32 buffer and make the model use
+    views of it, so the buffer *is* the member's weights and optimizer state: MPI sends
+    from it and receives into it with no packing or unpacking copy."""
+    slots = _state_slots(model)
+    total = sum(tensor.numel() for tensor, _ in slots)
+    if flat is None:
+        flat = np.empty(total, dtype=np.float32)
+    elif flat.size != total or flat.dtype != np.float32:
+        raise ValueError(f"flat buffer holds {flat.size} {flat.dtype}, the model needs {total} float32")
+    base = torch.from_numpy(flat)
+    offset = 0
+    with torch.no_grad():
+        for tensor, put in slots:
+            size = tensor.numel()
+            view = base[offset : offset + size].view(tensor.shape)
+            if view.data_ptr() != tensor.data_ptr():
+                view.copy_(tensor)
+                put(view)
+            offset += size
+    return flat
+
+
+def is_bound(model: PPO, flat: np.ndarray) -> bool:
+    """Whether every state tensor is still the view of ``flat`` that bind_flat made."""
+    address = flat.ctypes.data
+    for tensor in state_tensors(model):
+        if tensor.data_ptr() != address or not tensor.is_contiguous():
+            return False
+        address += tensor.numel() * 4
+    return True
 
 
 def flat_size(model: PPO) -> int:
@@ -246,8 +297,7 @@ class Member:
     """The member's score at the end of each generation so far."""
 
     def __post_init__(self) -> None:
-        if self.buffer is None:
-            self.buffer = np.empty(flat_size(self.model), dtype=np.float32)
+        self.buffer = bind_flat(self.model, self.buffer)
 
     @property
     def env_steps(self) -> int:
@@ -271,14 +321,20 @@ class Member:
         return self.training_score()
 
     def pack(self) -> np.ndarray:
-        return pack(self.model, self.buffer)
+        """The member's flat state, ready to send (no copy while the model's tensors are still
+        views of the buffer; if anything replaced them, they are bound again first)."""
+        if not is_bound(self.model, self.buffer):
+            logger.warning("member %d: state tensors were replaced; rebinding them to the flat buffer", self.member_id)
+            bind_flat(self.model, self.buffer)
+        return self.buffer
 
     def load(self, buffer: np.ndarray, hparams: dict[str, float]) -> None:
         """Become a copy of a donor (weights + optimizer state), then take ``hparams``.
 
         Episode statistics are cleared, so the next score reflects the new weights only.
         """
-        unpack(self.model, buffer)
+        if buffer is not self.buffer or not is_bound(self.model, self.buffer):
+            unpack(self.model, buffer)
         if self.model.ep_info_buffer is not None:
             self.model.ep_info_buffer.clear()
         self.set_hparams(hparams)

@@ -143,6 +143,8 @@ class Config:
     """Identifies the run; a checkpoint from another run is refused."""
     cli: dict[str, Any] = field(default_factory=dict)
     """The command-line values this run was started with (a resume starts from them)."""
+    cpu_tuning: bool = True
+    """Allocator settings and channels-last convolutions (no change to PPO's maths)."""
 
     @property
     def members_per_rank(self) -> int:
@@ -397,6 +399,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add("--num-levels", type=int, default=0, help="Procgen: number of training levels (0 = unlimited)")
     add("--start-level", type=int, default=0, help="Procgen: first training level")
     add("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="rank 0's log level")
+    add(
+        "--no-cpu-tuning",
+        dest="cpu_tuning",
+        action="store_false",
+        help="turn off evo's CPU speed-ups (glibc allocator settings, channels-last convolutions), for comparison",
+    )
     add("--checkpoint-every", type=int, default=1, help="checkpoint the population every N generations")
     add("--keep-checkpoints", type=int, default=2, help="complete checkpoints to keep")
     add(
@@ -628,6 +636,7 @@ def parse_config(
         resume=args.resume,
         run_id=saved["run_id"] if saved else uuid.uuid4().hex,
         cli=cli,
+        cpu_tuning=args.cpu_tuning,
     )
     if saved is not None:
         differences = resume_differences(saved, config.to_dict())

@@ -38,10 +38,15 @@ class ImpalaCNN(BaseFeaturesExtractor):
     """IMPALA CNN: conv sequences of 16, 32, 32 channels, then ReLU and a dense layer.
 
     Expects channel-first images (SB3 transposes HWC observations and scales them to [0, 1]).
+    With ``channels_last`` the convolutions get NHWC-ordered tensors, which oneDNN runs much
+    faster on CPU; the values computed are the same up to float rounding.
     """
 
-    def __init__(self, observation_space: gym.spaces.Box, features_dim: int = 256, depths=(16, 32, 32)):
+    def __init__(
+        self, observation_space: gym.spaces.Box, features_dim: int = 256, depths=(16, 32, 32), channels_last=False
+    ):
         super().__init__(observation_space, features_dim)
+        self.channels_last = channels_last
         channels, height, width = observation_space.shape
         sequences = []
         for depth in depths:
@@ -51,7 +56,22 @@ class ImpalaCNN(BaseFeaturesExtractor):
         self.linear = nn.Sequential(nn.Linear(channels * height * width, features_dim), nn.ReLU())
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            observations = observations.contiguous(memory_format=torch.channels_last)
         return self.linear(self.cnn(observations))
 
 
-EXTRACTORS = {"impala": ImpalaCNN, "nature": NatureCNN}
+class NatureCNNChannelsLast(NatureCNN):
+    """SB3's NatureCNN, optionally fed channels-last tensors (same maths)."""
+
+    def __init__(self, observation_space: gym.spaces.Box, features_dim: int = 512, channels_last=False, **kwargs):
+        super().__init__(observation_space, features_dim, **kwargs)
+        self.channels_last = channels_last
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            observations = observations.contiguous(memory_format=torch.channels_last)
+        return super().forward(observations)
+
+
+EXTRACTORS = {"impala": ImpalaCNN, "nature": NatureCNNChannelsLast}

@@ -121,6 +121,10 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
 
     rank = comm.Get_rank()
     torch.set_num_threads(config.torch_threads)
+    if config.cpu_tuning:
+        from evo.cputune import tune_allocator
+
+        tune_allocator()
     stop_request = StopRequest().install()
     stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
     start = checkpoint.generation if checkpoint is not None else 0

@@ -157,3 +157,58 @@ def test_procgen_vecenv_is_seeded_and_steps():
 
     assert np.array_equal(rollout(7), rollout(7))
     assert not np.array_equal(rollout(7), rollout(8))
+
+
+def test_flat_buffer_is_the_model_zero_copy(config):
+    from evo.agent import is_bound
+
+    member = build_member(config, 0, config.agent.defaults, None)
+    member.train(256)  # Adam steps, optimizer state updated in place
+    assert is_bound(member.model, member.buffer)
+    assert member.pack() is member.buffer
+    first = next(member.model.policy.parameters())
+    before = first.detach().clone()
+    member.buffer[0] += 1.0  # writing the buffer (as MPI Recv does) changes the model itself
+    assert first.detach().view(-1)[0] == before.view(-1)[0] + 1.0
+    assert float(member.model.policy.optimizer.state[first]["step"]) > 0
+
+
+def test_rebinding_after_a_replaced_tensor(config):
+    from evo.agent import is_bound
+
+    member = build_member(config, 0, config.agent.defaults, None)
+    first = next(member.model.policy.parameters())
+    first.data = first.data.clone() + 0.5  # something replaced a tensor behind our back
+    assert not is_bound(member.model, member.buffer)
+    packed = member.pack()  # rebinds, so what is sent is the model's current state
+    assert is_bound(member.model, member.buffer)
+    assert torch.equal(torch.from_numpy(packed[: first.numel()]).view(first.shape), first.detach())
+
+
+def test_cpu_tuning_changes_no_result(tmp_path):
+    """Same seed, same first update with and without channels-last and the allocator settings."""
+    hp = tmp_path / "tiny.yml"
+    hp.write_text("procgen:\n  n_envs: 2\n  n_steps: 16\n  n_minibatches: 2\n  n_epochs: 1\n")
+    states = {}
+    for tuning in (True, False):
+        argv = ["--env-id", "bigfish", "--hyperparams", str(hp)] + ([] if tuning else ["--no-cpu-tuning"])
+        config = parse_config(argv, check_run_dir=False)
+        member = build_member(config, 0, config.agent.defaults, None)
+        assert member.model.policy.features_extractor.channels_last is tuning
+        member.train(32)
+        states[tuning] = member.pack().copy()
+    # one Adam step moves a weight by up to ~lr = 5e-4; rounding differences stay far below
+    assert np.abs(states[True] - states[False]).max() < 1e-4
+    assert not np.array_equal(states[True][:1000], np.zeros(1000))
+
+
+def test_channels_last_forward_is_the_same_function():
+    import gymnasium as gym
+
+    space = gym.spaces.Box(0, 255, (3, 64, 64), np.uint8)
+    torch.manual_seed(0)
+    plain = ImpalaCNN(space)
+    fast = ImpalaCNN(space, channels_last=True)
+    fast.load_state_dict(plain.state_dict())
+    observations = torch.rand(8, 3, 64, 64)
+    assert torch.allclose(plain(observations), fast(observations), atol=1e-5)

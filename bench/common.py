@@ -1,0 +1,27 @@
+"""Shared by the benchmark scripts: medians, markdown tables, JSON output."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def cell(value: object) -> str:
+        return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_json(path: str | None, records: list[dict]) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(records, indent=1) + "\n")
