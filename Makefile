@@ -15,7 +15,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run test test-fast lint clean
+.PHONY: install run test test-fast lint bench clean
 
 install: $(STAMP)
 
@@ -37,6 +37,12 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not mpi and not e2e" $(PYTEST_ARGS)
+
+bench: install
+	mkdir -p bench/results
+	$(MPI_ENV) $(BIN)/python bench/exchange.py --json bench/results/exchange.json
+	$(BIN)/python bench/throughput.py --json bench/results/throughput.json
+	$(MPI_ENV) $(BIN)/python bench/overhead.py --json bench/results/overhead.json
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -27,7 +27,7 @@ from bench.common import markdown_table, median, write_json  # noqa: E402
 # env, policy, n_envs, n_steps: small rollouts so that the benchmark runs in minutes
 CASES = {
     "bigfish-impala": ("bigfish", "impala", 16, 128),
-    "bigfish-nature": ("bigfish", "nature", 16, 128),
+    "bigfish-nature": ("bigfish", "nature", 16, 128),  # 16 x 128 = 2048 = one paper-sized minibatch
     "cartpole-mlp": ("CartPole-v1", "mlp", 8, 256),
 }
 
@@ -42,7 +42,11 @@ def build(case: str, variant: str):
 
     hyperparams = Path(os.environ.get("TMPDIR", "/tmp")) / f"evo-bench-{os.getpid()}.yml"
     block = "procgen" if policy != "mlp" else env_id
-    hyperparams.write_text(f"{block}:\n  policy: {policy}\n  n_envs: {n_envs}\n  n_steps: {n_steps}\n")
+    # one minibatch per epoch: for Procgen that is 2048 samples, the minibatch size of the
+    # paper's config (64 envs x 256 steps / 8 minibatches), so activations are as large
+    hyperparams.write_text(
+        f"{block}:\n  policy: {policy}\n  n_envs: {n_envs}\n  n_steps: {n_steps}\n  n_minibatches: 1\n"
+    )
     argv = ["--env-id", env_id, "--hyperparams", str(hyperparams)] + (["--no-cpu-tuning"] if variant == "stock" else [])
     config = parse_config(argv, check_run_dir=False)
     hyperparams.unlink()
@@ -100,7 +104,7 @@ def measure(case: str, variant: str, iterations: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--iterations", type=int, default=2, help="PPO iterations measured after the warm-up")
+    parser.add_argument("--iterations", type=int, default=1, help="PPO iterations measured after the warm-up")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--json", help="write the raw records here")
     parser.add_argument("--worker", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from evo import _quiet  # noqa: F401  (before SB3)
+
+# isort: split
+
 import gymnasium as gym
 import torch
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, NatureCNN

@@ -6,6 +6,8 @@
   that generation, the hyperparameters it trained with, and ``donor`` (the member it
   copied at the end of the generation; empty when it kept its own weights).
 - ``lineage.jsonl``: one JSON object per exploit.
+- ``generations.csv``: per generation, wall time, env steps per second, and the slowest
+  rank's seconds training, scoring, waiting for the other ranks and exchanging weights.
 - ``tb/population``: TensorBoard aggregates (``pbt/best_score`` ...); members' own
   event files are in ``tb/member_{i}`` (written by the rank that holds the member).
 """
@@ -28,6 +30,7 @@ from evo.config import Config
 from evo.plan import Exploit
 from evo.space import EXPLORED
 
+TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
 POPULATION_FIELDS = ["generation", "member", "rank", "env_steps", "score", "donor", *EXPLORED]
 PACKAGES = ("evo", "torch", "stable-baselines3", "gymnasium", "numpy", "mpi4py", "procgen-mirror", "tensorboard")
 
@@ -105,6 +108,15 @@ class RunRecords:
         writer.writeheader()
         writer.writerows(rows)
         atomic_write(self.population_path, text.getvalue().encode())
+        timing_path = self.run_dir / "generations.csv"
+        if timing_path.exists():
+            with timing_path.open(newline="") as handle:
+                kept = [row for row in csv.DictReader(handle) if int(row["generation"]) <= generation]
+            text = io.StringIO()
+            writer = csv.DictWriter(text, TIMING_FIELDS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(kept)
+            atomic_write(timing_path, text.getvalue().encode())
         lines = "".join(json.dumps(entry) + "\n" for entry in self.lineage)
         atomic_write(self.lineage_path, lines.encode())
 
@@ -139,6 +151,24 @@ class RunRecords:
             self.writer.add_scalar("pbt/exploits", len(exploits), step)
             self.writer.add_scalar("pbt/generation", generation, step)
             self.writer.flush()
+
+    def write_timing(self, generation: int, wall: float, trained: int, per_rank: list[dict]) -> None:
+        """One row per generation in generations.csv: wall time, throughput, and the slowest
+        rank's time training, scoring, waiting for the other ranks, and exchanging weights."""
+        path = self.run_dir / "generations.csv"
+        new = not path.exists()
+        with path.open("a", newline="") as handle:
+            writer = csv.DictWriter(handle, TIMING_FIELDS)
+            if new:
+                writer.writeheader()
+            writer.writerow(
+                {
+                    "generation": generation,
+                    "wall_s": f"{wall:.4f}",
+                    "env_steps_per_s": f"{trained / wall:.1f}",
+                    **{key: f"{max(t[key] for t in per_rank):.4f}" for key in TIMING_FIELDS[3:]},
+                }
+            )
 
     def close(self) -> None:
         if self.writer is not None:

@@ -203,11 +203,14 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
             if callback_poll():
                 break
             member.train(config.agent_training_steps, callback=StopCallback(callback_poll))
+        trained_at = time.perf_counter()
         if stopper.agree():
             stopped = True
             break
+        agreed_at = time.perf_counter()
         for member in members:
             member.scores.append(member.score())
+        scored_at = time.perf_counter()
         local = [
             {
                 "member": member.member_id,
@@ -220,6 +223,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
         ]
         trained = sum(member.env_steps for member in members) - steps_before
         population = exchange.gather_to_root(comm, local)
+        gathered_at = time.perf_counter()
 
         def decide(population=population, generation=generation):
             return plan_generation(
@@ -242,6 +246,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
         for exploit in exploits:
             if exploit.recipient in by_id:
                 by_id[exploit.recipient].load(by_id[exploit.recipient].buffer, exploit.new_hparams)
+        exchanged_at = time.perf_counter()
 
         for row in local:
             member = by_id[row["member"]]
@@ -251,11 +256,24 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
                 member.model.logger.record(f"hparams/{name}", value)
             member.model.logger.dump(row["env_steps"])
 
-        total_trained = comm.reduce(trained, root=0)
+        timing = exchange.gather_to_root(
+            comm,
+            [
+                {
+                    "trained": trained,
+                    "train_s": trained_at - started,
+                    "score_s": scored_at - agreed_at,
+                    "wait_s": (agreed_at - trained_at) + (gathered_at - scored_at),
+                    "exchange_s": exchanged_at - gathered_at,
+                }
+            ],
+        )
         run_state = None
         if rank == 0:
             elapsed = time.perf_counter() - started
+            total_trained = sum(t["trained"] for t in timing)
             records.write_generation(generation, population, exploits)
+            records.write_timing(generation, elapsed, total_trained, timing)
             run_state = {"lineage": list(records.lineage), "population_step": records.population_step}
             log_generation(config, generation, population, exploits, elapsed, total_trained)
 

@@ -107,6 +107,14 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
     best = [event.value for event in accumulator.Scalars("pbt/best_score")]
     assert best == pytest.approx([max(float(r["score"]) for r in by_generation[g]) for g in by_generation])
 
+    # timing per generation: where the wall time went
+    with (run_dir / "generations.csv").open() as handle:
+        timing = list(csv.DictReader(handle))
+    assert [int(t["generation"]) for t in timing] == list(range(1, generations + 1))
+    for t in timing:
+        assert float(t["wall_s"]) >= float(t["train_s"]) > 0 and float(t["wait_s"]) >= 0
+        assert float(t["env_steps_per_s"]) > 0
+
     # console: rank 0 logs one line per generation
     assert result.stdout.count("INFO gen ") == generations, result.stdout
 
