@@ -10,7 +10,9 @@ recipients' buffers are being overwritten.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -122,6 +124,55 @@ def exchange(
             scratch = np.empty_like(next(iter(buffers.values())))
         return exchange_collective(comm, donors, owner, buffers, scratch)
     raise ValueError(f"unknown transport {transport!r}")
+
+
+@dataclass
+class GenerationOutcome:
+    """What :func:`exploit_and_explore` did: the gathered population (root only), the plan,
+    and when the gather finished (``time.perf_counter``), for the timing records."""
+
+    population: list[dict] | None
+    exploits: list
+    gathered_at: float
+
+
+def exploit_and_explore(
+    comm,
+    local_rows: list[dict],
+    members: Mapping[int, Any],
+    decide: Callable[[list[dict]], list],
+    transport: str,
+    owner: Owner,
+    scratch: np.ndarray | None = None,
+) -> GenerationOutcome:
+    """The end of a generation, on every rank (collective).
+
+    ``local_rows`` (score, hyperparameters ... of this rank's members) are gathered on rank
+    0, which calls ``decide(population)`` for the plan (a list of ``evo.plan.Exploit``) and
+    broadcasts it. Donors' buffers move to their recipients by ``transport``; each
+    recipient then ``load``s the new weights with its new hyperparameters, and a member
+    that explores without copying (donor == recipient) only ``set_hparams``.
+
+    ``members`` maps this rank's member ids to objects with ``buffer``, ``pack()``,
+    ``load(buffer, hparams)`` and ``set_hparams(hparams)``: PPO agents and the toy's workers.
+    """
+    population = gather_to_root(comm, local_rows)
+    gathered_at = time.perf_counter()
+    exploits = decide_on_root(comm, lambda: decide(population))
+    donors = {e.recipient: e.donor for e in exploits if e.recipient != e.donor}
+    for donor in set(donors.values()):
+        if donor in members:
+            members[donor].pack()
+    exchange(comm, transport, donors, owner, {m: members[m].buffer for m in members}, scratch)
+    for exploit in exploits:
+        member = members.get(exploit.recipient)
+        if member is None:
+            continue
+        if exploit.donor == exploit.recipient:
+            member.set_hparams(exploit.new_hparams)
+        else:
+            member.load(member.buffer, exploit.new_hparams)
+    return GenerationOutcome(population, exploits, gathered_at)
 
 
 class StopNotifier:

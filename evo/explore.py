@@ -17,7 +17,7 @@ class Change:
     name: str
     old: float
     new: float
-    how: str  # "* 0.8", "* 1.2" or "resample"
+    how: str  # "* 0.8", "* 1.2", "+10% of range" (additive scale) or "resample"
 
     def __str__(self) -> str:
         return f"{self.name} : {self.old:.4g} --- ({self.how}) --> {self.new:.4g}"
@@ -45,7 +45,8 @@ def explore(
             value, how = param.sample(rng), "resample"
         else:
             factor = float(perturb_factors[rng.integers(len(perturb_factors))])
-            value, how = param.perturb(old, factor), f"* {factor:g}"
+            value = param.perturb(old, factor)
+            how = f"{factor - 1:+.0%} of range" if param.scale == "additive" else f"* {factor:g}"
         new[name] = value
         changes.append(Change(name, old, value, how))
     return new, changes

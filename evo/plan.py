@@ -41,6 +41,11 @@ class Exploit:
         }
 
 
+def weight_moves(exploits: Sequence[Exploit]) -> dict[int, int]:
+    """The donor map ``{recipient: donor}`` of the exploits that copy another member."""
+    return {e.recipient: e.donor for e in exploits if e.recipient != e.donor}
+
+
 def _finite_or_none(value: float) -> float | None:
     return None if value != value else float(value)
 
@@ -59,18 +64,33 @@ def plan_generation(
     truncation_fraction: float = 0.25,
     perturb_factors: Sequence[float] = (0.8, 1.2),
     resample_probability: float = 0.25,
+    exploit: bool = True,
+    explore_hparams: bool = True,
 ) -> list[Exploit]:
     """Decide who copies whom and each recipient's new hyperparameters.
 
     ``population`` is one dict per member, indexed by member id, with ``score`` and
     ``hparams``. A recipient takes its donor's hyperparameters and explores from them.
+
+    The ablations of the PBT paper: with ``exploit=False`` nobody copies and every member
+    explores from its own hyperparameters (an :class:`Exploit` whose donor is the member
+    itself: no weights move); with ``explore_hparams=False`` recipients keep their donor's
+    hyperparameters unchanged. With neither, the plan is empty (independent training).
     """
     scores = [row["score"] for row in population]
-    donors = select(strategy, scores, truncation_fraction, rng)
+    if exploit:
+        donors = select(strategy, scores, truncation_fraction, rng)
+    elif explore_hparams:
+        donors = {member: member for member in range(len(population))}
+    else:
+        donors = {}
     exploits = []
     for recipient in sorted(donors):
         donor = donors[recipient]
-        new, changes = explore(population[donor]["hparams"], space, rng, perturb_factors, resample_probability)
+        if explore_hparams:
+            new, changes = explore(population[donor]["hparams"], space, rng, perturb_factors, resample_probability)
+        else:
+            new, changes = dict(population[donor]["hparams"]), []
         exploits.append(
             Exploit(
                 generation=generation,

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from evo.config import Config
-from evo.plan import Exploit
+from evo.plan import Exploit, weight_moves
 from evo.space import EXPLORED
 
 TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
@@ -121,7 +121,7 @@ class RunRecords:
         atomic_write(self.lineage_path, lines.encode())
 
     def write_generation(self, generation: int, population: list[dict], exploits: list[Exploit]) -> None:
-        donors = {e.recipient: e.donor for e in exploits}
+        donors = weight_moves(exploits)
         with self.population_path.open("a", newline="") as handle:
             writer = csv.DictWriter(handle, POPULATION_FIELDS)
             for row in population:

@@ -5,6 +5,9 @@ says how it is sampled and perturbed:
 
 - ``linear``: uniform in ``[low, high]``; perturbation multiplies the value.
 - ``log``: log-uniform in ``[low, high]``; perturbation multiplies the value.
+- ``additive``: uniform in ``[low, high]``; a perturbation factor ``f`` adds
+  ``(f - 1) * (high - low)``, so ``x1.2`` means "+20 % of the range". For values that can
+  be 0 (a multiplied 0 stays 0), such as the PBT toy's surrogate weights.
 - ``horizon``: for discount-like values in (0, 1) such as ``gamma`` and ``gae_lambda``.
   Sampling is log-uniform in the effective horizon ``1 / (1 - x)``, and a perturbation
   factor ``f`` multiplies that horizon (``1 - (1 - x) / f``), so ``x1.2`` lengthens the
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SCALES = ("linear", "log", "horizon")
+SCALES = ("linear", "log", "additive", "horizon")
 
 # The hyperparameters PBT explores; their order is the column order of every record.
 EXPLORED = ("learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef")
@@ -58,7 +61,7 @@ class ParamSpace:
         return float(min(max(value, self.low), self.high))
 
     def sample(self, rng: np.random.Generator) -> float:
-        if self.scale == "linear":
+        if self.scale in ("linear", "additive"):
             return float(rng.uniform(self.low, self.high))
         if self.scale == "log":
             return self.clip(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
@@ -70,6 +73,8 @@ class ParamSpace:
     def perturb(self, value: float, factor: float) -> float:
         if self.scale == "horizon":
             return self.clip(1.0 - (1.0 - value) / factor)
+        if self.scale == "additive":
+            return self.clip(value + (factor - 1.0) * (self.high - self.low))
         return self.clip(value * factor)
 
 

@@ -92,9 +92,21 @@ def test_explore_passes_other_keys_through_and_reads_like_ray_tune():
         (ParamSpace(0.1, 0.1), "empty"),
         (ParamSpace(0.0, 0.1, "log"), "needs low > 0"),
         (ParamSpace(0.9, 1.0, "horizon"), "0 <= low < high < 1"),
-        (ParamSpace(0.1, 0.2, "cubic"), "use one of linear, log, horizon"),
+        (ParamSpace(0.1, 0.2, "cubic"), "use one of linear, log, additive, horizon"),
     ],
 )
 def test_space_problems_name_the_fix(param, message):
     problems = param.problems("x")
     assert problems and message in " ".join(problems)
+
+
+def test_additive_scale_moves_zero_by_a_fraction_of_the_range():
+    space = {"h": ParamSpace(0.0, 2.0, "additive")}
+    reached = set()
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        new, changes = explore({"h": 0.0}, space, rng, (0.9, 1.1), resample_probability=0.0)
+        reached.add(round(new["h"], 12))
+        assert changes[0].how in ("-10% of range", "+10% of range")
+    assert reached == {0.0, 0.2}  # -10 % of the range clips at 0, +10 % of 2.0 is 0.2
+    assert ParamSpace(0.0, 2.0, "additive").perturb(1.9, 1.1) == 2.0

@@ -1,0 +1,262 @@
+"""The toy problem of the PBT paper (Jaderberg et al. 2017, section 4 and Fig. 2), pure numpy.
+
+The true objective is Q(θ) = 1.2 − (θ0² + θ1²), but a worker can only follow the gradient
+of a surrogate Q̂(θ|h) = 1.2 − (h0·θ0² + h1·θ1²): its hyperparameters h decide which
+coordinates it can improve. Two workers start at θ = [0.9, 0.9] with h = [1, 0] and
+h = [0, 1]. Alone, each can only zero one coordinate and stalls at 1.2 − 0.81 = 0.39;
+copying the better worker's θ (exploit) and changing h (explore) reaches the optimum 1.2.
+
+:class:`ToyWorker` has the member interface the PBT machinery uses (``member_id``,
+``hparams``, ``buffer``, ``pack``, ``load``), so the toy runs through the same selection,
+explore and exchange code as the RL scripts. MPI lives in ``pbt_toy.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evo.space import ParamSpace
+
+Q_MAX = 1.2
+THETA0 = (0.9, 0.9)
+# h lives in [0, 1]; explore shifts it by ±10 % of that range (a multiplied 0 would stay 0),
+# like the paper's small random perturbation of h.
+TOY_SPACE: dict[str, ParamSpace] = {"h0": ParamSpace(0.0, 1.0, "additive"), "h1": ParamSpace(0.0, 1.0, "additive")}
+PERTURB_FACTORS = (0.9, 1.1)
+RESAMPLE_PROBABILITY = 0.0
+
+# (name, exploit, explore), in the order of the paper's figure
+VARIANTS = (
+    ("PBT", True, True),
+    ("exploit only", True, False),
+    ("explore only", False, True),
+    ("grid search", False, False),
+)
+
+
+def true_objective(theta: np.ndarray) -> float:
+    """Q(θ) = 1.2 − |θ|²."""
+    return float(Q_MAX - np.sum(np.square(theta)))
+
+
+def initial_h(worker: int) -> dict[str, float]:
+    """Worker 0 gets h = [1, 0], worker 1 gets [0, 1], and so on alternately."""
+    return {"h0": 1.0, "h1": 0.0} if worker % 2 == 0 else {"h0": 0.0, "h1": 1.0}
+
+
+@dataclass
+class ToyWorker:
+    """One worker: θ (its "weights", a flat float64 buffer) and h (its hyperparameters)."""
+
+    member_id: int
+    hparams: dict[str, float] = field(default_factory=dict)
+    lr: float = 0.05
+    buffer: np.ndarray = field(default_factory=lambda: np.array(THETA0, dtype=np.float64))
+    steps: int = 0
+    trajectory: list[tuple[int, float, float, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.hparams:
+            self.hparams = initial_h(self.member_id)
+        self._record()
+
+    @property
+    def theta(self) -> np.ndarray:
+        return self.buffer
+
+    @property
+    def env_steps(self) -> int:
+        return self.steps
+
+    def _record(self) -> None:
+        self.trajectory.append((self.steps, float(self.buffer[0]), float(self.buffer[1]), self.score()))
+
+    def train(self, steps: int) -> None:
+        """``steps`` gradient-ascent steps on the surrogate Q̂(θ|h)."""
+        h = np.array([self.hparams["h0"], self.hparams["h1"]])
+        for _ in range(steps):
+            self.buffer -= self.lr * 2.0 * h * self.buffer  # ∇θ Q̂ = −2 h θ
+            self.steps += 1
+            self._record()
+
+    def score(self) -> float:
+        return true_objective(self.buffer)
+
+    def pack(self) -> np.ndarray:
+        return self.buffer  # θ is the buffer: nothing to copy
+
+    def load(self, buffer: np.ndarray, hparams: Mapping[str, float]) -> None:
+        if buffer is not self.buffer:
+            np.copyto(self.buffer, buffer)
+        self.set_hparams(hparams)
+        self._record()  # the jump an exploit makes shows in the trajectory
+
+    def set_hparams(self, hparams: Mapping[str, float]) -> None:
+        self.hparams = {name: float(hparams[name]) for name in TOY_SPACE}
+
+
+# --- the run over MPI (communication only through evo.exchange) ---------------------------
+
+
+@dataclass(frozen=True)
+class ToySettings:
+    workers: int
+    steps: int = 80
+    ready: int = 4
+    lr: float = 0.05
+    strategy: str = "truncation"
+    transport: str = "p2p"
+    truncation_fraction: float = 0.25
+    seed: int = 0
+
+    def owner(self, worker: int, world_size: int) -> int:
+        return worker // (self.workers // world_size)
+
+
+def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed: int) -> dict | None:
+    """Train the workers for ``settings.steps`` steps with exploit/explore every ``ready``
+    steps. Returns (on rank 0) every worker's trajectory and the exploits; None elsewhere."""
+    from evo import exchange
+    from evo.plan import generation_rng, plan_generation
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    per_rank = settings.workers // size
+    workers = {i: ToyWorker(i, lr=settings.lr) for i in range(rank * per_rank, (rank + 1) * per_rank)}
+    lineage = []
+    generations, leftover = divmod(settings.steps, settings.ready)
+    for generation in range(1, generations + 1):
+        for worker in workers.values():
+            worker.train(settings.ready)
+        local = [
+            {"member": i, "score": w.score(), "env_steps": w.steps, "hparams": dict(w.hparams)}
+            for i, w in workers.items()
+        ]
+
+        def decide(population, generation=generation):
+            return plan_generation(
+                generation,
+                population,
+                settings.strategy,
+                TOY_SPACE,
+                generation_rng(seed, generation),
+                settings.truncation_fraction,
+                PERTURB_FACTORS,
+                RESAMPLE_PROBABILITY,
+                exploit=exploit,
+                explore_hparams=explore,
+            )
+
+        outcome = exchange.exploit_and_explore(
+            comm, local, workers, decide, settings.transport, lambda m: settings.owner(m, size)
+        )
+        lineage += [e.to_json() for e in outcome.exploits]
+    for worker in workers.values():
+        worker.train(leftover)
+    trajectories = exchange.gather_to_root(comm, [(i, w.trajectory) for i, w in workers.items()])
+    if rank != 0:
+        return None
+    return {"trajectories": dict(trajectories), "lineage": lineage}
+
+
+def best_curve(trajectories: Mapping[int, list]) -> tuple[list[int], list[float]]:
+    """max over workers of Q after each step (the value after any exploit at that step)."""
+    by_step: dict[int, dict[int, float]] = {}
+    for worker, points in trajectories.items():
+        for step, _, _, q in points:
+            by_step.setdefault(step, {})[worker] = q
+    steps = sorted(by_step)
+    return steps, [max(by_step[s].values()) for s in steps]
+
+
+def parse_toy_args(argv, world_size: int):
+    """The toy's command line, checked against the MPI world size (rank 0 only)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="pbt_toy.py",
+        description="The PBT paper's toy (Jaderberg et al. 2017, Fig. 2) on evo's selection, explore and "
+        "exchange code: PBT, exploit only, explore only and neither (grid search).",
+    )
+    parser.add_argument("--workers", type=int, default=None, help="workers in total (default: one per rank)")
+    parser.add_argument("--steps", type=int, default=ToySettings.steps, help="gradient steps per worker")
+    parser.add_argument("--ready", type=int, default=ToySettings.ready, help="steps between exploit/explore")
+    parser.add_argument("--lr", type=float, default=ToySettings.lr, help="gradient-ascent step size")
+    parser.add_argument("--strategy", choices=("truncation", "wta"), default=ToySettings.strategy)
+    parser.add_argument("--transport", choices=("p2p", "collective"), default=ToySettings.transport)
+    parser.add_argument("--truncation-fraction", type=float, default=ToySettings.truncation_fraction)
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], help="one run per seed; the figure shows the first"
+    )
+    parser.add_argument("--out", default="toy.png", help="the figure (PNG)")
+    parser.add_argument("--json", default=None, help="also write final Q per variant and seed here")
+    args = parser.parse_args(argv)
+    workers = args.workers if args.workers is not None else world_size
+    problems = []
+    if workers < 2:
+        problems.append(f"--workers {workers}: PBT needs at least 2 workers (run more ranks or pass --workers 2)")
+    elif workers % world_size:
+        problems.append(f"--workers {workers} does not divide among {world_size} ranks; use a multiple of {world_size}")
+    if args.steps < 1 or args.ready < 1:
+        problems.append(f"--steps {args.steps} and --ready {args.ready} must be positive")
+    if not 0 < args.lr < 1:
+        problems.append(f"--lr {args.lr}: gradient ascent on Q̂ converges for 0 < lr < 1; try 0.05")
+    if not 0 < args.truncation_fraction <= 0.5:
+        problems.append(f"--truncation-fraction {args.truncation_fraction} must be in (0, 0.5]")
+    if problems:
+        parser.error("; ".join(problems))
+    settings = ToySettings(
+        workers, args.steps, args.ready, args.lr, args.strategy, args.transport, args.truncation_fraction
+    )
+    return settings, args
+
+
+def main(argv=None) -> int:
+    """``mpiexec -n 2 python pbt_toy.py``: the four variants, a table of final Q, toy.png."""
+    import json
+    import sys
+
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    parsed = ("exit", 2)
+    if rank == 0:
+        try:
+            parsed = ("ok", parse_toy_args(argv, comm.Get_size()))
+        except SystemExit as stop:
+            parsed = ("exit", stop.code if isinstance(stop.code, int) else 2)
+    parsed = comm.bcast(parsed, root=0)
+    if parsed[0] != "ok":
+        return parsed[1]
+    settings, args = parsed[1]
+    finals = {name: [] for name, _, _ in VARIANTS}
+    shown = {}
+    for seed in args.seeds:
+        for name, exploit, explore in VARIANTS:
+            result = run_variant(comm, settings, exploit, explore, seed)
+            if result is not None:
+                finals[name].append(max(points[-1][3] for points in result["trajectories"].values()))
+                if seed == args.seeds[0]:
+                    shown[name] = result
+    if rank != 0:
+        return 0
+    from evo.plot import plot_toy
+
+    plot_toy(shown, args.out, settings)
+    print(
+        f"PBT toy: {settings.workers} workers on {comm.Get_size()} ranks, {settings.steps} steps, "
+        f"exploit/explore every {settings.ready}, {settings.strategy} selection, {settings.transport} exchange"
+    )
+    print("| variant | final Q (best worker), mean over seeds | min | max |")
+    print("|---|---|---|---|")
+    for name, values in finals.items():
+        print(f"| {name} | {np.mean(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
+    print(f"optimum Q = {Q_MAX}; figure: {args.out}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"seeds": args.seeds, "final_q": finals, "workers": settings.workers}, handle, indent=2)
+    sys.stdout.flush()
+    return 0
