@@ -15,7 +15,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run test test-fast lint bench clean
+.PHONY: install run toy plot test test-fast lint bench clean
 
 install: $(STAMP)
 
@@ -31,6 +31,15 @@ $(STAMP): pyproject.toml scripts/system-deps.sh
 run: install
 	$(MPI_ENV) $(BIN)/mpiexec -n $(RANKS) --oversubscribe $(BIN)/python pbt_rl_truct.py \
 		--env-id CartPole-v1 --eval-episodes 10 $(ARGS)
+
+# the PBT paper's toy: four variants, a table of final Q and toy.png (seconds)
+toy: install
+	$(MPI_ENV) $(BIN)/mpiexec -n 2 --oversubscribe $(BIN)/python pbt_toy.py $(ARGS)
+
+# PNGs of a run's scores, hyperparameter schedules and lineage: make plot RUN=runs/...
+plot: install
+	@test -n "$(RUN)" || { echo "usage: make plot RUN=runs/<run dir>"; exit 2; }
+	$(BIN)/python -m evo.plot $(RUN) $(ARGS)
 
 test: install
 	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)

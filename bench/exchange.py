@@ -43,6 +43,18 @@ def timed(comm, action, repeats: int) -> float:
     return median(samples)
 
 
+def _cloned(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {k: _cloned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cloned(v) for v in value]
+    return value
+
+
 def measure_policy(comm, policy: str, env_id: str, block: str, repeats: int) -> list[dict]:
     import numpy as np
 
@@ -80,9 +92,16 @@ def measure_policy(comm, policy: str, env_id: str, block: str, repeats: int) -> 
     def floor_bcast():
         comm.Bcast(member.buffer if rank == 0 else scratch, root=0)
 
+    # What a pickling script sends: the state_dicts of an ordinary model. Ours are views of one
+    # flat buffer, and pickle would serialise that whole buffer once per tensor, so the
+    # baseline gets private copies (made here, outside the timing).
+    policy_module = member.model.policy
+    state = {
+        "policy": {k: v.clone() for k, v in policy_module.state_dict().items()},
+        "optimizer": _cloned(policy_module.optimizer.state_dict()),
+    }
+
     def pickled():
-        policy_module = member.model.policy
-        state = {"policy": policy_module.state_dict(), "optimizer": policy_module.optimizer.state_dict()}
         comm.bcast(state if rank == 0 else None, root=0)
 
     pickle_ms = timed(comm, pickled, max(5, repeats // 3))

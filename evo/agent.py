@@ -22,7 +22,7 @@ from evo import _quiet  # noqa: F401  (before SB3)
 import numpy as np
 import torch
 from stable_baselines3 import PPO
-from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
 from stable_baselines3.common.utils import (
@@ -88,6 +88,35 @@ class StopCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         return not self.should_stop()
+
+
+class ScheduleCallback(BaseCallback):
+    """Follows a replayed hyperparameter schedule: before each rollout, the member takes the
+    schedule's hyperparameters for its current env-step count (so a change lands on the first
+    rollout boundary at or after the schedule's env_steps)."""
+
+    def __init__(self, member: Member, schedule):
+        super().__init__()
+        self.member = member
+        self.schedule = list(schedule)
+
+    def _on_rollout_start(self) -> None:
+        from evo.replay import hparams_at
+
+        wanted = hparams_at(self.schedule, int(self.model.num_timesteps))
+        if any(self.member.hparams.get(name) != value for name, value in wanted.items()):
+            self.member.set_hparams(wanted)
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def training_callbacks(member: Member, should_stop, schedule=()) -> CallbackList:
+    """What runs inside ``learn`` for a member: the stop check, and a replayed schedule if any."""
+    callbacks: list[BaseCallback] = [StopCallback(should_stop)]
+    if schedule:
+        callbacks.append(ScheduleCallback(member, schedule))
+    return CallbackList(callbacks)
 
 
 def member_logger(tb_dir: Path | None, purge_step: int | None = None) -> Logger:

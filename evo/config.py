@@ -145,6 +145,10 @@ class Config:
     """The command-line values this run was started with (a resume starts from them)."""
     cpu_tuning: bool = True
     """Allocator settings and channels-last convolutions (no change to PPO's maths)."""
+    schedule_file: Path | None = None
+    """A replayed hyperparameter schedule (``python -m evo.replay``) for a single agent."""
+    schedule: tuple[tuple[int, dict[str, float]], ...] = ()
+    """``(env_steps, hparams)`` entries of ``schedule_file``, sorted; empty without one."""
 
     @property
     def members_per_rank(self) -> int:
@@ -405,6 +409,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         action="store_false",
         help="turn off evo's CPU speed-ups (glibc allocator settings, channels-last convolutions), for comparison",
     )
+    add(
+        "--schedule",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="train one agent (--num-agents 1) on a hyperparameter schedule written by python -m evo.replay",
+    )
     add("--checkpoint-every", type=int, default=1, help="checkpoint the population every N generations")
     add("--keep-checkpoints", type=int, default=2, help="complete checkpoints to keep")
     add(
@@ -439,6 +450,7 @@ RESUMED_FLAGS = (
     "start_level",
     "checkpoint_every",
     "keep_checkpoints",
+    "schedule",
 )
 # What may not differ between a run and its resumption.
 FIXED_ON_RESUME = (
@@ -515,7 +527,7 @@ def parse_config(
         given = explicit_flags(parser, list(argv) if argv is not None else sys.argv[1:])
         for name, value in saved["cli"].items():
             if name in RESUMED_FLAGS and name not in given:
-                if name == "hyperparams" and value is not None:
+                if name in ("hyperparams", "schedule") and value is not None:
                     value = Path(value)
                 setattr(args, name, value)
         args.run_dir = resume_dir
@@ -595,6 +607,7 @@ def parse_config(
             problems.append(f"--num-levels {args.num_levels} / --start-level {args.start_level}: must be >= 0")
 
     agent = _build_agent(settings, args, game, problems)
+    schedule = _load_schedule(args, num_agents, problems)
 
     stem = Path(prog).stem if prog else "evo"
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
@@ -637,6 +650,8 @@ def parse_config(
         run_id=saved["run_id"] if saved else uuid.uuid4().hex,
         cli=cli,
         cpu_tuning=args.cpu_tuning,
+        schedule_file=args.schedule,
+        schedule=schedule,
     )
     if saved is not None:
         differences = resume_differences(saved, config.to_dict())
@@ -665,6 +680,29 @@ def resume_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
                     "a run resumes with the same value (drop the flag to keep it)"
                 )
     return found
+
+
+def _load_schedule(args: argparse.Namespace, num_agents: int, problems: list[str]) -> tuple:
+    if args.schedule is None:
+        return ()
+    from evo.replay import load_schedule
+
+    try:
+        schedule, env_id = load_schedule(args.schedule)
+    except ValueError as error:
+        problems.append(str(error))
+        return ()
+    if num_agents != 1:
+        problems.append(
+            f"--schedule trains one agent with no population, but --num-agents is {num_agents}: "
+            "pass --num-agents 1 (and run on one rank)"
+        )
+    if env_id is not None and env_id != args.env_id:
+        problems.append(
+            f"--schedule {args.schedule} was found on {env_id}, not {args.env_id}: pass --env-id {env_id}, "
+            "or edit env_id in the file if you mean to transfer it"
+        )
+    return tuple(schedule)
 
 
 def _build_agent(settings: dict[str, Any], args: argparse.Namespace, game: str | None, problems: list[str]):

@@ -29,7 +29,10 @@ INIT_STREAM = 0x1417
 
 
 def initial_hparams(config: Config, member: int) -> dict[str, float]:
-    """Member ``member``'s starting hyperparameters, drawn from the search space."""
+    """Member ``member``'s starting hyperparameters: drawn from the search space, or the
+    first entry of a replayed schedule."""
+    if config.schedule:
+        return dict(config.schedule[0][1])
     rng = np.random.default_rng([config.seed, member, INIT_STREAM])
     return sample_hparams(config.agent.search_space, rng)
 
@@ -113,9 +116,16 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
     import torch
 
     from evo import exchange
-    from evo.agent import StopCallback, build_member, member_logger, member_seed, rng_state, set_rng_state
+    from evo.agent import (
+        build_member,
+        member_logger,
+        member_seed,
+        rng_state,
+        set_rng_state,
+        training_callbacks,
+    )
     from evo.checkpoint import dump_payload, load_payload
-    from evo.plan import generation_rng, plan_generation
+    from evo.plan import generation_rng, plan_generation, weight_moves
     from evo.records import RunRecords, tb_dir
     from evo.stopping import EXIT_STOPPED, StopRequest
 
@@ -185,6 +195,13 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
         )
         if checkpoint is not None:
             logger.info("resumed from %s (generation %d)", checkpoint.directory, start)
+        if config.schedule:
+            logger.info(
+                "following the schedule in %s: %d segment(s), changes at env steps %s",
+                config.schedule_file,
+                len(config.schedule),
+                ", ".join(str(steps) for steps, _ in config.schedule[1:]) or "none",
+            )
 
     if checkpoint is None:  # the initial population, so that a stop in generation 1 can resume
         rng = rng_state()
@@ -202,7 +219,9 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
         for member in members:
             if callback_poll():
                 break
-            member.train(config.agent_training_steps, callback=StopCallback(callback_poll))
+            member.train(
+                config.agent_training_steps, callback=training_callbacks(member, callback_poll, config.schedule)
+            )
         trained_at = time.perf_counter()
         if stopper.agree():
             stopped = True
@@ -222,10 +241,8 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
             for member in members
         ]
         trained = sum(member.env_steps for member in members) - steps_before
-        population = exchange.gather_to_root(comm, local)
-        gathered_at = time.perf_counter()
 
-        def decide(population=population, generation=generation):
+        def decide(population, generation=generation):
             return plan_generation(
                 generation,
                 population,
@@ -237,15 +254,9 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
                 config.resample_probability,
             )
 
-        exploits = exchange.decide_on_root(comm, decide)
-        donors = {e.recipient: e.donor for e in exploits}
-        for donor in set(donors.values()):
-            if donor in by_id:
-                by_id[donor].pack()
-        exchange.exchange(comm, config.transport, donors, config.owner, {m: by_id[m].buffer for m in by_id}, scratch)
-        for exploit in exploits:
-            if exploit.recipient in by_id:
-                by_id[exploit.recipient].load(by_id[exploit.recipient].buffer, exploit.new_hparams)
+        outcome = exchange.exploit_and_explore(comm, local, by_id, decide, config.transport, config.owner, scratch)
+        population, exploits, gathered_at = outcome.population, outcome.exploits, outcome.gathered_at
+        donors = weight_moves(exploits)
         exchanged_at = time.perf_counter()
 
         for row in local:
@@ -302,6 +313,8 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
         elif stop_request.requested:
             logger.warning("stopped by %s", stop_request.signal_name)
 
+    if not stopped and completed == config.total_generations and completed > start:
+        log_final_hparams(members, local)
     for member in members:
         member.model.logger.close()
         member.close()
@@ -315,6 +328,19 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
     comm.Barrier()
     stop_request.uninstall()
     return EXIT_STOPPED if stopped else 0
+
+
+def log_final_hparams(members, rows) -> None:
+    """TensorBoard's HPARAMS tab: each member's final score vs the hyperparameters it reached
+    it with (those of its last generation, before that generation's exploit)."""
+    from stable_baselines3.common.logger import HParam
+
+    by_id = {row["member"]: row for row in rows}
+    for member in members:
+        row = by_id[member.member_id]
+        hparams = {"member": member.member_id, **row["hparams"]}
+        member.model.logger.record("hparams", HParam(hparams, {"pbt/score": row["score"]}))
+        member.model.logger.dump(row["env_steps"])
 
 
 def log_generation(config: Config, generation: int, population, exploits, elapsed: float, trained: int) -> None:

@@ -212,3 +212,36 @@ def test_channels_last_forward_is_the_same_function():
     fast.load_state_dict(plain.state_dict())
     observations = torch.rand(8, 3, 64, 64)
     assert torch.allclose(plain(observations), fast(observations), atol=1e-5)
+
+
+def test_schedule_callback_puts_each_entry_in_effect_from_its_env_step(config):
+    """A replayed schedule: at every rollout the optimizer, the rollout buffer and the clip
+    range hold the schedule's values for the env-step count at which the rollout starts."""
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+
+    from evo.agent import ScheduleCallback
+    from evo.replay import hparams_at
+
+    defaults = config.agent.defaults
+    second = {**defaults, "learning_rate": 1e-3, "clip_range": 0.3, "gamma": 0.95}
+    third = {**defaults, "learning_rate": 2e-4, "clip_range": 0.15, "gae_lambda": 0.9, "ent_coef": 0.01}
+    schedule = [(0, dict(defaults)), (200, second), (300, third)]  # rollouts are 128 steps: not aligned
+    member = build_member(config, 0, defaults, None)
+    seen = []
+
+    class Record(BaseCallback):
+        def _on_rollout_end(self):
+            seen.append((self.model.num_timesteps - 128, effective_hparams(self.model)))
+
+        def _on_step(self):
+            return True
+
+    for _ in range(4):
+        member.train(128, callback=CallbackList([ScheduleCallback(member, schedule), Record()]))
+    assert [start for start, _ in seen] == [0, 128, 256, 384]
+    for start, effective in seen:
+        wanted = hparams_at(schedule, start)
+        for name, value in wanted.items():
+            assert effective[name] == pytest.approx(value), (start, name)
+    assert seen[2][1]["learning_rate"] == pytest.approx(1e-3)  # 256 >= 200: the second entry
+    assert member.model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(2e-4)

@@ -1,0 +1,311 @@
+"""Plots of a PBT run from its records (no TensorBoard needed), and the toy's figure.
+
+    python -m evo.plot RUN_DIR [--out DIR]
+
+writes into ``RUN_DIR/plots`` (or ``--out``):
+
+- ``scores.png``: each member's score over env steps, the population's best and mean bold;
+- ``hparams.png``: each explored hyperparameter over env steps per member (the schedule
+  PBT found), a marker where the member copied another (an exploit);
+- ``lineage.png``: who copied whom at each generation, each line coloured by the initial
+  member it descends from, so the surviving lines show at a glance.
+
+Headless: matplotlib's Agg backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from evo.history import RunDirError, RunHistory, ancestry, copies_by_generation, load_run  # noqa: E402
+from evo.space import EXPLORED  # noqa: E402
+
+DPI = 110
+UNITS = {
+    "learning_rate": "learning rate",
+    "ent_coef": "entropy coefficient",
+    "clip_range": "PPO clip range",
+    "gamma": "discount γ",
+    "gae_lambda": "GAE λ",
+    "vf_coef": "value-loss coefficient",
+}
+
+
+def member_colours(count: int) -> list:
+    cmap = plt.get_cmap("tab10" if count <= 10 else "tab20")
+    return [cmap(i % cmap.N) for i in range(count)]
+
+
+def _legend_right(fig, ax, handles=None, labels=None, title=None) -> None:
+    """Legend outside the axes, so it never covers the data."""
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title=title, frameon=False)
+
+
+def _steps_label(history: RunHistory) -> str:
+    return "env steps per member"
+
+
+def plot_scores(history: RunHistory):
+    """Score per member over env steps, best and mean of the population in bold."""
+    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=DPI)
+    colours = member_colours(len(history.members))
+    for index, member in enumerate(history.members):
+        rows = history.series(member)
+        ax.plot(
+            [r.env_steps for r in rows],
+            [r.score for r in rows],
+            color=colours[index],
+            linewidth=1.0,
+            alpha=0.75,
+            marker="o",
+            markersize=2.5,
+            label=f"member {member}",
+            gid=f"member-{member}",
+        )
+    steps, best, mean = [], [], []
+    for generation in history.generations:
+        rows = [history.row(generation, m) for m in history.members]
+        scores = np.array([r.score for r in rows], dtype=float)
+        steps.append(max(r.env_steps for r in rows))
+        finite = scores[np.isfinite(scores)]
+        best.append(finite.max() if finite.size else math.nan)
+        mean.append(finite.mean() if finite.size else math.nan)
+    ax.plot(steps, best, color="black", linewidth=2.6, label="population best", gid="best")
+    ax.plot(steps, mean, color="dimgray", linewidth=2.2, linestyle="--", label="population mean", gid="mean")
+    env = history.config.get("env_id", "")
+    ax.set_title(f"Score per member — {env}, {len(history.members)} members, {history.generations[-1]} generations")
+    ax.set_xlabel(_steps_label(history))
+    ax.set_ylabel("score (mean episode return)")
+    ax.grid(alpha=0.3)
+    _legend_right(fig, ax)
+    fig.tight_layout()
+    return fig
+
+
+def plot_hparams(history: RunHistory):
+    """One panel per explored hyperparameter: its value per member over env steps (each
+    value held during the generation it was trained with), exploits marked."""
+    names = list(EXPLORED)
+    columns = 2
+    rows_count = math.ceil(len(names) / columns)
+    fig, axes = plt.subplots(rows_count, columns, figsize=(11, 3.0 * rows_count), dpi=DPI, squeeze=False)
+    colours = member_colours(len(history.members))
+    scales = history.scales()
+    for ax, name in zip(axes.flat, names, strict=False):
+        for index, member in enumerate(history.members):
+            series = history.series(member)
+            starts = [history.row(r.generation - 1, member).env_steps if r.generation > 1 else 0 for r in series]
+            xs = [x for r, start in zip(series, starts, strict=True) for x in (start, r.env_steps)]
+            ys = [r.hparams[name] for r in series for _ in (0, 1)]
+            ax.plot(xs, ys, color=colours[index], linewidth=1.2, label=f"member {member}", gid=f"member-{member}")
+            copied = [r for r in series if r.donor is not None and r.donor != member]
+            if copied:  # the value it took after the copy starts at the end of that generation
+                after = {(r.generation + 1): r for r in copied}
+                points = [
+                    (r.env_steps, history.row(g, member).hparams[name])
+                    for g, r in after.items()
+                    if history.has(g, member)
+                ]
+                if points:
+                    ax.scatter(
+                        *zip(*points, strict=True),
+                        color=colours[index],
+                        marker="v",
+                        s=22,
+                        zorder=3,
+                        edgecolors="black",
+                        linewidths=0.4,
+                    )
+        if scales.get(name) == "log":
+            ax.set_yscale("log")
+        ax.set_title(UNITS.get(name, name) + f" ({name})", fontsize=10)
+        ax.set_xlabel(_steps_label(history), fontsize=9)
+        ax.set_ylabel(name, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.set_visible(False)
+    handles = [Line2D([], [], color=colours[i], label=f"member {m}") for i, m in enumerate(history.members)]
+    handles.append(
+        Line2D(
+            [],
+            [],
+            color="gray",
+            marker="v",
+            linestyle="",
+            markeredgecolor="black",
+            label="after an exploit (copied a member)",
+        )
+    )
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    fig.suptitle("Hyperparameter schedules found by PBT", fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def plot_lineage(history: RunHistory):
+    """Genealogy: one row per member slot, one column per generation; a line from donor to
+    recipient where a member copied another. Colours: the initial member a line descends from."""
+    members, generations = history.members, history.generations
+    founders = ancestry(history)
+    moves = copies_by_generation(history)
+    colours = member_colours(len(members))
+    colour_of = {m: colours[i] for i, m in enumerate(members)}
+    width = max(8.0, min(14.0, 3 + 0.35 * len(generations)))
+    fig, ax = plt.subplots(figsize=(width, 1.2 + 0.45 * len(members)), dpi=DPI)
+    for member in members:
+        for generation in generations:
+            founder = founders[generation][member]
+            copied = moves.get(generation - 1, {}).get(member)
+            if copied is None and generation > generations[0]:
+                ax.plot(
+                    [generation - 1, generation],
+                    [member, member],
+                    color=colour_of[founder],
+                    linewidth=2.2,
+                    solid_capstyle="round",
+                )
+            elif copied is not None:
+                ax.plot(
+                    [generation - 1, generation],
+                    [copied, member],
+                    color=colour_of[founder],
+                    linewidth=1.4,
+                    linestyle=(0, (3, 1.5)),
+                )
+        ax.scatter(
+            generations,
+            [member] * len(generations),
+            color=[colour_of[founders[g][member]] for g in generations],
+            s=18,
+            zorder=3,
+            edgecolors="black",
+            linewidths=0.3,
+        )
+    survivors = sorted({founders[generations[-1]][m] for m in members})
+    ax.set_yticks(members, [f"member {m}" for m in members])
+    ax.invert_yaxis()
+    ax.set_xlabel("generation")
+    step = max(1, len(generations) // 15)
+    ax.set_xticks(generations[::step])
+    ax.set_title(
+        "Lineage: who copied whom (dashed: a copy at the end of a generation)\n"
+        f"surviving lines: {', '.join(f'member {m}' for m in survivors)}",
+        fontsize=10,
+    )
+    handles = [Line2D([], [], color=colour_of[m], linewidth=2.2, label=f"line of member {m}") for m in members]
+    _legend_right(fig, ax, handles, [h.get_label() for h in handles], title="descends from")
+    fig.tight_layout()
+    return fig
+
+
+def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Path]:
+    """Write scores.png, hparams.png and lineage.png for the run; returns their paths."""
+    history = load_run(run_dir)
+    out = Path(out_dir) if out_dir is not None else Path(run_dir) / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, build in (("scores", plot_scores), ("hparams", plot_hparams), ("lineage", plot_lineage)):
+        fig = build(history)
+        path = out / f"{name}.png"
+        fig.savefig(path, bbox_inches="tight")
+        plt.close(fig)
+        written[name] = path
+    return written
+
+
+# --- the toy's figure ---------------------------------------------------------------------
+
+
+def plot_toy(results: Mapping[str, dict], path: str | Path, settings) -> Path:
+    """θ trajectories over the contours of Q, one panel per variant (as in Fig. 2 of the PBT
+    paper), and the best worker's Q over steps for all variants."""
+    from evo.toy import Q_MAX, THETA0, best_curve
+
+    names = list(results)
+    fig = plt.figure(figsize=(4.0 * len(names) + 1.0, 8.2), dpi=DPI, layout="constrained")
+    grid = fig.add_gridspec(2, len(names), height_ratios=[1.15, 1.0])
+    grid_x = np.linspace(-0.1, 1.0, 200)
+    theta0, theta1 = np.meshgrid(grid_x, grid_x)
+    q = Q_MAX - theta0**2 - theta1**2
+    workers = sorted(next(iter(results.values()))["trajectories"]) if results else []
+    colours = member_colours(len(workers))
+    top = []
+    for column, name in enumerate(names):
+        ax = fig.add_subplot(grid[0, column])
+        top.append(ax)
+        contours = ax.contourf(theta0, theta1, q, levels=20, cmap="viridis", alpha=0.85)
+        ax.contour(theta0, theta1, q, levels=[0.39, 0.8, 1.1, 1.19], colors="white", linewidths=0.5, alpha=0.7)
+        for index, worker in enumerate(workers):
+            points = np.array(results[name]["trajectories"][worker])
+            ax.plot(
+                points[:, 1],
+                points[:, 2],
+                color=colours[index],
+                linewidth=1.4,
+                marker=".",
+                markersize=3.5,
+                label=f"worker {worker}",
+                gid=f"worker-{worker}",
+            )
+        ax.plot(*THETA0, marker="*", color="white", markersize=11, markeredgecolor="black")
+        ax.plot(0, 0, marker="x", color="red", markersize=8)
+        final = max(points_[-1][3] for points_ in results[name]["trajectories"].values())
+        ax.set_title(f"{name}\nfinal best Q = {final:.3f}", fontsize=10)
+        ax.set_xlabel("θ0")
+        ax.set_ylabel("θ1")
+        ax.set_aspect("equal")
+        if column == 0:
+            ax.legend(fontsize=7, loc="lower left")
+    if top:
+        fig.colorbar(contours, ax=top, shrink=0.85, label="Q(θ) = 1.2 − θ0² − θ1²")
+    ax = fig.add_subplot(grid[1, :])
+    styles = ["-", "--", "-.", ":"]
+    for index, name in enumerate(names):
+        steps, best = best_curve(results[name]["trajectories"])
+        ax.plot(steps, best, linewidth=2, linestyle=styles[index % 4], label=name, gid=f"variant-{name}")
+    ax.axhline(Q_MAX, color="black", linewidth=0.8, alpha=0.6, label=f"optimum Q = {Q_MAX}")
+    ax.set_xlabel("gradient steps per worker")
+    ax.set_ylabel("Q(θ) of the best worker")
+    ax.set_title(
+        f"PBT toy: {settings.workers} workers, exploit/explore every {settings.ready} steps, "
+        f"{settings.strategy} selection",
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    _legend_right(fig, ax)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return Path(path)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evo.plot", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", help="a run directory (its --run-dir)")
+    parser.add_argument("--out", default=None, help="directory for the PNGs (default RUN_DIR/plots)")
+    args = parser.parse_args(argv)
+    try:
+        written = plot_run(args.run_dir, args.out)
+    except RunDirError as error:
+        print(f"python -m evo.plot: error: {error}", file=sys.stderr)
+        return 2
+    for path in written.values():
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

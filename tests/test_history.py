@@ -1,0 +1,72 @@
+"""Reading a run back (pure): ancestry, the best member, and the schedule walk."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from evo.history import Row, RunDirError, RunHistory, ancestry, best_member, copies_by_generation, schedule_of
+from evo.replay import hparams_at, load_schedule
+from evo.space import EXPLORED
+
+
+def hp(lr):
+    return {name: (lr if name == "learning_rate" else 0.5) for name in EXPLORED}
+
+
+def history(table):
+    """table: {generation: [(score, donor, lr) per member]}, 100 env steps per generation."""
+    rows = [
+        Row(g, m, 100 * g, score, donor, hp(lr))
+        for g, members in table.items()
+        for m, (score, donor, lr) in enumerate(members)
+    ]
+    return RunHistory(Path("run"), {"env_id": "CartPole-v1"}, rows, [])
+
+
+# member 2 copies 0 after gen 1; member 1 copies 2 after gen 2: 1's line is 0's line
+RUN = history(
+    {
+        1: [(10, None, 1.0), (5, None, 2.0), (1, 0, 3.0)],
+        2: [(11, None, 1.0), (4, 2, 2.0), (20, None, 1.5)],
+        3: [(12, None, 1.0), (30, None, 1.8), (21, None, 1.5)],
+    }
+)
+
+
+def test_ancestry_follows_copies_to_the_founder():
+    assert copies_by_generation(RUN) == {1: {2: 0}, 2: {1: 2}}
+    assert ancestry(RUN) == {1: {0: 0, 1: 1, 2: 2}, 2: {0: 0, 1: 1, 2: 0}, 3: {0: 0, 1: 0, 2: 0}}
+
+
+def test_schedule_walks_back_through_every_exploit():
+    schedule = schedule_of(RUN, best_member(RUN))
+    assert best_member(RUN) == 1
+    # gen 3: member 1 (lr 1.8); gen 2: member 2, whose weights it took (1.5); gen 1: member 0 (1.0)
+    assert [(e["env_steps"], e["member"], e["hparams"]["learning_rate"]) for e in schedule] == [
+        (0, 0, 1.0),
+        (100, 2, 1.5),
+        (200, 1, 1.8),
+    ]
+    # a member that never copied keeps its own line; equal consecutive values merge
+    assert [(e["env_steps"], e["member"]) for e in schedule_of(RUN, 0)] == [(0, 0)]
+    with pytest.raises(RunDirError, match="member 7 is not in"):
+        schedule_of(RUN, 7)
+
+
+def test_best_member_ranks_nan_last_and_ties_by_id():
+    tied = history({1: [(math.nan, None, 1.0), (3, None, 1.0), (3, None, 1.0)]})
+    assert best_member(tied) == 1
+
+
+def test_hparams_at_picks_the_last_entry_started(tmp_path):
+    schedule = [(0, hp(1.0)), (150, hp(2.0))]
+    assert hparams_at(schedule, 0) == hp(1.0)
+    assert hparams_at(schedule, 149) == hp(1.0)
+    assert hparams_at(schedule, 150) == hp(2.0)
+    bad = tmp_path / "s.yml"
+    bad.write_text("schedule:\n- env_steps: 10\n  hparams: {learning_rate: 1}\n")
+    with pytest.raises(ValueError, match="missing ent_coef"):
+        load_schedule(bad)
+    with pytest.raises(ValueError, match="no such file"):
+        load_schedule(tmp_path / "none.yml")
