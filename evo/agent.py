@@ -11,6 +11,7 @@ place that writes them.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,16 +219,19 @@ def _state_slots(model: PPO) -> list[tuple[torch.Tensor, object]]:
     state_dict lists a shared extractor three times), then Adam's step, exp_avg and
     exp_avg_sq per parameter."""
     policy = model.policy
-    slots: list[tuple[torch.Tensor, object]] = []
-    for param in policy.parameters():
-        slots.append((param, lambda view, param=param: setattr(param, "data", view)))
-    seen: set[int] = set()
-    for module in policy.modules():
-        for name, buffer in module._buffers.items():
-            if buffer is not None and id(buffer) not in seen:
-                seen.add(id(buffer))
-                slots.append((buffer, lambda view, module=module, name=name: module._buffers.__setitem__(name, view)))
     optimizer = policy.optimizer
+    params = list(policy.parameters())
+    trained = [param for group in optimizer.param_groups for param in group["params"]]
+    if len(trained) != len(params) or any(a is not b for a, b in zip(trained, params, strict=False)):
+        raise TypeError("evo needs the policy's optimizer to hold every policy parameter, in module order")
+    slots: list[tuple[torch.Tensor, object]] = []
+    for param in params:
+        slots.append((param, lambda view, param=param: setattr(param, "data", view)))
+    _BUFFER_HOLDERS.pop(policy, None)
+    for module, name in _buffer_holders(policy):
+        slots.append(
+            (module._buffers[name], lambda view, module=module, name=name: module._buffers.__setitem__(name, view))
+        )
     for group in optimizer.param_groups:
         for param in group["params"]:
             state = optimizer.state[param]
@@ -239,9 +243,40 @@ def _state_slots(model: PPO) -> list[tuple[torch.Tensor, object]]:
     return slots
 
 
+def _buffer_holders(policy: nn.Module) -> list[tuple[nn.Module, str]]:
+    """(module, name) of each registered buffer, each tensor once, in module order (cached:
+    the module tree does not change after construction)."""
+    holders = _BUFFER_HOLDERS.get(policy)
+    if holders is None:
+        holders, seen = [], set()
+        for module in policy.modules():
+            for name, buffer in module._buffers.items():
+                if buffer is not None and id(buffer) not in seen:
+                    seen.add(id(buffer))
+                    holders.append((module, name))
+        _BUFFER_HOLDERS[policy] = holders
+    return holders
+
+
+_BUFFER_HOLDERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# policy -> (address of its flat buffer, address of each state tensor in it), set by bind_flat
+_BOUND_ADDRESSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def state_tensors(model: PPO) -> list[torch.Tensor]:
-    """The tensors of :func:`_state_slots`, in the same order."""
-    return [tensor for tensor, _ in _state_slots(model)]
+    """The tensors of :func:`_state_slots`, in the same order. A light walk, as it runs on
+    every exchange: the parameters come from the optimizer's groups, which
+    :func:`_state_slots` checks hold exactly the policy's parameters in the same order."""
+    policy = model.policy
+    optimizer = policy.optimizer
+    params = [param for group in optimizer.param_groups for param in group["params"]]
+    tensors = list(params)
+    tensors += [module._buffers[name] for module, name in _buffer_holders(policy)]
+    state = optimizer.state
+    for param in params:
+        entry = state[param]
+        tensors += (entry["step"], entry["exp_avg"], entry["exp_avg_sq"])
+    return tensors
 
 
 def bind_flat(model: PPO, flat: np.ndarray | None = None) -> np.ndarray:
@@ -264,17 +299,25 @@ def bind_flat(model: PPO, flat: np.ndarray | None = None) -> np.ndarray:
                 view.copy_(tensor)
                 put(view)
             offset += size
+    addresses = [flat.ctypes.data + 4 * start for start in np.cumsum([0] + [t.numel() for t, _ in slots[:-1]])]
+    _BOUND_ADDRESSES[model.policy] = (flat.ctypes.data, [int(a) for a in addresses])
     return flat
 
 
 def is_bound(model: PPO, flat: np.ndarray) -> bool:
     """Whether every state tensor is still the view of ``flat`` that bind_flat made."""
+    tensors = state_tensors(model)
+    cached = _BOUND_ADDRESSES.get(model.policy)
+    if cached is not None and cached[0] == flat.ctypes.data:  # what bind_flat made, checked fast
+        return len(tensors) == len(cached[1]) and all(
+            t.data_ptr() == a for t, a in zip(tensors, cached[1], strict=False)
+        )
     address = flat.ctypes.data
-    for tensor in state_tensors(model):
+    for tensor in tensors:
         if tensor.data_ptr() != address or not tensor.is_contiguous():
             return False
         address += tensor.numel() * 4
-    return True
+    return address == flat.ctypes.data + flat.nbytes
 
 
 def flat_size(model: PPO) -> int:
