@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from evo.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
-from evo.selection import STRATEGIES
+from evo.selection import NO_PBT, STRATEGIES
 from evo.space import EXPLORED, ParamSpace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -374,6 +374,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="env steps per member per generation (default: from the YAML)",
     )
+    add(
+        "--strategy",
+        default=None,
+        metavar="none",
+        help="'none': the control PBT must beat: the same population with the same initial hyperparameters, "
+        "trained with no exploit or explore (random search)",
+    )
     add("--truncation-fraction", type=float, default=0.25, help="fraction replaced by truncation, in (0, 0.5]")
     add("--perturb-factors", type=float, nargs="+", default=[0.8, 1.2], help="explore multiplies by one of these")
     add("--resample-probability", type=float, default=0.25, help="chance explore resamples instead of perturbing")
@@ -430,6 +437,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 # Flags a resumed run takes from the command line only if given again.
 RESUMED_FLAGS = (
     "env_id",
+    "strategy",
     "num_agents",
     "total_generations",
     "agent_training_steps",
@@ -545,6 +553,15 @@ def parse_config(
 
     if strategy not in STRATEGIES:
         problems.append(f"strategy {strategy!r} is unknown; use one of {', '.join(STRATEGIES)}")
+    elif args.strategy is not None and args.strategy != strategy:
+        if args.strategy == NO_PBT:
+            strategy = NO_PBT
+        else:
+            problems.append(
+                f"--strategy {args.strategy}: this script does {strategy} selection; --strategy takes only 'none' "
+                "(the same population with no exploit or explore). For another rule run its script: "
+                "pbt_rl_wta.py (wta), pbt_rl_truct.py or pbt_rl_truct_collective.py (truncation)"
+            )
     if transport not in TRANSPORTS:
         problems.append(f"transport {transport!r} is unknown; use one of {', '.join(TRANSPORTS)}")
 

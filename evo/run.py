@@ -186,7 +186,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
             config.env_id,
             config.num_agents,
             config.world_size,
-            config.strategy,
+            config.strategy if config.strategy != "none" else "no (control: --strategy none)",
             config.transport,
             start + 1,
             config.total_generations,

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-STRATEGIES = ("wta", "truncation")
+NO_PBT = "none"
+STRATEGIES = ("wta", "truncation", NO_PBT)
 
 
 def ranking(scores: Sequence[float]) -> np.ndarray:
@@ -47,7 +48,9 @@ def winner_takes_all(scores: Sequence[float]) -> dict[int, int]:
 
 
 def select(strategy: str, scores: Sequence[float], fraction: float, rng: np.random.Generator) -> dict[int, int]:
-    """Apply the named rule (``wta`` or ``truncation``)."""
+    """Apply the named rule (``wta``, ``truncation``, or ``none``: nobody copies)."""
+    if strategy == NO_PBT:
+        return {}
     if strategy == "wta":
         return winner_takes_all(scores)
     if strategy == "truncation":

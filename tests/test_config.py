@@ -200,3 +200,12 @@ def test_config_round_trips_to_plain_data(tmp_path):
     plain = yaml.safe_load(yaml.safe_dump(config.to_dict()))
     assert plain["agent"]["search_space"]["gamma"]["scale"] == "horizon"
     assert plain["run_dir"] == str(tmp_path / "run")
+
+
+def test_strategy_none_is_the_control_on_every_script(tmp_path):
+    for strategy in ("wta", "truncation"):
+        config = parse(["--strategy", "none"], tmp_path, strategy=strategy)
+        assert config.strategy == "none"
+        assert parse([], tmp_path, strategy=strategy).strategy == strategy
+    (problem,) = problems(["--strategy", "wta"], tmp_path, strategy="truncation")
+    assert "--strategy wta" in problem and "pbt_rl_wta.py" in problem and "'none'" in problem

@@ -91,3 +91,13 @@ def test_winner_ties_go_to_lowest_index():
 def test_select_rejects_unknown_strategy():
     with pytest.raises(ValueError, match="unknown selection strategy 'best'"):
         select("best", [1.0, 2.0], 0.25, np.random.default_rng(0))
+
+
+def test_strategy_none_copies_nobody_and_plans_nothing():
+    from evo.plan import plan_generation
+    from evo.space import ParamSpace
+
+    assert select("none", [3.0, 1.0, 2.0, float("nan")], 0.25, np.random.default_rng(0)) == {}
+    population = [{"score": s, "hparams": {"lr": 0.1}} for s in (1.0, 5.0)]
+    plan = plan_generation(1, population, "none", {"lr": ParamSpace(0.01, 1.0, "log")}, np.random.default_rng(0))
+    assert plan == []
