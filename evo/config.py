@@ -296,8 +296,20 @@ def load_hyperparams_file(path: Path, problems: list[str]) -> dict[str, Any]:
     return data
 
 
-def _layers(data: Mapping[str, Any], env_key: str, game: str | None, source: str, problems: list[str]) -> list:
-    names = ["default"] + (["procgen"] if game else []) + [env_key]
+# --param-set NAME: (distribution mode, training levels) that the name stands for
+PARAM_SETS = {"easy": ("easy", 0), "easy-200": ("easy", 200), "hard": ("hard", 0), "hard-500": ("hard", 500)}
+
+
+def _layers(
+    data: Mapping[str, Any],
+    env_key: str,
+    game: str | None,
+    source: str,
+    problems: list[str],
+    param_set: str | None = None,
+) -> list:
+    procgen_names = ["procgen"] + ([f"procgen-{param_set}"] if param_set else [])
+    names = ["default"] + (procgen_names if game else []) + [env_key]
     return [_check_block(data[name], f"{source}[{name}]", problems) for name in names if name in data]
 
 
@@ -306,14 +318,15 @@ def resolve_agent(
     hyperparams_file: Path | None,
     problems: list[str],
     builtin: Path = DEFAULT_HYPERPARAMS,
+    param_set: str | None = None,
 ) -> dict[str, Any]:
-    """Merge the YAML layers for ``env_id`` into one flat settings dict."""
+    """Merge the YAML layers for ``env_id`` (and a Procgen ``param_set``) into one flat settings dict."""
     game = procgen_game(env_id)
     env_key = game or env_id
-    layers = _layers(load_hyperparams_file(builtin, problems), env_key, game, builtin.name, problems)
+    layers = _layers(load_hyperparams_file(builtin, problems), env_key, game, builtin.name, problems, param_set)
     if hyperparams_file is not None:
         data = load_hyperparams_file(hyperparams_file, problems)
-        layers += _layers(data, env_key, game, str(hyperparams_file), problems)
+        layers += _layers(data, env_key, game, str(hyperparams_file), problems, param_set)
         if data and not ({"default", "procgen", env_key} & set(data)):
             problems.append(
                 f"--hyperparams {hyperparams_file}: no block applies to {env_id!r}; "
@@ -406,6 +419,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add("--learning-rate-range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="search range for learning_rate")
     add("--gamma-range", type=float, nargs=2, metavar=("LOW", "HIGH"), help="search range for gamma")
     add("--num-envs", type=int, default=None, help="parallel envs per member (default: from the YAML)")
+    add(
+        "--param-set",
+        default=None,
+        metavar="NAME",
+        help="Procgen: train-procgen-pytorch's parameter set easy, easy-200, hard or hard-500 (envs, budget, "
+        "and the distribution mode and training levels of its name unless given)",
+    )
     add("--distribution-mode", default="easy", help=f"Procgen: one of {', '.join(DISTRIBUTION_MODES)}")
     add("--num-levels", type=int, default=0, help="Procgen: number of training levels (0 = unlimited)")
     add("--start-level", type=int, default=0, help="Procgen: first training level")
@@ -459,6 +479,7 @@ RESUMED_FLAGS = (
     "checkpoint_every",
     "keep_checkpoints",
     "schedule",
+    "param_set",
 )
 # What may not differ between a run and its resumption.
 FIXED_ON_RESUME = (
@@ -570,7 +591,27 @@ def parse_config(
         problems.append(env_problem)
     game = procgen_game(args.env_id)
 
-    settings = resolve_agent(args.env_id, args.hyperparams, problems)
+    param_set = None
+    if args.param_set is not None:
+        if args.param_set not in PARAM_SETS:
+            close = difflib.get_close_matches(args.param_set, list(PARAM_SETS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problems.append(f"--param-set {args.param_set!r} is not one of {', '.join(PARAM_SETS)}{hint}")
+        elif not game:
+            problems.append(
+                f"--param-set {args.param_set} is a Procgen parameter set; {args.env_id} is not a Procgen game "
+                "(use --hyperparams FILE for other envs)"
+            )
+        else:
+            param_set = args.param_set
+            # the name's mode and levels, unless given (a resume already has the run's values)
+            given = explicit_flags(parser, list(argv) if argv is not None else sys.argv[1:])
+            mode, levels = PARAM_SETS[param_set]
+            if "distribution_mode" not in given and not args.resume:
+                args.distribution_mode = mode
+            if "num_levels" not in given and not args.resume:
+                args.num_levels = levels
+    settings = resolve_agent(args.env_id, args.hyperparams, problems, param_set=param_set)
 
     num_agents = world_size if args.num_agents is None else args.num_agents
     if num_agents < 1:

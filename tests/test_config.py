@@ -209,3 +209,25 @@ def test_strategy_none_is_the_control_on_every_script(tmp_path):
         assert parse([], tmp_path, strategy=strategy).strategy == strategy
     (problem,) = problems(["--strategy", "wta"], tmp_path, strategy="truncation")
     assert "--strategy wta" in problem and "pbt_rl_wta.py" in problem and "'none'" in problem
+
+
+@pytest.mark.parametrize(
+    "name, envs, mode, levels",
+    [("easy", 64, "easy", 0), ("easy-200", 128, "easy", 200), ("hard", 256, "hard", 0), ("hard-500", 512, "hard", 500)],
+)
+def test_procgen_param_sets_by_name(tmp_path, name, envs, mode, levels):
+    config = parse(["--env-id", "bigfish", "--param-set", name], tmp_path)
+    assert config.agent.n_envs == envs and config.agent.n_steps == 256
+    assert config.agent.batch_size == envs * 256 // 8  # 8 minibatches per epoch, as in train-procgen-pytorch
+    assert (config.distribution_mode, config.num_levels) == (mode, levels)
+    assert config.agent.defaults["gamma"] == 0.999 and config.agent.defaults["learning_rate"] == 5e-4
+    assert config.agent_training_steps % (envs * 256) == 0
+
+
+def test_param_set_yields_to_explicit_flags_and_is_checked(tmp_path):
+    config = parse(["--env-id", "bigfish", "--param-set", "easy-200", "--num-levels", "50"], tmp_path)
+    assert (config.distribution_mode, config.num_levels, config.agent.n_envs) == ("easy", 50, 128)
+    (problem,) = problems(["--env-id", "bigfish", "--param-set", "hard500"], tmp_path)
+    assert "did you mean 'hard-500'?" in problem
+    (problem,) = problems(["--env-id", "CartPole-v1", "--param-set", "easy"], tmp_path)
+    assert "not a Procgen game" in problem
