@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml scripts/system-deps.sh
 
 run: install
 	$(MPI_ENV) $(BIN)/mpiexec -n $(RANKS) --oversubscribe $(BIN)/python pbt_rl_truct.py \
-		--env-id CartPole-v1 --eval-episodes 10 $(ARGS)
+		--env-id CartPole-v1 --eval-episodes 10 --select-on test $(ARGS)
 
 # the PBT paper's toy: four variants, a table of final Q and toy.png (seconds)
 toy: install

@@ -367,6 +367,7 @@ class Member:
     buffer: np.ndarray = field(default=None, repr=False)
     scores: list[float] = field(default_factory=list)
     """The member's score at the end of each generation so far."""
+    select_on: str = "train"
 
     def __post_init__(self) -> None:
         self.buffer = bind_flat(self.model, self.buffer)
@@ -384,13 +385,24 @@ class Member:
         returns = [info["r"] for info in episodes]
         return float(np.mean(returns)) if returns else float("nan")
 
-    def score(self) -> float:
+    def test_score(self) -> float:
+        """Mean return of ``eval_episodes`` deterministic episodes on the evaluation env (for
+        Procgen, levels the member never trained on); NaN without evaluation."""
         if self.eval_episodes > 0 and self.eval_env is not None:
             mean, _ = evaluate_policy(
                 self.model, self.eval_env, n_eval_episodes=self.eval_episodes, deterministic=True, warn=False
             )
             return float(mean)
-        return self.training_score()
+        return float("nan")
+
+    def evaluate(self) -> dict[str, float]:
+        """Both scores, and ``score``: the one selection uses (``select_on``)."""
+        scores = {"score_train": self.training_score(), "score_test": self.test_score()}
+        scores["score"] = scores["score_test"] if self.select_on == "test" else scores["score_train"]
+        return scores
+
+    def score(self) -> float:
+        return self.evaluate()["score"]
 
     def pack(self) -> np.ndarray:
         """The member's flat state, ready to send (no copy while the model's tensors are still
@@ -499,7 +511,7 @@ def build_member(
             min(config.eval_episodes, 8),
             member_seed(config.seed, member, stream=1),
             config.distribution_mode,
-            config.num_levels,
-            config.start_level,
+            config.eval_num_levels,
+            config.eval_start_level,
         )
-    return Member(member, model, dict(hparams), eval_env, config.eval_episodes)
+    return Member(member, model, dict(hparams), eval_env, config.eval_episodes, select_on=config.select_on)

@@ -145,6 +145,12 @@ class Config:
     """The command-line values this run was started with (a resume starts from them)."""
     cpu_tuning: bool = True
     """Allocator settings and channels-last convolutions (no change to PPO's maths)."""
+    select_on: str = "train"
+    """Which score drives selection: 'train' (training episodes) or 'test' (evaluation episodes)."""
+    eval_start_level: int = 0
+    eval_num_levels: int = 0
+    """Procgen levels of the evaluation env (held out: by default the full distribution,
+    from the first level after the training levels)."""
     schedule_file: Path | None = None
     """A replayed hyperparameter schedule (``python -m evo.replay``) for a single agent."""
     schedule: tuple[tuple[int, dict[str, float]], ...] = ()
@@ -426,6 +432,20 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="Procgen: train-procgen-pytorch's parameter set easy, easy-200, hard or hard-500 (envs, budget, "
         "and the distribution mode and training levels of its name unless given)",
     )
+    add(
+        "--select-on",
+        choices=("train", "test"),
+        default="train",
+        help="score that drives selection: 'train' = training episodes, 'test' = the --eval-episodes evaluation "
+        "(on Procgen held-out levels: selecting on them uses them as a validation set)",
+    )
+    add(
+        "--eval-start-level",
+        type=int,
+        default=None,
+        help="Procgen: first evaluation level (default: the level after the training levels)",
+    )
+    add("--eval-num-levels", type=int, default=0, help="Procgen: evaluation levels (default 0: full distribution)")
     add("--distribution-mode", default="easy", help=f"Procgen: one of {', '.join(DISTRIBUTION_MODES)}")
     add("--num-levels", type=int, default=0, help="Procgen: number of training levels (0 = unlimited)")
     add("--start-level", type=int, default=0, help="Procgen: first training level")
@@ -480,6 +500,9 @@ RESUMED_FLAGS = (
     "keep_checkpoints",
     "schedule",
     "param_set",
+    "select_on",
+    "eval_start_level",
+    "eval_num_levels",
 )
 # What may not differ between a run and its resumption.
 FIXED_ON_RESUME = (
@@ -665,6 +688,7 @@ def parse_config(
             problems.append(f"--num-levels {args.num_levels} / --start-level {args.start_level}: must be >= 0")
 
     agent = _build_agent(settings, args, game, problems)
+    eval_start = _check_evaluation(args, game, problems)
     schedule = _load_schedule(args, num_agents, problems)
 
     stem = Path(prog).stem if prog else "evo"
@@ -708,6 +732,9 @@ def parse_config(
         run_id=saved["run_id"] if saved else uuid.uuid4().hex,
         cli=cli,
         cpu_tuning=args.cpu_tuning,
+        select_on=args.select_on,
+        eval_start_level=eval_start,
+        eval_num_levels=args.eval_num_levels,
         schedule_file=args.schedule,
         schedule=schedule,
     )
@@ -738,6 +765,32 @@ def resume_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
                     "a run resumes with the same value (drop the flag to keep it)"
                 )
     return found
+
+
+def _check_evaluation(args: argparse.Namespace, game: str | None, problems: list[str]) -> int:
+    """Validate --select-on and the evaluation levels; returns the evaluation start level."""
+    if args.select_on == "test" and args.eval_episodes < 1:
+        problems.append("--select-on test selects on evaluation episodes: give --eval-episodes N (e.g. 10)")
+    if not game:
+        if args.eval_start_level is not None or args.eval_num_levels:
+            problems.append(
+                f"--eval-start-level / --eval-num-levels choose Procgen levels; {args.env_id} has none "
+                "(its evaluation env just uses other seeds)"
+            )
+        return 0
+    start = args.start_level + args.num_levels if args.eval_start_level is None else args.eval_start_level
+    if args.eval_num_levels < 0 or start < 0:
+        problems.append(f"--eval-num-levels {args.eval_num_levels} / --eval-start-level {start}: must be >= 0")
+    elif args.num_levels > 0 and args.eval_num_levels > 0:
+        train = range(args.start_level, args.start_level + args.num_levels)
+        test = range(start, start + args.eval_num_levels)
+        if max(train.start, test.start) < min(train.stop, test.stop):
+            problems.append(
+                f"evaluation levels [{test.start}, {test.stop}) overlap the training levels "
+                f"[{train.start}, {train.stop}): the test score would not be held out; "
+                f"use --eval-start-level {train.stop} or later"
+            )
+    return start
 
 
 def _load_schedule(args: argparse.Namespace, num_agents: int, problems: list[str]) -> tuple:

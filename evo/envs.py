@@ -57,6 +57,7 @@ class ProcgenVecEnv(VecEnv):
     ):
         ProcgenGym3Env = _import_procgen()
         self.game = game
+        self.distribution_mode, self.num_levels, self.start_level = distribution_mode, num_levels, start_level
         self._env = ProcgenGym3Env(
             num=num_envs,
             env_name=game,

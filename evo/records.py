@@ -3,8 +3,10 @@
 - ``config.yaml``: the resolved configuration; ``command.txt``: the command line;
   ``versions.json``: versions of Python and the main packages.
 - ``population.csv``: one row per member per generation: the score the member reached in
-  that generation, the hyperparameters it trained with, and ``donor`` (the member it
-  copied at the end of the generation; empty when it kept its own weights).
+  that generation (``score``, the one selection used; ``score_train`` over training
+  episodes and ``score_test`` over evaluation episodes, NaN without --eval-episodes), the
+  hyperparameters it trained with, and ``donor`` (the member it copied at the end of the
+  generation; empty when it kept its own weights).
 - ``lineage.jsonl``: one JSON object per exploit.
 - ``generations.csv``: per generation, wall time, env steps per second, and the slowest
   rank's seconds training, scoring, waiting for the other ranks and exchanging weights.
@@ -31,7 +33,17 @@ from evo.plan import Exploit, weight_moves
 from evo.space import EXPLORED
 
 TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
-POPULATION_FIELDS = ["generation", "member", "rank", "env_steps", "score", "donor", *EXPLORED]
+POPULATION_FIELDS = [
+    "generation",
+    "member",
+    "rank",
+    "env_steps",
+    "score",
+    "donor",
+    *EXPLORED,
+    "score_train",
+    "score_test",
+]
 PACKAGES = ("evo", "torch", "stable-baselines3", "gymnasium", "numpy", "mpi4py", "procgen-mirror", "tensorboard")
 
 
@@ -132,6 +144,8 @@ class RunRecords:
                         "rank": row["rank"],
                         "env_steps": row["env_steps"],
                         "score": row["score"],
+                        "score_train": row.get("score_train", ""),
+                        "score_test": row.get("score_test", ""),
                         "donor": donors.get(row["member"], ""),
                         **{name: repr(row["hparams"][name]) for name in EXPLORED},
                     }

@@ -227,14 +227,16 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
             stopped = True
             break
         agreed_at = time.perf_counter()
+        evaluations = {}
         for member in members:
-            member.scores.append(member.score())
+            evaluations[member.member_id] = member.evaluate()
+            member.scores.append(evaluations[member.member_id]["score"])
         scored_at = time.perf_counter()
         local = [
             {
                 "member": member.member_id,
                 "rank": rank,
-                "score": member.scores[-1],
+                **evaluations[member.member_id],
                 "env_steps": member.env_steps,
                 "hparams": dict(member.hparams),
             }
@@ -262,6 +264,9 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
         for row in local:
             member = by_id[row["member"]]
             member.model.logger.record("pbt/score", row["score"])
+            for key in ("score_train", "score_test"):
+                if row[key] == row[key]:  # not NaN
+                    member.model.logger.record(f"pbt/{key}", row[key])
             member.model.logger.record("pbt/exploited", int(row["member"] in donors))
             for name, value in row["hparams"].items():
                 member.model.logger.record(f"hparams/{name}", value)

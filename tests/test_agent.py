@@ -113,7 +113,25 @@ def test_training_score_and_eval_score(tmp_path):
     member.train(1024)
     returns = [info["r"] for info in member.model.ep_info_buffer][-10:]
     assert member.training_score() == pytest.approx(np.mean(returns))
-    assert member.eval_env is not None and member.score() >= 8  # CartPole returns >= 8
+    assert member.eval_env is not None and member.test_score() >= 8  # CartPole returns >= 8
+    scores = member.evaluate()
+    assert scores["score"] == scores["score_train"] == member.training_score()  # --select-on train (default)
+    member.select_on = "test"
+    assert member.score() >= 8
+
+
+def test_procgen_evaluation_runs_on_held_out_levels():
+    config = parse_config(
+        ["--env-id", "bigfish", "--num-levels", "5", "--start-level", "3", "--eval-episodes", "1", "--num-envs", "2"],
+        check_run_dir=False,
+    )
+    member = build_member(config, 0, config.agent.defaults, None)
+    train_env, eval_env = member.model.get_env().unwrapped, member.eval_env.unwrapped
+    try:
+        assert (train_env.start_level, train_env.num_levels) == (3, 5)
+        assert (eval_env.start_level, eval_env.num_levels) == (8, 0)  # the full distribution, after [3, 8)
+    finally:
+        member.close()
 
 
 def test_impala_cnn_matches_the_paper():

@@ -231,3 +231,35 @@ def test_param_set_yields_to_explicit_flags_and_is_checked(tmp_path):
     assert "did you mean 'hard-500'?" in problem
     (problem,) = problems(["--env-id", "CartPole-v1", "--param-set", "easy"], tmp_path)
     assert "not a Procgen game" in problem
+
+
+def test_evaluation_levels_are_held_out_and_checked(tmp_path):
+    config = parse(["--env-id", "bigfish", "--num-levels", "200", "--start-level", "10"], tmp_path)
+    assert (config.eval_start_level, config.eval_num_levels, config.select_on) == (210, 0, "train")
+    config = parse(
+        [
+            "--env-id",
+            "bigfish",
+            "--num-levels",
+            "200",
+            "--eval-start-level",
+            "500",
+            "--eval-num-levels",
+            "100",
+            "--eval-episodes",
+            "5",
+            "--select-on",
+            "test",
+        ],
+        tmp_path,
+    )
+    assert (config.eval_start_level, config.eval_num_levels, config.select_on) == (500, 100, "test")
+    (problem,) = problems(
+        ["--env-id", "bigfish", "--num-levels", "200", "--eval-start-level", "150", "--eval-num-levels", "100"],
+        tmp_path,
+    )
+    assert "overlap the training levels [0, 200)" in problem and "--eval-start-level 200" in problem
+    (problem,) = problems(["--select-on", "test"], tmp_path)
+    assert "--eval-episodes" in problem
+    (problem,) = problems(["--env-id", "CartPole-v1", "--eval-num-levels", "5"], tmp_path)
+    assert "CartPole-v1 has none" in problem

@@ -140,6 +140,12 @@ def test_bigfish_runs_and_writes_its_files(tmp_path):
             str(run_dir),
             "--tb-writer",
             "False",
+            "--num-levels",
+            "10",
+            "--eval-episodes",
+            "1",
+            "--select-on",
+            "test",
         ],
     )
     assert result.returncode == 0, result.stderr[-4000:]
@@ -149,6 +155,10 @@ def test_bigfish_runs_and_writes_its_files(tmp_path):
     rows = read_population(run_dir)
     assert len(rows) == 4 and {int(r["env_steps"]) for r in rows} == {64, 128}
     assert len(read_lineage(run_dir)) == 2
+    assert config["eval_start_level"] == 10 and config["select_on"] == "test"
+    for row in rows:  # both scores recorded; selection used the held-out one
+        assert row["score"] == row["score_test"] and float(row["score_test"]) >= 0
+        assert row["score_train"] != ""
     assert not (run_dir / "tb").exists()  # --tb-writer False
 
 
