@@ -36,6 +36,7 @@ from torch import nn
 from evo.config import AgentSettings, Config
 from evo.envs import make_env
 from evo.policies import EXTRACTORS
+from evo.replay import hparams_at
 from evo.space import EXPLORED
 
 logger = logging.getLogger(__name__)
@@ -102,8 +103,6 @@ class ScheduleCallback(BaseCallback):
         self.schedule = list(schedule)
 
     def _on_rollout_start(self) -> None:
-        from evo.replay import hparams_at
-
         wanted = hparams_at(self.schedule, int(self.model.num_timesteps))
         if any(self.member.hparams.get(name) != value for name, value in wanted.items()):
             self.member.set_hparams(wanted)

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from evo.plan import weight_moves
+
 T = TypeVar("T")
 Owner = Callable[[int], int]
 
@@ -129,10 +131,12 @@ def exchange(
 @dataclass
 class GenerationOutcome:
     """What :func:`exploit_and_explore` did: the gathered population (root only), the plan,
-    and when the gather finished (``time.perf_counter``), for the timing records."""
+    its donor map (who copied whose weights), and when the gather finished
+    (``time.perf_counter``), for the timing records."""
 
     population: list[dict] | None
     exploits: list
+    donors: dict[int, int]
     gathered_at: float
 
 
@@ -159,7 +163,7 @@ def exploit_and_explore(
     population = gather_to_root(comm, local_rows)
     gathered_at = time.perf_counter()
     exploits = decide_on_root(comm, lambda: decide(population))
-    donors = {e.recipient: e.donor for e in exploits if e.recipient != e.donor}
+    donors = weight_moves(exploits)
     for donor in set(donors.values()):
         if donor in members:
             members[donor].pack()
@@ -172,7 +176,7 @@ def exploit_and_explore(
             member.set_hparams(exploit.new_hparams)
         else:
             member.load(member.buffer, exploit.new_hparams)
-    return GenerationOutcome(population, exploits, gathered_at)
+    return GenerationOutcome(population, exploits, donors, gathered_at)
 
 
 class StopNotifier:

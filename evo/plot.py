@@ -33,6 +33,7 @@ from evo.history import RunDirError, RunHistory, ancestry, copies_by_generation,
 from evo.space import EXPLORED  # noqa: E402
 
 DPI = 110
+STEPS_LABEL = "env steps per member"
 UNITS = {
     "learning_rate": "learning rate",
     "ent_coef": "entropy coefficient",
@@ -48,15 +49,11 @@ def member_colours(count: int) -> list:
     return [cmap(i % cmap.N) for i in range(count)]
 
 
-def _legend_right(fig, ax, handles=None, labels=None, title=None) -> None:
+def _legend_right(ax, handles=None, labels=None, title=None) -> None:
     """Legend outside the axes, so it never covers the data."""
     if handles is None:
         handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title=title, frameon=False)
-
-
-def _steps_label(history: RunHistory) -> str:
-    return "env steps per member"
 
 
 def plot_scores(history: RunHistory):
@@ -88,10 +85,10 @@ def plot_scores(history: RunHistory):
     ax.plot(steps, mean, color="dimgray", linewidth=2.2, linestyle="--", label="population mean", gid="mean")
     env = history.config.get("env_id", "")
     ax.set_title(f"Score per member — {env}, {len(history.members)} members, {history.generations[-1]} generations")
-    ax.set_xlabel(_steps_label(history))
+    ax.set_xlabel(STEPS_LABEL)
     ax.set_ylabel("score (mean episode return)")
     ax.grid(alpha=0.3)
-    _legend_right(fig, ax)
+    _legend_right(ax)
     fig.tight_layout()
     return fig
 
@@ -133,7 +130,7 @@ def plot_hparams(history: RunHistory):
         if scales.get(name) == "log":
             ax.set_yscale("log")
         ax.set_title(UNITS.get(name, name) + f" ({name})", fontsize=10)
-        ax.set_xlabel(_steps_label(history), fontsize=9)
+        ax.set_xlabel(STEPS_LABEL, fontsize=9)
         ax.set_ylabel(name, fontsize=9)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(names) :]:
@@ -207,7 +204,7 @@ def plot_lineage(history: RunHistory):
         fontsize=10,
     )
     handles = [Line2D([], [], color=colour_of[m], linewidth=2.2, label=f"line of member {m}") for m in members]
-    _legend_right(fig, ax, handles, [h.get_label() for h in handles], title="descends from")
+    _legend_right(ax, handles, [h.get_label() for h in handles], title="descends from")
     fig.tight_layout()
     return fig
 
@@ -286,7 +283,7 @@ def plot_toy(results: Mapping[str, dict], path: str | Path, settings) -> Path:
         fontsize=10,
     )
     ax.grid(alpha=0.3)
-    _legend_right(fig, ax)
+    _legend_right(ax)
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return Path(path)

@@ -144,8 +144,8 @@ class RunRecords:
                         "rank": row["rank"],
                         "env_steps": row["env_steps"],
                         "score": row["score"],
-                        "score_train": row.get("score_train", ""),
-                        "score_test": row.get("score_test", ""),
+                        "score_train": row["score_train"],
+                        "score_test": row["score_test"],
                         "donor": donors.get(row["member"], ""),
                         **{name: repr(row["hparams"][name]) for name in EXPLORED},
                     }

@@ -24,8 +24,9 @@ from evo.space import EXPLORED
 SCHEDULE_FORMAT = 1
 
 
-def write_schedule(run_dir: str | Path, member: str | int = "best", out: str | Path | None = None) -> Path:
-    """Write the schedule of ``member`` ('best' or an id) of the run in ``run_dir``."""
+def write_schedule(run_dir: str | Path, member: str | int = "best", out: str | Path | None = None) -> tuple[Path, dict]:
+    """Write the schedule of ``member`` ('best' or an id) of the run in ``run_dir``; returns
+    the file and what it holds."""
     history = load_run(run_dir)
     chosen = best_member(history) if str(member) == "best" else int(member)
     schedule = schedule_of(history, chosen)
@@ -58,7 +59,7 @@ def write_schedule(run_dir: str | Path, member: str | int = "best", out: str | P
         f"--schedule {out}\n"
     )
     out.write_text(header + yaml.safe_dump(document, sort_keys=False))
-    return out
+    return out, document
 
 
 def load_schedule(path: str | Path) -> tuple[list[tuple[int, dict[str, float]]], str | None]:
@@ -122,11 +123,10 @@ def main(argv=None) -> int:
     if args.member != "best" and not args.member.isdigit():
         parser.error(f"--member {args.member!r}: give 'best' or a member id such as 0")
     try:
-        out = write_schedule(args.run_dir, args.member, args.out)
+        out, document = write_schedule(args.run_dir, args.member, args.out)
     except RunDirError as error:
         print(f"python -m evo.replay: error: {error}", file=sys.stderr)
         return 2
-    document = yaml.safe_load(out.read_text())
     print(
         f"schedule of member {document['source']['member']} (final score {document['source']['final_score']}): "
         f"{len(document['schedule'])} segment(s) -> {out}"

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from evo.config import Config, ConfigError, parse_config
+from evo.selection import NO_PBT
 from evo.space import sample_hparams
 
 logger = logging.getLogger("evo")
@@ -125,7 +126,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
         training_callbacks,
     )
     from evo.checkpoint import dump_payload, load_payload
-    from evo.plan import generation_rng, plan_generation, weight_moves
+    from evo.plan import generation_rng, plan_generation
     from evo.records import RunRecords, tb_dir
     from evo.stopping import EXIT_STOPPED, StopRequest
 
@@ -186,7 +187,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
             config.env_id,
             config.num_agents,
             config.world_size,
-            config.strategy if config.strategy != "none" else "no (control: --strategy none)",
+            config.strategy if config.strategy != NO_PBT else "no (control: --strategy none)",
             config.transport,
             start + 1,
             config.total_generations,
@@ -257,8 +258,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
             )
 
         outcome = exchange.exploit_and_explore(comm, local, by_id, decide, config.transport, config.owner, scratch)
-        population, exploits, gathered_at = outcome.population, outcome.exploits, outcome.gathered_at
-        donors = weight_moves(exploits)
+        population, exploits, donors = outcome.population, outcome.exploits, outcome.donors
         exchanged_at = time.perf_counter()
 
         for row in local:
@@ -279,8 +279,8 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
                     "trained": trained,
                     "train_s": trained_at - started,
                     "score_s": scored_at - agreed_at,
-                    "wait_s": (agreed_at - trained_at) + (gathered_at - scored_at),
-                    "exchange_s": exchanged_at - gathered_at,
+                    "wait_s": (agreed_at - trained_at) + (outcome.gathered_at - scored_at),
+                    "exchange_s": exchanged_at - outcome.gathered_at,
                 }
             ],
         )

@@ -18,20 +18,14 @@ pytestmark = pytest.mark.e2e
 MEMBERS, GENERATIONS, STEPS = 4, 5, 512
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    base = tmp_path_factory.mktemp("looking")
-    hp = base / "tiny.yml"
-    hp.write_text(TINY_CARTPOLE)
-    run_dir = base / "run"
-    result = mpiexec(
-        2,
+def train_cartpole(ranks, hp, run_dir, *flags):
+    """pbt_rl_truct.py on CartPole for GENERATIONS x STEPS with the tiny settings in ``hp``."""
+    return mpiexec(
+        ranks,
         [
             "pbt_rl_truct.py",
             "--env-id",
             "CartPole-v1",
-            "--num-agents",
-            str(MEMBERS),
             "--total-generations",
             str(GENERATIONS),
             "--agent-training-steps",
@@ -40,8 +34,18 @@ def run(tmp_path_factory):
             str(hp),
             "--run-dir",
             str(run_dir),
+            *flags,
         ],
     )
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("looking")
+    hp = base / "tiny.yml"
+    hp.write_text(TINY_CARTPOLE)
+    run_dir = base / "run"
+    result = train_cartpole(2, hp, run_dir, "--num-agents", str(MEMBERS))
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir, hp
 
@@ -151,26 +155,7 @@ def test_one_agent_follows_a_replayed_schedule(run, tmp_path):
     assert python("-m", "evo.replay", str(run_dir), "--out", str(schedule_file)).returncode == 0
     schedule, _ = load_schedule(schedule_file)
     replay_dir = tmp_path / "replay"
-    result = mpiexec(
-        1,
-        [
-            "pbt_rl_truct.py",
-            "--env-id",
-            "CartPole-v1",
-            "--num-agents",
-            "1",
-            "--schedule",
-            str(schedule_file),
-            "--total-generations",
-            str(GENERATIONS),
-            "--agent-training-steps",
-            str(STEPS),
-            "--hyperparams",
-            str(hp),
-            "--run-dir",
-            str(replay_dir),
-        ],
-    )
+    result = train_cartpole(1, hp, replay_dir, "--num-agents", "1", "--schedule", str(schedule_file))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "following the schedule" in result.stdout
     replayed = load_run(replay_dir)
