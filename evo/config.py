@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from evo.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
+from evo.pb2 import EXPLORERS
 from evo.selection import NO_PBT, STRATEGIES
 from evo.space import EXPLORED, ParamSpace
 
@@ -145,6 +146,8 @@ class Config:
     """The command-line values this run was started with (a resume starts from them)."""
     cpu_tuning: bool = True
     """Allocator settings and channels-last convolutions (no change to PPO's maths)."""
+    explore: str = "perturb"
+    """How recipients explore: 'perturb' (random perturbation/resampling) or 'pb2' (GP bandit)."""
     select_on: str = "train"
     """Which score drives selection: 'train' (training episodes) or 'test' (evaluation episodes)."""
     eval_start_level: int = 0
@@ -400,6 +403,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="'none': the control PBT must beat: the same population with the same initial hyperparameters, "
         "trained with no exploit or explore (random search)",
     )
+    add(
+        "--explore",
+        choices=EXPLORERS,
+        default="perturb",
+        help="how recipients change their hyperparameters: 'perturb' (multiply by --perturb-factors, or resample) "
+        "or 'pb2' (PB2's GP bandit on the population's history, Parker-Holder et al. 2020)",
+    )
     add("--truncation-fraction", type=float, default=0.25, help="fraction replaced by truncation, in (0, 0.5]")
     add("--perturb-factors", type=float, nargs="+", default=[0.8, 1.2], help="explore multiplies by one of these")
     add("--resample-probability", type=float, default=0.25, help="chance explore resamples instead of perturbing")
@@ -482,6 +492,7 @@ RESUMED_FLAGS = (
     "total_generations",
     "agent_training_steps",
     "truncation_fraction",
+    "explore",
     "perturb_factors",
     "resample_probability",
     "eval_episodes",
@@ -606,6 +617,10 @@ def parse_config(
                 "(the same population with no exploit or explore). For another rule run its script: "
                 "pbt_rl_wta.py (wta), pbt_rl_truct.py or pbt_rl_truct_collective.py (truncation)"
             )
+    if strategy == NO_PBT and args.explore != "perturb":
+        problems.append(
+            f"--explore {args.explore} with --strategy none: the control never explores; drop one of the two flags"
+        )
     if transport not in TRANSPORTS:
         problems.append(f"transport {transport!r} is unknown; use one of {', '.join(TRANSPORTS)}")
 
@@ -732,6 +747,7 @@ def parse_config(
         run_id=saved["run_id"] if saved else uuid.uuid4().hex,
         cli=cli,
         cpu_tuning=args.cpu_tuning,
+        explore=args.explore,
         select_on=args.select_on,
         eval_start_level=eval_start,
         eval_num_levels=args.eval_num_levels,

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from evo.explore import explore
+from evo.pb2 import PB2
 from evo.selection import select
 from evo.space import SearchSpace
 
@@ -66,6 +67,7 @@ def plan_generation(
     resample_probability: float = 0.25,
     exploit: bool = True,
     explore_hparams: bool = True,
+    pb2: PB2 | None = None,
 ) -> list[Exploit]:
     """Decide who copies whom and each recipient's new hyperparameters.
 
@@ -76,6 +78,10 @@ def plan_generation(
     explores from its own hyperparameters (an :class:`Exploit` whose donor is the member
     itself: no weights move); with ``explore_hparams=False`` recipients keep their donor's
     hyperparameters unchanged. With neither, the plan is empty (independent training).
+
+    With ``pb2`` (an :class:`evo.pb2.PB2` kept across generations), recipients explore by
+    PB2's GP bandit instead of random perturbation; the generation's results go into its
+    history first, and its baselines follow the weights that move.
     """
     scores = [row["score"] for row in population]
     if exploit:
@@ -84,13 +90,20 @@ def plan_generation(
         donors = {member: member for member in range(len(population))}
     else:
         donors = {}
+    recipients = sorted(donors)
+    if pb2 is not None:
+        pb2.observe(generation, population)
+        pb2.rebase(population, donors)
+    starts = [population[donors[r]]["hparams"] for r in recipients]
+    if explore_hparams and pb2 is not None:
+        explored = pb2.explore(generation, starts, rng, perturb_factors, resample_probability)
+    elif explore_hparams:
+        explored = [explore(h, space, rng, perturb_factors, resample_probability) for h in starts]
+    else:
+        explored = [(dict(h), []) for h in starts]
     exploits = []
-    for recipient in sorted(donors):
+    for recipient, (new, changes) in zip(recipients, explored, strict=True):
         donor = donors[recipient]
-        if explore_hparams:
-            new, changes = explore(population[donor]["hparams"], space, rng, perturb_factors, resample_probability)
-        else:
-            new, changes = dict(population[donor]["hparams"]), []
         exploits.append(
             Exploit(
                 generation=generation,

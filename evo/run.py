@@ -126,6 +126,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
         training_callbacks,
     )
     from evo.checkpoint import dump_payload, load_payload
+    from evo.pb2 import PB2
     from evo.plan import generation_rng, plan_generation
     from evo.records import RunRecords, tb_dir
     from evo.stopping import EXIT_STOPPED, StopRequest
@@ -187,7 +188,9 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
             config.env_id,
             config.num_agents,
             config.world_size,
-            config.strategy if config.strategy != NO_PBT else "no (control: --strategy none)",
+            f"{config.strategy} ({config.explore} explore)"
+            if config.strategy != NO_PBT
+            else "no (control: --strategy none)",
             config.transport,
             start + 1,
             config.total_generations,
@@ -209,6 +212,8 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
         initial = {m.member_id: dump_payload(m.state_payload(config.run_id, 0, rng)) for m in members}
         save_checkpoint(comm, config, 0, initial, {"lineage": [], "population_step": 0} if rank == 0 else None)
 
+    # PB2's history of the population, on rank 0 where the plan is decided; in every checkpoint
+    pb2 = PB2.from_state(config.agent.search_space, manifest.get("pb2")) if config.explore == "pb2" else None
     callback_poll = stopper.poll
     pending = None  # (generation, payloads, run_state) of the last boundary not yet on disk
     stopped = False
@@ -255,6 +260,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
                 config.truncation_fraction,
                 config.perturb_factors,
                 config.resample_probability,
+                pb2=pb2,
             )
 
         outcome = exchange.exploit_and_explore(comm, local, by_id, decide, config.transport, config.owner, scratch)
@@ -291,6 +297,8 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
             records.write_generation(generation, population, exploits)
             records.write_timing(generation, elapsed, total_trained, timing)
             run_state = {"lineage": list(records.lineage), "population_step": records.population_step}
+            if pb2 is not None:
+                run_state["pb2"] = pb2.state()
             log_generation(config, generation, population, exploits, elapsed, total_trained)
 
         rng = rng_state()

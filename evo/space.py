@@ -70,6 +70,31 @@ class ParamSpace:
         horizon = math.exp(rng.uniform(math.log(h_low), math.log(h_high)))
         return self.clip(1.0 - 1.0 / horizon)
 
+    def _warp(self, value: float) -> float:
+        """The coordinate in which this scale is uniform (log for 'log', log-horizon for 'horizon')."""
+        if self.scale == "log":
+            return math.log(value)
+        if self.scale == "horizon":
+            return -math.log(1.0 - value)  # log of the horizon 1 / (1 - x)
+        return value
+
+    def to_unit(self, value: float) -> float:
+        """Map ``value`` to [0, 1], uniformly on this scale (0 = low, 1 = high)."""
+        low, high = self._warp(self.low), self._warp(self.high)
+        return min(max((self._warp(self.clip(value)) - low) / (high - low), 0.0), 1.0)
+
+    def from_unit(self, unit: float) -> float:
+        """The inverse of :meth:`to_unit` (clipped to the bounds)."""
+        if unit <= 0.0 or unit >= 1.0:
+            return self.low if unit <= 0.0 else self.high
+        low, high = self._warp(self.low), self._warp(self.high)
+        warped = low + float(unit) * (high - low)
+        if self.scale == "log":
+            return self.clip(math.exp(warped))
+        if self.scale == "horizon":
+            return self.clip(1.0 - math.exp(-warped))
+        return self.clip(warped)
+
     def perturb(self, value: float, factor: float) -> float:
         if self.scale == "horizon":
             return self.clip(1.0 - (1.0 - value) / factor)

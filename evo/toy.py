@@ -111,6 +111,7 @@ class ToySettings:
     transport: str = "p2p"
     truncation_fraction: float = 0.25
     seed: int = 0
+    explore: str = "perturb"
 
     def owner(self, worker: int, world_size: int) -> int:
         return worker // (self.workers // world_size)
@@ -120,8 +121,10 @@ def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed:
     """Train the workers for ``settings.steps`` steps with exploit/explore every ``ready``
     steps. Returns (on rank 0) every worker's trajectory and the exploits; None elsewhere."""
     from evo import exchange
+    from evo.pb2 import PB2
     from evo.plan import generation_rng, plan_generation
 
+    pb2 = PB2(TOY_SPACE) if settings.explore == "pb2" else None  # used on rank 0 only
     rank, size = comm.Get_rank(), comm.Get_size()
     per_rank = settings.workers // size
     workers = {i: ToyWorker(i, lr=settings.lr) for i in range(rank * per_rank, (rank + 1) * per_rank)}
@@ -147,6 +150,7 @@ def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed:
                 RESAMPLE_PROBABILITY,
                 exploit=exploit,
                 explore_hparams=explore,
+                pb2=pb2,
             )
 
         outcome = exchange.exploit_and_explore(
@@ -188,6 +192,12 @@ def parse_toy_args(argv, world_size: int):
     parser.add_argument("--transport", choices=("p2p", "collective"), default=ToySettings.transport)
     parser.add_argument("--truncation-fraction", type=float, default=ToySettings.truncation_fraction)
     parser.add_argument(
+        "--explore",
+        choices=("perturb", "pb2"),
+        default=ToySettings.explore,
+        help="how recipients change h: random ±10%% shifts (perturb) or PB2's GP bandit (pb2)",
+    )
+    parser.add_argument(
         "--seeds", type=int, nargs="+", default=[0], help="one run per seed; the figure shows the first"
     )
     parser.add_argument("--out", default="toy.png", help="the figure (PNG)")
@@ -208,7 +218,14 @@ def parse_toy_args(argv, world_size: int):
     if problems:
         parser.error("; ".join(problems))
     settings = ToySettings(
-        workers, args.steps, args.ready, args.lr, args.strategy, args.transport, args.truncation_fraction
+        workers,
+        args.steps,
+        args.ready,
+        args.lr,
+        args.strategy,
+        args.transport,
+        args.truncation_fraction,
+        explore=args.explore,
     )
     return settings, args
 
@@ -248,7 +265,8 @@ def main(argv=None) -> int:
     plot_toy(shown, args.out, settings)
     print(
         f"PBT toy: {settings.workers} workers on {comm.Get_size()} ranks, {settings.steps} steps, "
-        f"exploit/explore every {settings.ready}, {settings.strategy} selection, {settings.transport} exchange"
+        f"exploit/explore every {settings.ready}, {settings.strategy} selection, {settings.transport} exchange, "
+        f"{settings.explore} explore"
     )
     print("| variant | final Q (best worker), mean over seeds | min | max |")
     print("|---|---|---|---|")

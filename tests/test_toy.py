@@ -107,3 +107,11 @@ def test_toy_refuses_bad_input_once(tmp_path):
     assert result.returncode == 2
     assert result.stderr.count("--workers 3 does not divide among 2 ranks") == 1
     assert not (tmp_path / "t.png").exists()
+
+
+@pytest.mark.mpi
+def test_pb2_explore_reaches_the_optimum_on_the_toy(tmp_path):
+    result, _, data = run_toy(tmp_path, 2, "--explore", "pb2", "--seeds", "0", "1")
+    assert "pb2 explore" in result.stdout
+    assert min(data["final_q"]["PBT"]) >= 1.15  # 2 workers, every seed
+    assert data["final_q"]["exploit only"] == pytest.approx([0.39, 0.39], abs=1e-3)  # PB2 changes only explore
