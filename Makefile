@@ -15,7 +15,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot test test-fast lint bench clean
+.PHONY: install run toy plot compare test test-fast lint bench clean
 
 install: $(STAMP)
 
@@ -40,6 +40,11 @@ toy: install
 plot: install
 	@test -n "$(RUN)" || { echo "usage: make plot RUN=runs/<run dir>"; exit 2; }
 	$(BIN)/python -m evo.plot $(RUN) $(ARGS)
+
+# PBT, PBT-WTA, PB2, random search and one default agent on CartPole-v1 and Acrobot-v1,
+# 3 seeds (~30 min on 2 cores): runs/compare/{results.md,results.json,compare.png}
+compare: install
+	$(MPI_ENV) $(BIN)/python experiments/compare.py $(ARGS)
 
 test: install
 	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)

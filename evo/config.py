@@ -148,6 +148,8 @@ class Config:
     """Allocator settings and channels-last convolutions (no change to PPO's maths)."""
     explore: str = "perturb"
     """How recipients explore: 'perturb' (random perturbation/resampling) or 'pb2' (GP bandit)."""
+    initial_hparams: str = "sample"
+    """'sample' (each member draws from the search space) or 'defaults' (the YAML's values)."""
     select_on: str = "train"
     """Which score drives selection: 'train' (training episodes) or 'test' (evaluation episodes)."""
     eval_start_level: int = 0
@@ -419,6 +421,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         default=0,
         help="0: score = mean return of the last 10 training episodes; N>0: N deterministic eval episodes",
     )
+    add(
+        "--initial-hparams",
+        choices=("sample", "defaults"),
+        default="sample",
+        help="'sample': each member starts from its own draw from the search space; 'defaults': every member "
+        "starts from the YAML's values (with --num-agents 1: plain PPO with the env's tuned settings)",
+    )
     add("--seed", type=int, default=0, help="base seed")
     add("--exp-name", default=None, help="experiment name (default: <script>-<env>-<time>)")
     add("--run-dir", type=Path, default=None, help="run directory (default: runs/<exp-name>)")
@@ -493,6 +502,7 @@ RESUMED_FLAGS = (
     "agent_training_steps",
     "truncation_fraction",
     "explore",
+    "initial_hparams",
     "perturb_factors",
     "resample_probability",
     "eval_episodes",
@@ -748,6 +758,7 @@ def parse_config(
         cli=cli,
         cpu_tuning=args.cpu_tuning,
         explore=args.explore,
+        initial_hparams=args.initial_hparams,
         select_on=args.select_on,
         eval_start_level=eval_start,
         eval_num_levels=args.eval_num_levels,

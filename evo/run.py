@@ -30,10 +30,12 @@ INIT_STREAM = 0x1417
 
 
 def initial_hparams(config: Config, member: int) -> dict[str, float]:
-    """Member ``member``'s starting hyperparameters: drawn from the search space, or the
-    first entry of a replayed schedule."""
+    """Member ``member``'s starting hyperparameters: drawn from the search space, the YAML's
+    defaults (``--initial-hparams defaults``), or the first entry of a replayed schedule."""
     if config.schedule:
         return dict(config.schedule[0][1])
+    if config.initial_hparams == "defaults":
+        return {name: float(config.agent.defaults[name]) for name in config.agent.search_space}
     rng = np.random.default_rng([config.seed, member, INIT_STREAM])
     return sample_hparams(config.agent.search_space, rng)
 
