@@ -37,6 +37,7 @@ the lineage.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,6 +155,7 @@ class PB2:
         """The GP on the observations (y standardised), or None if there are too few."""
         if len(self.observations) < MIN_OBSERVATIONS:
             return None
+        from sklearn.exceptions import ConvergenceWarning
         from sklearn.gaussian_process import GaussianProcessRegressor
         from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
 
@@ -164,10 +166,6 @@ class PB2:
         gp = GaussianProcessRegressor(
             kernel, normalize_y=False, n_restarts_optimizer=2, random_state=int(rng.integers(2**31 - 1))
         )
-        import warnings
-
-        from sklearn.exceptions import ConvergenceWarning
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # a bound reached is still a usable fit
             return gp.fit(X, y)
