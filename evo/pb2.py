@@ -36,6 +36,7 @@ the lineage.
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -46,6 +47,8 @@ import numpy as np
 
 from evo.explore import Change, explore
 from evo.space import SearchSpace
+
+logger = logging.getLogger(__name__)
 
 EXPLORERS = ("perturb", "pb2")
 MIN_OBSERVATIONS = 2
@@ -215,14 +218,19 @@ class PB2:
         resample_probability: float,
     ) -> list[tuple[dict[str, float], list[Change]]]:
         """New hyperparameters for each recipient, from its donor's: PB2's picks, or the
-        usual perturb/resample while there is no data yet. Parameters outside the search
-        space are kept."""
-        picks = self.suggest(generation, len(donor_hparams), rng)
+        usual perturb/resample while there is no data yet (or, logged, if the fit fails).
+        Parameters outside the search space are kept."""
+        marker = "pb2 warm-up"
+        try:
+            picks = self.suggest(generation, len(donor_hparams), rng)
+        except (np.linalg.LinAlgError, ValueError) as error:  # a degenerate fit must not end a long run
+            logger.warning("PB2 could not fit the history of generation %d (%s); perturbing instead", generation, error)
+            picks, marker = None, "pb2 fallback"
         results = []
         for i, hparams in enumerate(donor_hparams):
             if picks is None:
                 new, changes = explore(hparams, self.space, rng, perturb_factors, resample_probability)
-                changes = [Change(c.name, c.old, c.new, f"pb2 warm-up: {c.how}") for c in changes]
+                changes = [Change(c.name, c.old, c.new, f"{marker}: {c.how}") for c in changes]
             else:
                 new, changes = dict(hparams), []
                 for (name, param), unit in zip(self.space.items(), picks[i], strict=True):

@@ -153,3 +153,16 @@ def test_config_takes_explore_and_refuses_it_with_the_control():
     assert parse_config([], world_size=2, check_run_dir=False).explore == "perturb"
     with pytest.raises(ConfigError, match="--explore pb2 with --strategy none"):
         parse_config(["--explore", "pb2", "--strategy", "none"], world_size=2, check_run_dir=False)
+
+
+def test_a_failed_fit_falls_back_to_perturb_and_says_so(caplog):
+    class Broken(PB2):
+        def fit(self, rng):
+            raise np.linalg.LinAlgError("matrix is not positive definite")
+
+    pb2 = Broken(UNIT3, [(1, [0.5] * 3, 1.0), (1, [0.2] * 3, 0.0)])
+    donor = {"p0": 0.5, "p1": 0.5, "p2": 0.5}
+    ((new, changes),) = pb2.explore(2, [donor], np.random.default_rng(0), (0.8, 1.2), 0.0)
+    assert all(c.how in ("pb2 fallback: * 0.8", "pb2 fallback: * 1.2") for c in changes)
+    assert all(new[k] == pytest.approx(donor[k] * 0.8) or new[k] == pytest.approx(donor[k] * 1.2) for k in donor)
+    assert "PB2 could not fit the history of generation 2" in caplog.text
