@@ -19,8 +19,9 @@ generation, which also drive selection (``--select-on test``). The script writes
 ``results.json`` (one record per run), ``results.md`` (the table: final best and median
 score, total env steps until the population's best reached the env's reward threshold,
 wall time) and ``compare.png`` (best score vs the population's total env steps). Finished
-runs are kept: run it again after an interruption and it continues with the missing ones
-(an interrupted run resumes from its checkpoint).
+runs are kept: run it again after an interruption (Ctrl-C or SIGTERM stop the runs in
+progress) and it continues with the missing ones; an interrupted run resumes from its
+checkpoint, and its wall time then counts only the part after the resume.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -157,6 +159,21 @@ def run_all(jobs: list[Job], cores: int, mpiexec: str, logs: Path, generations: 
         print(f"{done} of {len(jobs)} runs already finished; running the other {len(pending)}", flush=True)
     running: dict[Job, Running] = {}
     failures = []
+    try:
+        _loop(pending, running, failures, done, len(jobs), cores, mpiexec, logs)
+    except KeyboardInterrupt:
+        print("interrupted: stopping the runs in progress; run the same command again to continue", flush=True)
+        raise
+    finally:
+        for run in running.values():  # no run outlives the study
+            if run.process.poll() is None:
+                run.process.terminate()
+                run.process.wait()
+            run.log.close()
+    return failures
+
+
+def _loop(pending, running, failures, done, total, cores, mpiexec, logs) -> None:
     while pending or running:
         busy = sum(job.ranks for job in running)
         for job in list(pending):  # in order, but a one-rank run may fill a free core
@@ -175,16 +192,15 @@ def run_all(jobs: list[Job], cores: int, mpiexec: str, logs: Path, generations: 
             wall = time.perf_counter() - run.started
             if status != 0:
                 failures.append(f"{job.name}: exit status {status}, see {run.log.name}")
-                print(f"[{done}/{len(jobs)}] {job.name}: FAILED (exit {status}), log {run.log.name}", flush=True)
+                print(f"[{done}/{total}] {job.name}: FAILED (exit {status}), log {run.log.name}", flush=True)
                 continue
             (job.run_dir / "wall_s").write_text(f"{wall:.1f}\n")
             result = summarise(job, reward_threshold(job.env_id))
             print(
-                f"[{done}/{len(jobs)}] {job.name}: best {result.final_best:.1f}, median {result.final_median:.1f}, "
+                f"[{done}/{total}] {job.name}: best {result.final_best:.1f}, median {result.final_median:.1f}, "
                 f"{wall:.0f} s",
                 flush=True,
             )
-    return failures
 
 
 def summarise(job: Job, threshold: float | None) -> Result:
@@ -277,6 +293,10 @@ def plot(results: list[Result], envs, methods, path: Path) -> None:
     plt.close(figure)
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="experiments/compare.py", description=__doc__.split("\n\n")[0].replace("\n", " ")
@@ -329,7 +349,11 @@ def main(argv=None) -> int:
             flush=True,
         )
         started = time.perf_counter()
-        failures = run_all(jobs, args.cores, mpiexec, args.out / "logs", args.generations)
+        signal.signal(signal.SIGTERM, _interrupt)  # like Ctrl-C: stop the runs, keep what is done
+        try:
+            failures = run_all(jobs, args.cores, mpiexec, args.out / "logs", args.generations)
+        except KeyboardInterrupt:
+            return 130
         print(f"all runs done in {time.perf_counter() - started:.0f} s", flush=True)
     results = [summarise(job, reward_threshold(job.env_id)) for job in jobs if is_finished(job, args.generations)]
     if not results:

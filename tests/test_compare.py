@@ -102,3 +102,34 @@ def test_bad_input_is_refused_before_any_run(tmp_path):
     result = run_compare(tmp_path / "c", "--members", "3")
     assert result.returncode == 2 and "--members 3: use a multiple of --ranks 2" in result.stderr
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.e2e
+def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoints(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "compare"
+    command = [sys.executable, "experiments/compare.py", "--envs", "CartPole-v1", "--methods", "pbt", "--seeds", "0"]
+    command += ["--generations", "6", "--steps", "512", "--eval-episodes", "2", "--out", str(out)]
+    study = subprocess.Popen(
+        command, cwd=ROOT, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    run_dir = out / "runs" / "CartPole-v1" / "pbt-seed0"
+    deadline = time.monotonic() + 120
+    while not list((run_dir / "checkpoints").glob("gen_00000[1-9]/manifest.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    study.send_signal(signal.SIGTERM)
+    output, _ = study.communicate(timeout=60)
+    assert study.returncode == 130, output
+    assert "run the same command again to continue" in output
+    stopped = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
+    assert stopped.stdout == ""  # no rank of the run is left behind
+    generations_before = len(read_population(run_dir)) // 4
+    assert 1 <= generations_before < 6
+
+    again = subprocess.run(command, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    log = (out / "logs" / "CartPole-v1-pbt-seed0.log").read_text()
+    assert "resumed from" in log
+    assert [int(r["generation"]) for r in read_population(run_dir)][::4] == [1, 2, 3, 4, 5, 6]
