@@ -40,6 +40,11 @@ def launch_problems(
     return found
 
 
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity, as SLURM and taskset set it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def find_mpiexec() -> str | None:
     beside = Path(sys.executable).parent / "mpiexec"
     return str(beside) if beside.exists() else shutil.which("mpiexec")
@@ -80,8 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if mpiexec is None:
         print("evo.launch: error: no mpiexec found; `make install` puts one in .venv/bin", file=sys.stderr)
         return 2
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    problems = launch_problems(ranks, oversubscribe, os.environ, os.getuid(), cores, is_open_mpi(mpiexec))
+    problems = launch_problems(ranks, oversubscribe, os.environ, os.getuid(), available_cores(), is_open_mpi(mpiexec))
     if problems:
         print("evo.launch: error: " + "\n  - ".join(["cannot start MPI:", *problems]), file=sys.stderr)
         return 2

@@ -36,6 +36,7 @@ the lineage.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import warnings
@@ -55,6 +56,7 @@ MIN_OBSERVATIONS = 2
 MAX_OBSERVATIONS = 256  # the most recent ones; older points have faded under the kernel anyway
 
 
+@functools.cache
 def _kernel_class():
     """The time-varying kernel, defined on first use so that importing evo stays light."""
     from scipy.spatial.distance import cdist

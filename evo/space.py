@@ -61,14 +61,9 @@ class ParamSpace:
         return float(min(max(value, self.low), self.high))
 
     def sample(self, rng: np.random.Generator) -> float:
-        if self.scale in ("linear", "additive"):
-            return float(rng.uniform(self.low, self.high))
-        if self.scale == "log":
-            return self.clip(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
-        # horizon: log-uniform in 1 / (1 - x)
-        h_low, h_high = 1.0 / (1.0 - self.low), 1.0 / (1.0 - self.high)
-        horizon = math.exp(rng.uniform(math.log(h_low), math.log(h_high)))
-        return self.clip(1.0 - 1.0 / horizon)
+        """Uniform on this scale: log-uniform for 'log', log-uniform in the horizon 1 / (1 - x)
+        for 'horizon'."""
+        return self.from_unit(rng.uniform())
 
     def _warp(self, value: float) -> float:
         """The coordinate in which this scale is uniform (log for 'log', log-horizon for 'horizon')."""

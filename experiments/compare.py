@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from evo.history import load_run  # noqa: E402
-from evo.launch import find_mpiexec, is_open_mpi, launch_problems  # noqa: E402
+from evo.launch import available_cores, find_mpiexec, is_open_mpi, launch_problems  # noqa: E402
 
 METHODS = {
     "pbt": ("pbt_rl_truct.py", []),
@@ -246,6 +246,7 @@ def table(results: list[Result], envs, methods) -> str:
     ]
     for env_id in envs:
         threshold = reward_threshold(env_id)
+        label = env_id if threshold is None else f"{env_id} (≥ {threshold:g})"
         for method in methods:
             rows = [r for r in results if r.env_id == env_id and r.method == method]
             if not rows:
@@ -253,7 +254,7 @@ def table(results: list[Result], envs, methods) -> str:
             reached = [r.steps_to_threshold for r in rows if r.steps_to_threshold is not None]
             steps = f"{statistics.median(reached):,.0f}" if reached else "—"
             lines.append(
-                f"| {env_id} (≥ {threshold:g}) | {method} | {rows[0].members} | {len(rows)} | "
+                f"| {label} | {method} | {rows[0].members} | {len(rows)} | "
                 f"{_mean_std([r.final_best for r in rows])} | {_mean_std([r.final_median for r in rows])} | "
                 f"{steps} | {len(reached)}/{len(rows)} | {statistics.mean(r.wall_s for r in rows):.0f} |"
             )
@@ -262,11 +263,9 @@ def table(results: list[Result], envs, methods) -> str:
 
 def plot(results: list[Result], envs, methods, path: Path) -> None:
     """Best score vs the population's total env steps: mean over seeds, min–max band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+
+    from evo.plot import DPI, plt  # matplotlib, headless
 
     figure, axes = plt.subplots(1, len(envs), figsize=(6.5 * len(envs), 4.5), squeeze=False)
     colours = dict(zip(METHODS, plt.get_cmap("tab10").colors, strict=False))
@@ -276,7 +275,7 @@ def plot(results: list[Result], envs, methods, path: Path) -> None:
             if not runs:
                 continue
             length = min(len(r.curve) for r in runs)
-            steps = np.array([r.curve[i][0] for i in range(length) for r in runs[:1]])
+            steps = np.array([total for total, _ in runs[0].curve[:length]])
             best = np.array([[r.curve[i][1] for i in range(length)] for r in runs])
             ax.plot(steps, best.mean(axis=0), marker="o", ms=3, color=colours[method], label=f"{method} ({len(runs)})")
             ax.fill_between(steps, best.min(axis=0), best.max(axis=0), color=colours[method], alpha=0.15)
@@ -289,7 +288,7 @@ def plot(results: list[Result], envs, methods, path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, title="method (seeds)", title_fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
 
 
@@ -310,7 +309,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=4096, help="env steps per member per generation")
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "compare", help="where runs and results go")
-    parser.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)), help="ranks running at once")
+    parser.add_argument("--cores", type=int, default=available_cores(), help="ranks running at once")
     parser.add_argument("--report-only", action="store_true", help="only rebuild the table and plot")
     args = parser.parse_args(argv)
     problems = []
