@@ -22,7 +22,6 @@ from evo import _quiet  # noqa: F401  (before SB3)
 
 import numpy as np
 import torch
-from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
@@ -36,6 +35,7 @@ from torch import nn
 from evo.config import AgentSettings, Config
 from evo.envs import make_env
 from evo.policies import EXTRACTORS
+from evo.ppo import PPO
 from evo.replay import hparams_at
 from evo.space import EXPLORED
 
@@ -146,6 +146,7 @@ def build_model(
         learning_rate=hparams["learning_rate"],
         n_steps=agent.n_steps,
         batch_size=agent.batch_size,
+        microbatch_size=agent.microbatch_size,
         n_epochs=agent.n_epochs,
         gamma=hparams["gamma"],
         gae_lambda=hparams["gae_lambda"],

@@ -38,6 +38,7 @@ AGENT_KEYS: dict[str, type] = {
     "n_steps": int,
     "n_minibatches": int,
     "batch_size": int,
+    "microbatch_size": int,
     "n_epochs": int,
     "max_grad_norm": float,
     "normalize_advantage": bool,
@@ -84,6 +85,8 @@ class AgentSettings:
     defaults: dict[str, float]
     """Default value of each explored hyperparameter (used when PBT does not sample)."""
     search_space: dict[str, ParamSpace]
+    microbatch_size: int = 0
+    """Back-propagate each minibatch in pieces of this many samples (0: whole; see evo.ppo)."""
 
     @property
     def rollout_steps(self) -> int:
@@ -537,6 +540,9 @@ FIXED_ON_RESUME = (
     "start_level",
     "agent",
 )
+# PPO settings that change how the update is computed, not what it computes: a run may resume
+# with another value (e.g. a smaller microbatch after running out of memory).
+AGENT_FREE_ON_RESUME = ("microbatch_size",)
 
 
 def explicit_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
@@ -776,21 +782,23 @@ def resume_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Why a run may not be resumed with this configuration."""
     found = []
     for name in FIXED_ON_RESUME:
-        if saved.get(name) != new.get(name):
-            if name == "agent":
-                keys = sorted(
-                    k for k in set(saved["agent"]) | set(new["agent"]) if saved["agent"].get(k) != new["agent"].get(k)
-                )
+        if name == "agent":
+            keys = sorted(
+                k
+                for k in set(saved["agent"]) | set(new["agent"])
+                if k not in AGENT_FREE_ON_RESUME and saved["agent"].get(k) != new["agent"].get(k)
+            )
+            if keys:
                 detail = "; ".join(f"{k}: {saved['agent'].get(k)!r} -> {new['agent'].get(k)!r}" for k in keys)
                 found.append(
                     f"--resume: the PPO settings differ from the run's ({detail}); the YAML or --hyperparams "
                     "changed since the run started. Restore them, or start a new run."
                 )
-            else:
-                found.append(
-                    f"--resume: {name} was {saved.get(name)!r} in this run, the command gives {new.get(name)!r}; "
-                    "a run resumes with the same value (drop the flag to keep it)"
-                )
+        elif saved.get(name) != new.get(name):
+            found.append(
+                f"--resume: {name} was {saved.get(name)!r} in this run, the command gives {new.get(name)!r}; "
+                "a run resumes with the same value (drop the flag to keep it)"
+            )
     return found
 
 
@@ -865,6 +873,12 @@ def _build_agent(settings: dict[str, Any], args: argparse.Namespace, game: str |
     for key in ("n_epochs",):
         if settings.get(key, 1) < 1:
             problems.append(f"{key} {settings[key]}: must be a positive whole number")
+    microbatch_size = settings.get("microbatch_size") or 0
+    if microbatch_size < 0:
+        problems.append(
+            f"microbatch_size {microbatch_size}: must be a positive number of samples, or 0 to back-propagate "
+            "each minibatch whole"
+        )
 
     policy = settings.get("policy", "mlp").lower()
     aliases = {"mlppolicy": "mlp", "cnnpolicy": "nature", "impalacnn": "impala"}
@@ -915,6 +929,7 @@ def _build_agent(settings: dict[str, Any], args: argparse.Namespace, game: str |
         policy_kwargs=settings.get("policy_kwargs", {}),
         defaults=defaults,
         search_space=space,
+        microbatch_size=microbatch_size,
     )
 
 

@@ -1,0 +1,126 @@
+"""SB3's PPO, with each minibatch's gradient computed in microbatches (gradient accumulation).
+
+SB3 runs a minibatch through the network in one forward and backward pass, so the activations
+of the whole minibatch are alive at once: for the Procgen paper's minibatch (2048 images) through
+the IMPALA CNN that is about 3.5 GB per agent, most of a rank's memory, in tensors far larger
+than the CPU's caches. Here the minibatch's loss is split into pieces of ``microbatch_size``
+samples whose gradients add up in ``.grad`` before the one optimizer step. The loss is a mean
+over the minibatch, so the gradient is the same sum, only added in another order (float
+rounding); advantage normalisation, the KL early stop and the logged statistics are those of
+the whole minibatch, as in SB3.
+"""
+
+from __future__ import annotations
+
+from evo import _quiet  # noqa: F401  (before SB3)
+
+# isort: split
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3 import PPO as SB3PPO
+from stable_baselines3.common.utils import explained_variance
+
+
+def _rows(observations, part: slice):
+    if isinstance(observations, dict):
+        return {key: value[part] for key, value in observations.items()}
+    return observations[part]
+
+
+class PPO(SB3PPO):
+    """``stable_baselines3.PPO`` plus ``microbatch_size``: minibatches larger than it are
+    back-propagated in pieces of that many samples. 0 (or a size >= batch_size) runs SB3's own
+    ``train()`` unchanged."""
+
+    def __init__(self, *args, microbatch_size: int = 0, **kwargs):
+        self.microbatch_size = microbatch_size
+        super().__init__(*args, **kwargs)
+
+    def train(self) -> None:
+        if not 0 < self.microbatch_size < self.batch_size:
+            return super().train()
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        clip_range = self.clip_range(self._current_progress_remaining)
+        clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(self._current_progress_remaining)
+
+        stats: dict[str, list[float]] = {"entropy": [], "policy": [], "value": [], "clip": []}
+        continue_training = True
+        for epoch in range(self.n_epochs):
+            approx_kl_divs = []
+            for data in self.rollout_buffer.get(self.batch_size):
+                means, loss = self._accumulate_gradient(data, clip_range, clip_range_vf)
+                for key in stats:
+                    stats[key].append(means[key])
+                approx_kl_divs.append(means["kl"])
+                if self.target_kl is not None and means["kl"] > 1.5 * self.target_kl:
+                    continue_training = False
+                    if self.verbose >= 1:
+                        print(f"Early stopping at step {epoch} due to reaching max kl: {means['kl']:.2f}")
+                    break
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+            self._n_updates += 1
+            if not continue_training:
+                break
+
+        buffer = self.rollout_buffer
+        self.logger.record("train/entropy_loss", np.mean(stats["entropy"]))
+        self.logger.record("train/policy_gradient_loss", np.mean(stats["policy"]))
+        self.logger.record("train/value_loss", np.mean(stats["value"]))
+        self.logger.record("train/approx_kl", np.mean(approx_kl_divs))
+        self.logger.record("train/clip_fraction", np.mean(stats["clip"]))
+        self.logger.record("train/loss", loss)
+        self.logger.record(
+            "train/explained_variance", explained_variance(buffer.values.flatten(), buffer.returns.flatten())
+        )
+        if hasattr(self.policy, "log_std"):
+            self.logger.record("train/std", torch.exp(self.policy.log_std).mean().item())
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", clip_range)
+        if clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", clip_range_vf)
+
+    def _accumulate_gradient(self, data, clip_range: float, clip_range_vf: float | None) -> tuple[dict, float]:
+        """Leave the gradient of the minibatch's PPO loss in ``.grad``; return the minibatch's
+        mean losses, clip fraction and approximate KL, and the loss."""
+        n = len(data.advantages)
+        actions = data.actions
+        if isinstance(self.action_space, spaces.Discrete):
+            actions = actions.long().flatten()
+        advantages = data.advantages
+        if self.normalize_advantage and n > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+        self.policy.optimizer.zero_grad()
+        totals = torch.zeros(5, dtype=torch.float64)  # policy, value, entropy, clipped, kl
+        for start in range(0, n, self.microbatch_size):
+            part = slice(start, start + self.microbatch_size)
+            values, log_prob, entropy = self.policy.evaluate_actions(_rows(data.observations, part), actions[part])
+            values = values.flatten()
+            log_ratio = log_prob - data.old_log_prob[part]
+            ratio = torch.exp(log_ratio)
+            gain = advantages[part] * ratio
+            clipped_gain = advantages[part] * torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
+            policy_sum = -torch.min(gain, clipped_gain).sum()
+            if clip_range_vf is not None:
+                old_values = data.old_values[part]
+                values = old_values + torch.clamp(values - old_values, -clip_range_vf, clip_range_vf)
+            value_sum = (data.returns[part] - values).square().sum()
+            entropy_sum = log_prob.sum() if entropy is None else -entropy.sum()
+            ((policy_sum + self.ent_coef * entropy_sum + self.vf_coef * value_sum) / n).backward()
+            with torch.no_grad():
+                totals += torch.stack(
+                    [
+                        policy_sum,
+                        value_sum,
+                        entropy_sum,
+                        ((ratio - 1).abs() > clip_range).sum(),
+                        ((ratio - 1) - log_ratio).sum(),
+                    ]
+                ).double()
+        policy, value, entropy, clipped, kl = (totals / n).tolist()
+        means = {"policy": policy, "value": value, "entropy": entropy, "clip": clipped, "kl": kl}
+        return means, policy + self.ent_coef * entropy + self.vf_coef * value
