@@ -78,8 +78,45 @@ def build(case: str, variant: str):
     return model, config
 
 
+def forward_flops(policy) -> float:
+    """Multiply-add FLOPs of one observation through the policy's convolutions and dense layers
+    (the rest, ReLUs, pooling and adds, is a few percent)."""
+    import torch
+    from torch import nn
+
+    flops = []
+
+    def count(module, inputs, output):
+        if isinstance(module, nn.Conv2d):
+            kernel = module.kernel_size[0] * module.kernel_size[1] * module.in_channels // module.groups
+            flops.append(2 * output.numel() * kernel)
+        elif isinstance(module, nn.Linear):
+            flops.append(2 * module.in_features * module.out_features * output.numel() // module.out_features)
+
+    hooks = [m.register_forward_hook(count) for m in policy.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    with torch.no_grad():
+        policy(policy.obs_to_tensor(policy.observation_space.sample()[None])[0])
+    for hook in hooks:
+        hook.remove()
+    return float(sum(flops))
+
+
+def sgemm_gflops() -> float:
+    """A single-thread float32 matrix product (MKL): what this core sustains on dense maths."""
+    import torch
+
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    a @ b
+    start = time.process_time()
+    for _ in range(5):
+        a @ b
+    return 5 * 2 * 2048**3 / (time.process_time() - start) / 1e9
+
+
 def worker(case: str, variant: str, iterations: int) -> dict:
     model, config = build(case, variant)
+    # per env step: one forward in the rollout, then per epoch a forward and a backward (~2x)
+    flops_per_step = forward_flops(model.policy) * (1 + 3 * config.agent.n_epochs)
     rollout = config.agent.rollout_steps
     model.learn(rollout, reset_num_timesteps=False)  # warm-up: first rollout and update
     cpu, wall = time.process_time(), time.perf_counter()
@@ -92,6 +129,9 @@ def worker(case: str, variant: str, iterations: int) -> dict:
         "steps_per_cpu_s": steps / cpu,
         "steps_per_wall_s": steps / wall,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "gflop_per_step": flops_per_step / 1e9,
+        "gflops": steps * flops_per_step / cpu / 1e9,
+        "sgemm_gflops": sgemm_gflops(),
     }
 
 
@@ -120,24 +160,35 @@ def main() -> None:
                 record = measure(case, variant, args.iterations)
                 records.append(record)
                 print(f"  {case:16s} {variant:5s} {record['steps_per_cpu_s']:8.1f} env-steps/CPU-s", file=sys.stderr)
-    rows = []
+    rows, ceilings = [], []
     for case in args.cases:
         stats = {}
         for variant in ("stock", "evo"):
             mine = [r for r in records if r["case"] == case and r["variant"] == variant]
-            stats[variant] = {
-                k: median([r[k] for r in mine]) for k in ("steps_per_cpu_s", "steps_per_wall_s", "peak_rss_mb")
-            }
+            stats[variant] = {k: median([r[k] for r in mine]) for k in records[0] if k not in ("case", "variant")}
+        stock, evo = stats["stock"], stats["evo"]
         rows.append(
             [
                 case,
-                stats["stock"]["steps_per_cpu_s"],
-                stats["evo"]["steps_per_cpu_s"],
-                stats["evo"]["steps_per_cpu_s"] / stats["stock"]["steps_per_cpu_s"],
-                stats["stock"]["steps_per_wall_s"],
-                stats["evo"]["steps_per_wall_s"],
-                stats["stock"]["peak_rss_mb"],
-                stats["evo"]["peak_rss_mb"],
+                stock["steps_per_cpu_s"],
+                evo["steps_per_cpu_s"],
+                evo["steps_per_cpu_s"] / stock["steps_per_cpu_s"],
+                stock["steps_per_wall_s"],
+                evo["steps_per_wall_s"],
+                stock["peak_rss_mb"],
+                evo["peak_rss_mb"],
+            ]
+        )
+        sgemm = median([r["sgemm_gflops"] for r in records if r["case"] == case])
+        ceilings.append(
+            [
+                case,
+                evo["gflop_per_step"],
+                stock["gflops"],
+                evo["gflops"],
+                sgemm,
+                sgemm / evo["gflop_per_step"],
+                sgemm / evo["gflop_per_step"] / stock["steps_per_cpu_s"],
             ]
         )
     print(f"PPO throughput, one agent, 1 torch thread, medians of {args.repeats} alternating runs\n")
@@ -154,6 +205,25 @@ def main() -> None:
                 "evo peak RSS MB",
             ],
             rows,
+        )
+    )
+    print(
+        "\nCompute: the network's multiply-add FLOPs per env step (a rollout forward, then forward and"
+        "\nbackward per epoch), the rate each variant reached, a one-thread sgemm in the same process,"
+        "\nand the throughput if every FLOP ran at that sgemm rate (nothing else costing anything)\n"
+    )
+    print(
+        markdown_table(
+            [
+                "case",
+                "GFLOP per env step",
+                "stock GFLOP/s",
+                "evo GFLOP/s",
+                "sgemm GFLOP/s",
+                "ceiling steps/CPU-s",
+                "ceiling / stock",
+            ],
+            ceilings,
         )
     )
     write_json(args.json, records)
