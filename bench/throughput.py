@@ -91,7 +91,7 @@ def forward_flops(policy) -> float:
             kernel = module.kernel_size[0] * module.kernel_size[1] * module.in_channels // module.groups
             flops.append(2 * output.numel() * kernel)
         elif isinstance(module, nn.Linear):
-            flops.append(2 * module.in_features * module.out_features * output.numel() // module.out_features)
+            flops.append(2 * module.in_features * output.numel())
 
     hooks = [m.register_forward_hook(count) for m in policy.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
     with torch.no_grad():

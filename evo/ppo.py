@@ -1,13 +1,13 @@
 """SB3's PPO, with each minibatch's gradient computed in microbatches (gradient accumulation).
 
 SB3 runs a minibatch through the network in one forward and backward pass, so the activations
-of the whole minibatch are alive at once: for the Procgen paper's minibatch (2048 images) through
-the IMPALA CNN that is about 3.5 GB per agent, most of a rank's memory, in tensors far larger
-than the CPU's caches. Here the minibatch's loss is split into pieces of ``microbatch_size``
-samples whose gradients add up in ``.grad`` before the one optimizer step. The loss is a mean
-over the minibatch, so the gradient is the same sum, only added in another order (float
-rounding); advantage normalisation, the KL early stop and the logged statistics are those of
-the whole minibatch, as in SB3.
+of the whole minibatch are alive at once: with the Procgen paper's minibatch (2048 images) and
+the IMPALA CNN an agent peaks at 4.2 GB, in tensors far larger than the CPU's caches (1.4 GB
+in microbatches of 256; docs/performance.md). Here the minibatch's loss is split into pieces
+of ``microbatch_size`` samples whose gradients add up in ``.grad`` before the one optimizer
+step. The loss is a mean over the minibatch, so the gradient is the same sum, only added in
+another order (float rounding); advantage normalisation, the KL early stop and the logged
+statistics are those of the whole minibatch, as in SB3.
 """
 
 from __future__ import annotations
@@ -21,12 +21,6 @@ import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.utils import explained_variance
-
-
-def _rows(observations, part: slice):
-    if isinstance(observations, dict):
-        return {key: value[part] for key, value in observations.items()}
-    return observations[part]
 
 
 class PPO(SB3PPO):
@@ -98,7 +92,7 @@ class PPO(SB3PPO):
         totals = torch.zeros(5, dtype=torch.float64)  # policy, value, entropy, clipped, kl
         for start in range(0, n, self.microbatch_size):
             part = slice(start, start + self.microbatch_size)
-            values, log_prob, entropy = self.policy.evaluate_actions(_rows(data.observations, part), actions[part])
+            values, log_prob, entropy = self.policy.evaluate_actions(data.observations[part], actions[part])
             values = values.flatten()
             log_ratio = log_prob - data.old_log_prob[part]
             ratio = torch.exp(log_ratio)
