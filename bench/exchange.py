@@ -58,9 +58,9 @@ def _cloned(value):
 def measure_policy(comm, policy: str, env_id: str, block: str, repeats: int) -> list[dict]:
     import numpy as np
 
-    from evo import exchange
-    from evo.agent import build_member
     from evo.config import parse_config
+    from evo.mpi import exchange
+    from evo.sb3.agent import build_member
 
     rank, size = comm.Get_rank(), comm.Get_size()
     hp = Path(os.environ.get("TMPDIR", "/tmp")) / f"evo-bench-exchange-{os.getpid()}.yml"

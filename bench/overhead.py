@@ -32,10 +32,10 @@ LAYOUTS = [(4, 2), (2, 2)]  # (members, ranks)
 def independent_worker(members: int, ranks: int, rank: int, generations: int, steps: int) -> None:
     import torch
 
-    from evo.agent import build_member
     from evo.config import parse_config
-    from evo.cputune import tune_allocator
     from evo.run import initial_hparams
+    from evo.sb3.agent import build_member
+    from evo.sb3.cputune import tune_allocator
 
     torch.set_num_threads(1)
     tune_allocator()

@@ -51,15 +51,15 @@ def build(case: str, variant: str):
     config = parse_config(argv, check_run_dir=False)
     hyperparams.unlink()
     if variant == "evo":
-        from evo.agent import build_model
-        from evo.cputune import tune_allocator
+        from evo.sb3.agent import build_model
+        from evo.sb3.cputune import tune_allocator
 
         tune_allocator()
         return build_model(config, 0, config.agent.defaults, None), config
     from stable_baselines3 import PPO
 
-    from evo.agent import policy_arguments
-    from evo.envs import make_env
+    from evo.sb3.agent import policy_arguments
+    from evo.sb3.envs import make_env
 
     agent, hp = config.agent, config.agent.defaults
     name, policy_kwargs = policy_arguments(agent, channels_last=False)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
@@ -29,8 +28,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from evo.history import RunDirError, RunHistory, ancestry, copies_by_generation, load_run  # noqa: E402
-from evo.space import EXPLORED  # noqa: E402
+from evo.core.space import EXPLORED  # noqa: E402
+from evo.rundir.history import RunDirError, RunHistory, ancestry, copies_by_generation, load_run  # noqa: E402
 
 DPI = 110
 STEPS_LABEL = "env steps per member"
@@ -49,7 +48,7 @@ def member_colours(count: int) -> list:
     return [cmap(i % cmap.N) for i in range(count)]
 
 
-def _legend_right(ax, handles=None, labels=None, title=None) -> None:
+def legend_right(ax, handles=None, labels=None, title=None) -> None:
     """Legend outside the axes, so it never covers the data."""
     if handles is None:
         handles, labels = ax.get_legend_handles_labels()
@@ -88,7 +87,7 @@ def plot_scores(history: RunHistory):
     ax.set_xlabel(STEPS_LABEL)
     ax.set_ylabel("score (mean episode return)")
     ax.grid(alpha=0.3)
-    _legend_right(ax)
+    legend_right(ax)
     fig.tight_layout()
     return fig
 
@@ -204,7 +203,7 @@ def plot_lineage(history: RunHistory):
         fontsize=10,
     )
     handles = [Line2D([], [], color=colour_of[m], linewidth=2.2, label=f"line of member {m}") for m in members]
-    _legend_right(ax, handles, [h.get_label() for h in handles], title="descends from")
+    legend_right(ax, handles, [h.get_label() for h in handles], title="descends from")
     fig.tight_layout()
     return fig
 
@@ -222,71 +221,6 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str
         plt.close(fig)
         written[name] = path
     return written
-
-
-# --- the toy's figure ---------------------------------------------------------------------
-
-
-def plot_toy(results: Mapping[str, dict], path: str | Path, settings) -> Path:
-    """θ trajectories over the contours of Q, one panel per variant (as in Fig. 2 of the PBT
-    paper), and the best worker's Q over steps for all variants."""
-    from evo.toy import Q_MAX, THETA0, best_curve
-
-    names = list(results)
-    fig = plt.figure(figsize=(4.0 * len(names) + 1.0, 8.2), dpi=DPI, layout="constrained")
-    grid = fig.add_gridspec(2, len(names), height_ratios=[1.15, 1.0])
-    grid_x = np.linspace(-0.1, 1.0, 200)
-    theta0, theta1 = np.meshgrid(grid_x, grid_x)
-    q = Q_MAX - theta0**2 - theta1**2
-    workers = sorted(next(iter(results.values()))["trajectories"]) if results else []
-    colours = member_colours(len(workers))
-    top = []
-    for column, name in enumerate(names):
-        ax = fig.add_subplot(grid[0, column])
-        top.append(ax)
-        contours = ax.contourf(theta0, theta1, q, levels=20, cmap="viridis", alpha=0.85)
-        ax.contour(theta0, theta1, q, levels=[0.39, 0.8, 1.1, 1.19], colors="white", linewidths=0.5, alpha=0.7)
-        for index, worker in enumerate(workers):
-            points = np.array(results[name]["trajectories"][worker])
-            ax.plot(
-                points[:, 1],
-                points[:, 2],
-                color=colours[index],
-                linewidth=1.4,
-                marker=".",
-                markersize=3.5,
-                label=f"worker {worker}",
-                gid=f"worker-{worker}",
-            )
-        ax.plot(*THETA0, marker="*", color="white", markersize=11, markeredgecolor="black")
-        ax.plot(0, 0, marker="x", color="red", markersize=8)
-        final = max(points_[-1][3] for points_ in results[name]["trajectories"].values())
-        ax.set_title(f"{name}\nfinal best Q = {final:.3f}", fontsize=10)
-        ax.set_xlabel("θ0")
-        ax.set_ylabel("θ1")
-        ax.set_aspect("equal")
-        if column == 0:
-            ax.legend(fontsize=7, loc="lower left")
-    if top:
-        fig.colorbar(contours, ax=top, shrink=0.85, label="Q(θ) = 1.2 − θ0² − θ1²")
-    ax = fig.add_subplot(grid[1, :])
-    styles = ["-", "--", "-.", ":"]
-    for index, name in enumerate(names):
-        steps, best = best_curve(results[name]["trajectories"])
-        ax.plot(steps, best, linewidth=2, linestyle=styles[index % 4], label=name, gid=f"variant-{name}")
-    ax.axhline(Q_MAX, color="black", linewidth=0.8, alpha=0.6, label=f"optimum Q = {Q_MAX}")
-    ax.set_xlabel("gradient steps per worker")
-    ax.set_ylabel("Q(θ) of the best worker")
-    ax.set_title(
-        f"PBT toy: {settings.workers} workers, exploit/explore every {settings.ready} steps, "
-        f"{settings.strategy} selection",
-        fontsize=10,
-    )
-    ax.grid(alpha=0.3)
-    _legend_right(ax)
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return Path(path)
 
 
 def main(argv=None) -> int:

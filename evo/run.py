@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from evo.config import Config, ConfigError, parse_config
-from evo.selection import NO_PBT
-from evo.space import sample_hparams
+from evo.core.selection import NO_PBT
+from evo.core.space import sample_hparams
 
 logger = logging.getLogger("evo")
 
@@ -63,7 +63,7 @@ def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, pro
 
 def find_checkpoint(config: Config):
     """The checkpoint a --resume continues from (ConfigError if there is none)."""
-    from evo.checkpoint import checkpoints_dir, latest
+    from evo.rundir.checkpoint import checkpoints_dir, latest
 
     checkpoint, skipped = latest(config.run_dir, config.run_id)
     for reason in skipped:
@@ -82,8 +82,8 @@ def find_checkpoint(config: Config):
 def save_checkpoint(comm, config: Config, generation: int, payloads: dict[int, bytes], run_state: dict | None) -> None:
     """Collective: every rank writes its members' files, then rank 0 writes the manifest
     (last) and prunes old checkpoints. ``run_state`` (rank 0 only) goes into the manifest."""
-    from evo import exchange
-    from evo.checkpoint import atomic_write, generation_dir, member_filename, prune, sha256, write_manifest
+    from evo.mpi import exchange
+    from evo.rundir.checkpoint import atomic_write, generation_dir, member_filename, prune, sha256, write_manifest
 
     directory = generation_dir(config.run_dir, generation)
     if comm.Get_rank() == 0:
@@ -118,25 +118,26 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
     checkpoint of the last generation boundary is then on disk)."""
     import torch
 
-    from evo import exchange
-    from evo.agent import (
+    from evo.core.pb2 import PB2
+    from evo.core.plan import generation_rng, plan_generation
+    from evo.mpi import exchange
+    from evo.rundir.checkpoint import dump_payload, load_payload
+    from evo.rundir.records import RunRecords, tb_dir
+    from evo.sb3.agent import (
         build_member,
+        log_final_hparams,
         member_logger,
         member_seed,
         rng_state,
         set_rng_state,
         training_callbacks,
     )
-    from evo.checkpoint import dump_payload, load_payload
-    from evo.pb2 import PB2
-    from evo.plan import generation_rng, plan_generation
-    from evo.records import RunRecords, tb_dir
     from evo.stopping import EXIT_STOPPED, StopRequest
 
     rank = comm.Get_rank()
     torch.set_num_threads(config.torch_threads)
     if config.cpu_tuning:
-        from evo.cputune import tune_allocator
+        from evo.sb3.cputune import tune_allocator
 
         tune_allocator()
     stop_request = StopRequest().install()
@@ -345,19 +346,6 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
     return EXIT_STOPPED if stopped else 0
 
 
-def log_final_hparams(members, rows) -> None:
-    """TensorBoard's HPARAMS tab: each member's final score vs the hyperparameters it reached
-    it with (those of its last generation, before that generation's exploit)."""
-    from stable_baselines3.common.logger import HParam
-
-    by_id = {row["member"]: row for row in rows}
-    for member in members:
-        row = by_id[member.member_id]
-        hparams = {"member": member.member_id, **row["hparams"]}
-        member.model.logger.record("hparams", HParam(hparams, {"pbt/score": row["score"]}))
-        member.model.logger.dump(row["env_steps"])
-
-
 def log_generation(config: Config, generation: int, population, exploits, elapsed: float, trained: int) -> None:
     scores = np.array([row["score"] for row in population], dtype=float)
     finite = np.isfinite(scores).any()
@@ -386,11 +374,10 @@ def log_generation(config: Config, generation: int, population, exploits, elapse
 def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Entry point of the three scripts."""
     prog = prog or Path(sys.argv[0]).name
-    from mpi4py import MPI
-
     from evo.logs import install_logging
+    from evo.mpi.exchange import world
 
-    comm = MPI.COMM_WORLD
+    comm = world()
     rank = comm.Get_rank()
     install_logging(rank)
     try:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from evo.space import ParamSpace
+from evo.core.space import ParamSpace
 
 Q_MAX = 1.2
 THETA0 = (0.9, 0.9)
@@ -98,7 +99,7 @@ class ToyWorker:
         self.hparams = {name: float(hparams[name]) for name in TOY_SPACE}
 
 
-# --- the run over MPI (communication only through evo.exchange) ---------------------------
+# --- the run over MPI (communication only through evo.mpi.exchange) ---------------------------
 
 
 @dataclass(frozen=True)
@@ -120,9 +121,9 @@ class ToySettings:
 def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed: int) -> dict | None:
     """Train the workers for ``settings.steps`` steps with exploit/explore every ``ready``
     steps. Returns (on rank 0) every worker's trajectory and the exploits; None elsewhere."""
-    from evo import exchange
-    from evo.pb2 import PB2
-    from evo.plan import generation_rng, plan_generation
+    from evo.core.pb2 import PB2
+    from evo.core.plan import generation_rng, plan_generation
+    from evo.mpi import exchange
 
     pb2 = PB2(TOY_SPACE) if settings.explore == "pb2" else None  # used on rank 0 only
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -173,6 +174,71 @@ def best_curve(trajectories: Mapping[int, list]) -> tuple[list[int], list[float]
             by_step.setdefault(step, {})[worker] = q
     steps = sorted(by_step)
     return steps, [max(by_step[s].values()) for s in steps]
+
+
+# --- the figure ---------------------------------------------------------------------
+
+
+def plot_toy(results: Mapping[str, dict], path: str | Path, settings) -> Path:
+    """θ trajectories over the contours of Q, one panel per variant (as in Fig. 2 of the PBT
+    paper), and the best worker's Q over steps for all variants."""
+    from evo.plot import DPI, legend_right, member_colours, plt
+
+    names = list(results)
+    fig = plt.figure(figsize=(4.0 * len(names) + 1.0, 8.2), dpi=DPI, layout="constrained")
+    grid = fig.add_gridspec(2, len(names), height_ratios=[1.15, 1.0])
+    grid_x = np.linspace(-0.1, 1.0, 200)
+    theta0, theta1 = np.meshgrid(grid_x, grid_x)
+    q = Q_MAX - theta0**2 - theta1**2
+    workers = sorted(next(iter(results.values()))["trajectories"]) if results else []
+    colours = member_colours(len(workers))
+    top = []
+    for column, name in enumerate(names):
+        ax = fig.add_subplot(grid[0, column])
+        top.append(ax)
+        contours = ax.contourf(theta0, theta1, q, levels=20, cmap="viridis", alpha=0.85)
+        ax.contour(theta0, theta1, q, levels=[0.39, 0.8, 1.1, 1.19], colors="white", linewidths=0.5, alpha=0.7)
+        for index, worker in enumerate(workers):
+            points = np.array(results[name]["trajectories"][worker])
+            ax.plot(
+                points[:, 1],
+                points[:, 2],
+                color=colours[index],
+                linewidth=1.4,
+                marker=".",
+                markersize=3.5,
+                label=f"worker {worker}",
+                gid=f"worker-{worker}",
+            )
+        ax.plot(*THETA0, marker="*", color="white", markersize=11, markeredgecolor="black")
+        ax.plot(0, 0, marker="x", color="red", markersize=8)
+        final = max(points_[-1][3] for points_ in results[name]["trajectories"].values())
+        ax.set_title(f"{name}\nfinal best Q = {final:.3f}", fontsize=10)
+        ax.set_xlabel("θ0")
+        ax.set_ylabel("θ1")
+        ax.set_aspect("equal")
+        if column == 0:
+            ax.legend(fontsize=7, loc="lower left")
+    if top:
+        fig.colorbar(contours, ax=top, shrink=0.85, label="Q(θ) = 1.2 − θ0² − θ1²")
+    ax = fig.add_subplot(grid[1, :])
+    styles = ["-", "--", "-.", ":"]
+    for index, name in enumerate(names):
+        steps, best = best_curve(results[name]["trajectories"])
+        ax.plot(steps, best, linewidth=2, linestyle=styles[index % 4], label=name, gid=f"variant-{name}")
+    ax.axhline(Q_MAX, color="black", linewidth=0.8, alpha=0.6, label=f"optimum Q = {Q_MAX}")
+    ax.set_xlabel("gradient steps per worker")
+    ax.set_ylabel("Q(θ) of the best worker")
+    ax.set_title(
+        f"PBT toy: {settings.workers} workers, exploit/explore every {settings.ready} steps, "
+        f"{settings.strategy} selection",
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    legend_right(ax)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return Path(path)
 
 
 def parse_toy_args(argv, world_size: int):
@@ -235,9 +301,9 @@ def main(argv=None) -> int:
     import json
     import sys
 
-    from mpi4py import MPI
+    from evo.mpi.exchange import world
 
-    comm = MPI.COMM_WORLD
+    comm = world()
     rank = comm.Get_rank()
     parsed = ("exit", 2)
     if rank == 0:
@@ -260,8 +326,6 @@ def main(argv=None) -> int:
                     shown[name] = result
     if rank != 0:
         return 0
-    from evo.plot import plot_toy
-
     plot_toy(shown, args.out, settings)
     print(
         f"PBT toy: {settings.workers} workers on {comm.Get_size()} ranks, {settings.steps} steps, "

@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from evo.history import load_run  # noqa: E402
 from evo.launch import available_cores, find_mpiexec, is_open_mpi, launch_problems  # noqa: E402
+from evo.rundir.history import load_run  # noqa: E402
 
 METHODS = {
     "pbt": ("pbt_rl_truct.py", []),

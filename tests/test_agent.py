@@ -6,10 +6,10 @@ import pytest
 import torch
 from stable_baselines3.common.logger import KVWriter, Logger
 
-from evo.agent import apply_hparams, build_member, effective_hparams, flat_size, state_tensors
 from evo.config import parse_config
-from evo.explore import explore
-from evo.policies import ImpalaCNN
+from evo.core.explore import explore
+from evo.sb3.agent import apply_hparams, build_member, effective_hparams, flat_size, state_tensors
+from evo.sb3.policies import ImpalaCNN
 
 
 class Capture(KVWriter):
@@ -160,7 +160,7 @@ def test_bigfish_member_trains_with_impala(tmp_path):
 def test_procgen_vecenv_is_seeded_and_steps():
     """Also leaves its envs to the garbage collector on purpose: gym3's __del__ used to
     deadlock on cffi's lock when run from a GC pass (this suite hung for 10 minutes)."""
-    from evo.envs import ProcgenVecEnv
+    from evo.sb3.envs import ProcgenVecEnv
 
     def rollout(seed):
         env = ProcgenVecEnv("coinrun", 2, seed=seed)
@@ -178,7 +178,7 @@ def test_procgen_vecenv_is_seeded_and_steps():
 
 
 def test_flat_buffer_is_the_model_zero_copy(config):
-    from evo.agent import is_bound
+    from evo.sb3.agent import is_bound
 
     member = build_member(config, 0, config.agent.defaults, None)
     member.train(256)  # Adam steps, optimizer state updated in place
@@ -192,7 +192,7 @@ def test_flat_buffer_is_the_model_zero_copy(config):
 
 
 def test_rebinding_after_a_replaced_tensor(config):
-    from evo.agent import is_bound
+    from evo.sb3.agent import is_bound
 
     member = build_member(config, 0, config.agent.defaults, None)
     first = next(member.model.policy.parameters())
@@ -237,8 +237,8 @@ def test_schedule_callback_puts_each_entry_in_effect_from_its_env_step(config):
     range hold the schedule's values for the env-step count at which the rollout starts."""
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
-    from evo.agent import ScheduleCallback
-    from evo.replay import hparams_at
+    from evo.core.schedule import hparams_at
+    from evo.sb3.agent import ScheduleCallback
 
     defaults = config.agent.defaults
     second = {**defaults, "learning_rate": 1e-3, "clip_range": 0.3, "gamma": 0.95}

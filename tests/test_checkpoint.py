@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from evo import checkpoint as ckpt
-from evo.agent import build_member, effective_hparams, rng_state, set_rng_state, state_tensors
 from evo.config import parse_config
 from evo.launch import launch_problems
+from evo.rundir import checkpoint as ckpt
+from evo.sb3.agent import build_member, effective_hparams, rng_state, set_rng_state, state_tensors
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from evo.explore import explore
-from evo.space import ParamSpace, sample_hparams
+from evo.core.explore import explore
+from evo.core.space import ParamSpace, sample_hparams
 
 SPACE = {
     "learning_rate": ParamSpace(1e-5, 1e-2, "log"),

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from evo.history import Row, RunDirError, RunHistory, ancestry, best_member, copies_by_generation, schedule_of
-from evo.replay import hparams_at, load_schedule
-from evo.space import EXPLORED
+from evo.core.schedule import hparams_at, load_schedule
+from evo.core.space import EXPLORED
+from evo.rundir.history import Row, RunDirError, RunHistory, ancestry, best_member, copies_by_generation, schedule_of
 
 
 def hp(lr):

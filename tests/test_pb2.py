@@ -1,4 +1,4 @@
-"""PB2 explore (evo.pb2), pure: the kernel, the history, the picks and their place in the plan."""
+"""PB2 explore (evo.core.pb2), pure: the kernel, the history, the picks and their place in the plan."""
 
 import json
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from evo.config import ConfigError, parse_config
-from evo.pb2 import PB2, time_varying_kernel
-from evo.plan import generation_rng, plan_generation, weight_moves
-from evo.space import ParamSpace
+from evo.core.pb2 import PB2, time_varying_kernel
+from evo.core.plan import generation_rng, plan_generation, weight_moves
+from evo.core.space import ParamSpace
 
 CARTPOLE_LIKE = {
     "learning_rate": ParamSpace(1e-5, 1e-2, "log"),

@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from evo.space import ParamSpace
+from evo.core.space import ParamSpace
 from tests.conftest import mpiexec
 from tests.test_e2e import EXPLORED, read_lineage, read_population
 

@@ -8,9 +8,9 @@ import sys
 import pytest
 import yaml
 
-from evo.history import ancestry, best_member, load_run
-from evo.replay import hparams_at, load_schedule
-from evo.space import EXPLORED
+from evo.core.schedule import hparams_at, load_schedule
+from evo.core.space import EXPLORED
+from evo.rundir.history import ancestry, best_member, load_run
 
 from .conftest import ROOT, TINY_CARTPOLE, mpi_env, mpiexec
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 from stable_baselines3.common.logger import Logger
 
-from evo.agent import build_member
 from evo.config import ConfigError, parse_config, resume_differences
-from evo.ppo import PPO
+from evo.sb3.agent import build_member
+from evo.sb3.ppo import PPO
 from tests.test_agent import Capture
 
 STATS = (

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evo import checkpoint as ckpt
+from evo.rundir import checkpoint as ckpt
 from tests.conftest import ROOT, mpi_env, mpiexec, mpiexec_path
 
 pytestmark = pytest.mark.e2e

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from evo.selection import ranking, select, truncation, truncation_count, winner_takes_all
+from evo.core.selection import ranking, select, truncation, truncation_count, winner_takes_all
 
 SIZES = range(1, 10)
 
@@ -94,8 +94,8 @@ def test_select_rejects_unknown_strategy():
 
 
 def test_strategy_none_copies_nobody_and_plans_nothing():
-    from evo.plan import plan_generation
-    from evo.space import ParamSpace
+    from evo.core.plan import plan_generation
+    from evo.core.space import ParamSpace
 
     assert select("none", [3.0, 1.0, 2.0, float("nan")], 0.25, np.random.default_rng(0)) == {}
     population = [{"score": s, "hparams": {"lr": 0.1}} for s in (1.0, 5.0)]

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from evo.plan import generation_rng, plan_generation, weight_moves
+from evo.core.plan import generation_rng, plan_generation, weight_moves
 from evo.toy import PERTURB_FACTORS, TOY_SPACE, ToyWorker, best_curve, true_objective
 
 from .conftest import mpiexec

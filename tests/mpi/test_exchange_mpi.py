@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from evo import exchange
-from evo.selection import truncation, winner_takes_all
+from evo.core.selection import truncation, winner_takes_all
+from evo.mpi import exchange
 
 COMMS = {"world": lambda: MPI.COMM_WORLD, "dup": lambda: MPI.COMM_WORLD.Dup()}
 
@@ -83,8 +83,8 @@ def test_gather_and_decide(comm):
 
 def test_real_ppo_weights_are_identical_after_transfer(comm, tmp_path_factory):
     """Rank 0's member is copied into every other rank's member, both transports."""
-    from evo.agent import build_member, state_tensors
     from evo.config import parse_config
+    from evo.sb3.agent import build_member, state_tensors
 
     size, rank = comm.Get_size(), comm.Get_rank()
     config = parse_config(["--num-envs", "2"], world_size=size, check_run_dir=False)
@@ -98,7 +98,7 @@ def test_real_ppo_weights_are_identical_after_transfer(comm, tmp_path_factory):
         if rank in donors:
             member.load(member.buffer, member.hparams)
         packed = np.empty_like(member.buffer)
-        from evo.agent import pack
+        from evo.sb3.agent import pack
 
         pack(member.model, packed)
         reference = comm.bcast(packed if rank == 0 else None, root=0)

@@ -7,7 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evo.space import SearchSpace
+from evo.core.space import SearchSpace
+
+# How recipients change their hyperparameters: random perturbation/resampling, or PB2's GP bandit.
+EXPLORERS = ("perturb", "pb2")
 
 
 @dataclass(frozen=True)

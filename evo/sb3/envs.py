@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from evo import _quiet  # noqa: F401  (before SB3 and procgen)
+from evo.sb3 import _quiet  # noqa: F401  (before SB3 and procgen)
 
 # isort: split
 
@@ -20,7 +20,7 @@ import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor
 
-from evo.envnames import procgen_game
+from evo.config.envnames import procgen_game
 
 SYSTEM_LIBRARIES_HINT = (
     "procgen's compiled library needs the system libraries libgl1 and libglib2.0-0 "

@@ -46,12 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from evo.explore import Change, explore
-from evo.space import SearchSpace
+from evo.core.explore import Change, explore
+from evo.core.space import SearchSpace
 
 logger = logging.getLogger(__name__)
 
-EXPLORERS = ("perturb", "pb2")
 MIN_OBSERVATIONS = 2
 MAX_OBSERVATIONS = 256  # the most recent ones; older points have faded under the kernel anyway
 
@@ -141,7 +140,7 @@ class PB2:
 
     def observe(self, generation: int, population: Sequence[Mapping[str, Any]]) -> None:
         """Record each member's change in score over ``generation`` (needs its baseline)."""
-        for member, row in enumerate(population):  # indexed by member id, as in evo.plan
+        for member, row in enumerate(population):  # indexed by member id, as in evo.core.plan
             score = float(row["score"])
             before = self.baselines.get(member)
             if before is None or not (math.isfinite(score) and math.isfinite(before)):

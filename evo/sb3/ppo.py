@@ -12,7 +12,7 @@ statistics are those of the whole minibatch, as in SB3.
 
 from __future__ import annotations
 
-from evo import _quiet  # noqa: F401  (before SB3)
+from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 
 # isort: split
 

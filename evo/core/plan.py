@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from evo.explore import explore
-from evo.pb2 import PB2
-from evo.selection import select
-from evo.space import SearchSpace
+from evo.core.explore import explore
+from evo.core.pb2 import PB2
+from evo.core.selection import select
+from evo.core.space import SearchSpace
 
 SELECTION_STREAM = 0x5E1EC7
 
@@ -79,7 +79,7 @@ def plan_generation(
     itself: no weights move); with ``explore_hparams=False`` recipients keep their donor's
     hyperparameters unchanged. With neither, the plan is empty (independent training).
 
-    With ``pb2`` (an :class:`evo.pb2.PB2` kept across generations), recipients explore by
+    With ``pb2`` (an :class:`evo.core.pb2.PB2` kept across generations), recipients explore by
     PB2's GP bandit instead of random perturbation; the generation's results go into its
     history first, and its baselines follow the weights that move.
     """

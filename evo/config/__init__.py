@@ -21,13 +21,15 @@ from typing import Any
 
 import yaml
 
-from evo.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
-from evo.pb2 import EXPLORERS
-from evo.selection import NO_PBT, STRATEGIES
-from evo.space import EXPLORED, ParamSpace
+from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
+from evo.core.explore import EXPLORERS
+from evo.core.schedule import load_schedule
+from evo.core.selection import NO_PBT, STRATEGIES
+from evo.core.space import EXPLORED, ParamSpace
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_HYPERPARAMS = ROOT / "hyperparams" / "ppo.yml"
+# The built-in defaults ship inside the package (hyperparams/ppo.yml at the top of the repository is a
+# link to this file, the copy users read and edit).
+DEFAULT_HYPERPARAMS = Path(__file__).resolve().parent.parent / "hyperparams" / "ppo.yml"
 TRANSPORTS = ("p2p", "collective")
 POLICIES = ("mlp", "impala", "nature")
 
@@ -86,7 +88,7 @@ class AgentSettings:
     """Default value of each explored hyperparameter (used when PBT does not sample)."""
     search_space: dict[str, ParamSpace]
     microbatch_size: int = 0
-    """Back-propagate each minibatch in pieces of this many samples (0: whole; see evo.ppo)."""
+    """Back-propagate each minibatch in pieces of this many samples (0: whole; see evo.sb3.ppo)."""
 
     @property
     def rollout_steps(self) -> int:
@@ -831,8 +833,6 @@ def _check_evaluation(args: argparse.Namespace, game: str | None, problems: list
 def _load_schedule(args: argparse.Namespace, num_agents: int, problems: list[str]) -> tuple:
     if args.schedule is None:
         return ()
-    from evo.replay import load_schedule
-
     try:
         schedule, env_id = load_schedule(args.schedule)
     except ValueError as error:

@@ -29,8 +29,8 @@ from pathlib import Path
 import yaml
 
 from evo.config import Config
-from evo.plan import Exploit, weight_moves
-from evo.space import EXPLORED
+from evo.core.plan import Exploit, weight_moves
+from evo.core.space import EXPLORED
 
 TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
 POPULATION_FIELDS = [
@@ -59,9 +59,9 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             found[package] = "not installed"
     try:
-        from mpi4py import MPI
+        from evo.mpi.exchange import library_version
 
-        found["mpi"] = MPI.Get_library_version().strip().splitlines()[0]
+        found["mpi"] = library_version()
     except Exception as error:  # reporting only
         found["mpi"] = f"unknown ({error})"
     return found
@@ -111,7 +111,7 @@ class RunRecords:
 
     def _truncate(self, generation: int) -> None:
         """Keep the records of generations up to ``generation`` (those the checkpoint covers)."""
-        from evo.checkpoint import atomic_write
+        from evo.rundir.checkpoint import atomic_write
 
         with self.population_path.open(newline="") as handle:
             rows = [row for row in csv.DictReader(handle) if int(row["generation"]) <= generation]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from evo.space import EXPLORED
+from evo.core.space import EXPLORED
 
 
 class RunDirError(ValueError):

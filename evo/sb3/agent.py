@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evo import _quiet  # noqa: F401  (before SB3)
+from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 
 # isort: split
 
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
+from stable_baselines3.common.logger import HParam, Logger, TensorBoardOutputFormat
 from stable_baselines3.common.utils import (
     ConstantSchedule,
     FloatSchedule,
@@ -33,11 +33,11 @@ from stable_baselines3.common.utils import (
 from torch import nn
 
 from evo.config import AgentSettings, Config
-from evo.envs import make_env
-from evo.policies import EXTRACTORS
-from evo.ppo import PPO
-from evo.replay import hparams_at
-from evo.space import EXPLORED
+from evo.core.schedule import hparams_at
+from evo.core.space import EXPLORED
+from evo.sb3.envs import make_env
+from evo.sb3.policies import EXTRACTORS
+from evo.sb3.ppo import PPO
 
 logger = logging.getLogger(__name__)
 
@@ -472,6 +472,17 @@ class Member:
         self.model.env.close()
         if self.eval_env is not None:
             self.eval_env.close()
+
+
+def log_final_hparams(members, rows) -> None:
+    """TensorBoard's HPARAMS tab: each member's final score vs the hyperparameters it reached
+    it with (those of its last generation, before that generation's exploit)."""
+    by_id = {row["member"]: row for row in rows}
+    for member in members:
+        row = by_id[member.member_id]
+        hparams = {"member": member.member_id, **row["hparams"]}
+        member.model.logger.record("hparams", HParam(hparams, {"pbt/score": row["score"]}))
+        member.model.logger.dump(row["env_steps"])
 
 
 def rng_state() -> dict:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from evo.plan import weight_moves
+from evo.core.plan import weight_moves
 
 T = TypeVar("T")
 Owner = Callable[[int], int]
@@ -152,7 +152,7 @@ def exploit_and_explore(
     """The end of a generation, on every rank (collective).
 
     ``local_rows`` (score, hyperparameters ... of this rank's members) are gathered on rank
-    0, which calls ``decide(population)`` for the plan (a list of ``evo.plan.Exploit``) and
+    0, which calls ``decide(population)`` for the plan (a list of ``evo.core.plan.Exploit``) and
     broadcasts it. Donors' buffers move to their recipients by ``transport``; each
     recipient then ``load``s the new weights with its new hyperparameters, and a member
     that explores without copying (donor == recipient) only ``set_hparams``.
@@ -240,3 +240,18 @@ def agree(comm, flag: bool) -> bool:
 
 def broadcast(comm, value: Any, root: int = 0) -> Any:
     return comm.bcast(value, root=root)
+
+
+def world():
+    """The communicator of every rank the job started with (``MPI.COMM_WORLD``); asked for by
+    the entry points only, never at import time."""
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def library_version() -> str:
+    """The MPI library's name and version, one line (MPI pads the string with a NUL)."""
+    from mpi4py import MPI
+
+    return MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0]

@@ -4,7 +4,7 @@ glibc serves each allocation above M_MMAP_THRESHOLD with its own mmap and unmaps
 free, so every large activation tensor of a minibatch is faulted in anew: on this project's
 2-core machine about half of IMPALA-PPO's time went to the kernel. Keeping freed memory in
 the heap (M_MMAP_MAX = 0, a large M_TRIM_THRESHOLD) removes that. Channels-last inputs to
-the convolutions (see evo.policies) are the other half of the speed-up. Neither changes
+the convolutions (see evo.sb3.policies) are the other half of the speed-up. Neither changes
 PPO's maths. tcmalloc/jemalloc via LD_PRELOAD would do the same, but crash procgen-mirror.
 """
 
