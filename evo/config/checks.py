@@ -1,0 +1,149 @@
+"""Checks that involve several options, or an option and the MPI job, the YAML or the disk. Pure.
+
+Each takes plain values and a ``problems`` list to append to, so that every problem is
+reported at once; an option's checks of its own value are declared with it (options.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+from evo.config.envnames import DISTRIBUTION_MODES
+from evo.core.schedule import load_schedule
+from evo.core.selection import NO_PBT, STRATEGIES
+
+TRANSPORTS = ("p2p", "collective")
+
+
+def script_strategy(script: str, flag: str | None, explore: str, transport: str, problems: list[str]) -> str:
+    """The selection rule: the script's, or 'none' with ``--strategy none``; and the transport."""
+    strategy = script
+    if script not in STRATEGIES:
+        problems.append(f"strategy {script!r} is unknown; use one of {', '.join(STRATEGIES)}")
+    elif flag is not None and flag != script:
+        if flag == NO_PBT:
+            strategy = NO_PBT
+        else:
+            problems.append(
+                f"--strategy {flag}: this script does {script} selection; --strategy takes only 'none' "
+                "(the same population with no exploit or explore). For another rule run its script: "
+                "pbt_rl_wta.py (wta), pbt_rl_truct.py or pbt_rl_truct_collective.py (truncation)"
+            )
+    if strategy == NO_PBT and explore != "perturb":
+        problems.append(
+            f"--explore {explore} with --strategy none: the control never explores; drop one of the two flags"
+        )
+    if transport not in TRANSPORTS:
+        problems.append(f"transport {transport!r} is unknown; use one of {', '.join(TRANSPORTS)}")
+    return strategy
+
+
+def population(num_agents: int | None, world_size: int, problems: list[str]) -> int:
+    """The population size: ``--num-agents``, or one member per rank; a multiple of the ranks."""
+    if num_agents is None:
+        return world_size
+    if num_agents >= 1 and num_agents % world_size:
+        below = num_agents - num_agents % world_size
+        options = sorted({max(world_size, below), below + world_size})
+        problems.append(
+            f"--num-agents {num_agents} is not a multiple of the {world_size} MPI ranks: every rank "
+            f"must hold the same number of members. Use --num-agents {' or '.join(map(str, options))}, "
+            f"or run with mpiexec -n N where N divides {num_agents}."
+        )
+    return num_agents
+
+
+def budget(args: Any, settings: dict[str, Any], problems: list[str]) -> tuple[int, int]:
+    """Generations and env steps per member per generation: the flags, else the YAML."""
+    found = []
+    for name in ("total_generations", "agent_training_steps"):
+        flag = "--" + name.replace("_", "-")
+        value = getattr(args, name)
+        value = settings.get(name) if value is None else value
+        if value is None:
+            problems.append(f"{flag} is not set, on the command line or in the YAML")
+        elif value < 1:
+            problems.append(f"{flag} {value}: must be a positive whole number")
+        found.append(int(value or 0))
+    return found[0], found[1]
+
+
+def procgen_levels(args: Any, game: str | None, problems: list[str]) -> None:
+    """Procgen's distribution mode and training levels (ignored by other envs)."""
+    if not game:
+        return
+    if args.distribution_mode not in DISTRIBUTION_MODES:
+        close = difflib.get_close_matches(args.distribution_mode, DISTRIBUTION_MODES, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        problems.append(
+            f"--distribution-mode {args.distribution_mode!r} is not one of {', '.join(DISTRIBUTION_MODES)}{hint}"
+        )
+    if args.num_levels < 0 or args.start_level < 0:
+        problems.append(f"--num-levels {args.num_levels} / --start-level {args.start_level}: must be >= 0")
+
+
+def evaluation(args: Any, game: str | None, problems: list[str]) -> int:
+    """Validate --select-on and the evaluation levels; returns the evaluation start level."""
+    if args.select_on == "test" and args.eval_episodes < 1:
+        problems.append("--select-on test selects on evaluation episodes: give --eval-episodes N (e.g. 10)")
+    if not game:
+        if args.eval_start_level is not None or args.eval_num_levels:
+            problems.append(
+                f"--eval-start-level / --eval-num-levels choose Procgen levels; {args.env_id} has none "
+                "(its evaluation env just uses other seeds)"
+            )
+        return 0
+    start = args.start_level + args.num_levels if args.eval_start_level is None else args.eval_start_level
+    if args.eval_num_levels < 0 or start < 0:
+        problems.append(f"--eval-num-levels {args.eval_num_levels} / --eval-start-level {start}: must be >= 0")
+    elif args.num_levels > 0 and args.eval_num_levels > 0:
+        train = range(args.start_level, args.start_level + args.num_levels)
+        test = range(start, start + args.eval_num_levels)
+        if max(train.start, test.start) < min(train.stop, test.stop):
+            problems.append(
+                f"evaluation levels [{test.start}, {test.stop}) overlap the training levels "
+                f"[{train.start}, {train.stop}): the test score would not be held out; "
+                f"use --eval-start-level {train.stop} or later"
+            )
+    return start
+
+
+def schedule(path: Path | None, env_id: str, num_agents: int, problems: list[str]) -> tuple:
+    """The entries of ``--schedule FILE``, which trains one agent on the env it was found on."""
+    if path is None:
+        return ()
+    try:
+        entries, found_on = load_schedule(path)
+    except ValueError as error:
+        problems.append(str(error))
+        return ()
+    if num_agents != 1:
+        problems.append(
+            f"--schedule trains one agent with no population, but --num-agents is {num_agents}: "
+            "pass --num-agents 1 (and run on one rank)"
+        )
+    if found_on is not None and found_on != env_id:
+        problems.append(
+            f"--schedule {path} was found on {found_on}, not {env_id}: pass --env-id {found_on}, "
+            "or edit env_id in the file if you mean to transfer it"
+        )
+    return tuple(entries)
+
+
+def run_dir_problems(run_dir: Path) -> list[str]:
+    """Why a new run may not start in ``run_dir`` (it exists, or cannot be created)."""
+    run_dir = Path(run_dir)
+    if run_dir.exists():
+        return [
+            f"--run-dir {run_dir} already exists; evo will not overwrite a run. "
+            "Pick another --run-dir or --exp-name, or delete it."
+        ]
+    parent = run_dir.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return [f"--run-dir {run_dir}: cannot create it, {parent} is not a writable directory"]
+    return []

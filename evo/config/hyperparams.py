@@ -1,0 +1,271 @@
+"""The PPO settings of an env: YAML layers and ``--hyperparams key:value`` overrides. Pure.
+
+Layers, later ones winning (rl-baselines3-zoo's order): the built-in ``ppo.yml`` (its
+``default`` block, ``procgen`` and ``procgen-<param set>`` for Procgen games, then the env's
+own block), the same blocks of a ``--conf-file FILE`` (or ``--hyperparams FILE``), then the
+``--hyperparams key:value`` overrides. Every value is coerced by the key's type (PyYAML reads
+``3e-4`` as a string) and unknown keys are refused with a suggestion.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evo.config.envnames import procgen_game
+from evo.core.space import EXPLORED
+
+# The built-in defaults ship inside the package (hyperparams/ppo.yml at the top of the repository is a
+# link to this file, the copy users read and edit).
+DEFAULT_HYPERPARAMS = Path(__file__).resolve().parent.parent / "hyperparams" / "ppo.yml"
+
+# Keys an env block of a hyperparameter file may hold, with the type each is coerced to.
+AGENT_KEYS: dict[str, type] = {
+    "policy": str,
+    "n_envs": int,
+    "n_steps": int,
+    "n_minibatches": int,
+    "batch_size": int,
+    "microbatch_size": int,
+    "n_epochs": int,
+    "max_grad_norm": float,
+    "normalize_advantage": bool,
+    "agent_training_steps": int,
+    "total_generations": int,
+    **{name: float for name in EXPLORED},
+    "policy_kwargs": dict,
+    "search_space": dict,
+}
+POLICY_KWARGS_KEYS: dict[str, type] = {
+    "net_arch": list,
+    "activation_fn": str,
+    "ortho_init": bool,
+    "features_dim": int,
+}
+SPACE_KEYS: dict[str, type] = {"low": float, "high": float, "scale": str}
+ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu")
+# --param-set NAME: (distribution mode, training levels) that the name stands for
+PARAM_SETS = {"easy": ("easy", 0), "easy-200": ("easy", 200), "hard": ("hard", 0), "hard-500": ("hard", 500)}
+OVERRIDE_FORM = "key:value (e.g. learning_rate:1e-3 n_epochs:4 'policy_kwargs:{net_arch: [32, 32]}')"
+
+
+def _coerce(value: Any, kind: type, where: str, problems: list[str]) -> Any:
+    """Coerce a YAML value to ``kind`` (PyYAML reads ``3e-4`` as a string)."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, (float, str)) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if math.isfinite(number) and number == int(number):
+                return int(number)
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif isinstance(value, kind):
+        return value
+    problems.append(f"{where} must be {kind.__name__}, got {value!r} ({type(value).__name__})")
+    return None
+
+
+def _unknown_key(key: str, known: Sequence[str], where: str) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+    return f"{where}: unknown key {key!r}{hint}"
+
+
+def _check_keys(mapping: dict, schema: dict[str, type], where: str, problems: list[str]) -> dict[str, Any]:
+    """Coerce each known key of ``mapping`` to its type in ``schema``; report the rest."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key not in schema:
+            problems.append(_unknown_key(str(key), list(schema), where))
+            continue
+        coerced = _coerce(value, schema[key], f"{where}.{key}", problems)
+        if coerced is not None:
+            out[key] = coerced
+    return out
+
+
+def _check_block(block: Any, where: str, problems: list[str]) -> dict[str, Any]:
+    """Validate and coerce one env block of a hyperparameter file."""
+    if not isinstance(block, dict):
+        problems.append(f"{where} must be a mapping of settings, got {type(block).__name__}")
+        return {}
+    out = _check_keys(block, AGENT_KEYS, where, problems)
+    if "policy_kwargs" in out:
+        out["policy_kwargs"] = _check_policy_kwargs(out["policy_kwargs"], f"{where}.policy_kwargs", problems)
+    if "search_space" in out:
+        out["search_space"] = _check_space(out["search_space"], f"{where}.search_space", problems)
+    return out
+
+
+def _check_policy_kwargs(kwargs: dict, where: str, problems: list[str]) -> dict[str, Any]:
+    out = _check_keys(kwargs, POLICY_KWARGS_KEYS, where, problems)
+    net_arch = out.get("net_arch")
+    if net_arch is not None and not all(isinstance(n, int) and n > 0 for n in net_arch):
+        problems.append(f"{where}.net_arch must be a list of positive layer sizes, got {net_arch!r}")
+        del out["net_arch"]
+    if out.get("activation_fn", "tanh") not in ACTIVATIONS:
+        problems.append(f"{where}.activation_fn is {out['activation_fn']!r}; use one of {', '.join(ACTIVATIONS)}")
+        del out["activation_fn"]
+    return out
+
+
+def _check_space(space: dict, where: str, problems: list[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in space.items():
+        if name not in EXPLORED:
+            problems.append(_unknown_key(str(name), list(EXPLORED), where))
+        elif not isinstance(entry, dict):
+            problems.append(f"{where}.{name} must be a mapping like {{low: 0.1, high: 0.3, scale: linear}}")
+        else:
+            out[name] = _check_keys(entry, SPACE_KEYS, f"{where}.{name}", problems)
+    return out
+
+
+def load_hyperparams_file(path: Path, problems: list[str], flag: str = "--conf-file") -> dict[str, Any]:
+    """Read a hyperparameter YAML file (safe_load), reporting unreadable or invalid files under ``flag``."""
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        problems.append(f"{flag} {path}: cannot read the file ({error.strerror or error})")
+        return {}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        problems.append(f"{flag} {path}: invalid YAML: {error}".replace("\n", " "))
+        return {}
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        problems.append(
+            f"{flag} {path}: expected a mapping of env ids to settings "
+            f"(e.g. 'CartPole-v1: {{n_steps: 128}}'), got {type(data).__name__}"
+        )
+        return {}
+    return data
+
+
+def _layers(
+    data: Mapping[str, Any],
+    env_key: str,
+    game: str | None,
+    source: str,
+    problems: list[str],
+    param_set: str | None = None,
+) -> list:
+    procgen_names = ["procgen"] + ([f"procgen-{param_set}"] if param_set else [])
+    names = ["default"] + (procgen_names if game else []) + [env_key]
+    return [_check_block(data[name], f"{source}[{name}]", problems) for name in names if name in data]
+
+
+def _file_layers(path: Path, flag: str, env_id: str, problems: list[str], param_set: str | None) -> list:
+    """The blocks of a user's hyperparameter file that apply to ``env_id``."""
+    game = procgen_game(env_id)
+    env_key = game or env_id
+    data = load_hyperparams_file(path, problems, flag)
+    if data and not ({"default", "procgen", env_key} & set(data)):
+        problems.append(
+            f"{flag} {path}: no block applies to {env_id!r}; "
+            f"its blocks are {', '.join(map(str, data))} (use 'default' or {env_key!r})"
+        )
+    return _layers(data, env_key, game, str(path), problems, param_set)
+
+
+def _merge(layers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One flat settings dict; nested mappings merge key by key, the later layer winning."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key in ("policy_kwargs", "search_space"):
+                merged[key] = {**merged.get(key, {}), **value}
+            else:
+                merged[key] = value
+            # batch_size and n_minibatches say the same thing; the later layer wins.
+            if key == "batch_size":
+                merged.pop("n_minibatches", None)
+            elif key == "n_minibatches":
+                merged.pop("batch_size", None)
+    return merged
+
+
+def resolve_agent(
+    env_id: str,
+    hyperparams_file: Path | None,
+    problems: list[str],
+    builtin: Path = DEFAULT_HYPERPARAMS,
+    param_set: str | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    file_flag: str = "--conf-file",
+) -> dict[str, Any]:
+    """Merge the YAML layers for ``env_id`` (and a Procgen ``param_set``), then the checked
+    ``--hyperparams key:value`` ``overrides``, into one flat settings dict."""
+    game = procgen_game(env_id)
+    layers = _layers(load_hyperparams_file(builtin, problems), game or env_id, game, builtin.name, problems, param_set)
+    if hyperparams_file is not None:
+        layers += _file_layers(hyperparams_file, file_flag, env_id, problems, param_set)
+    if overrides:
+        layers.append(overrides)
+    return _merge(layers)
+
+
+def is_file_form(tokens: Sequence[str] | None) -> bool:
+    """Whether ``--hyperparams`` names a YAML file (one value: an existing file, or a path-like
+    name without ``:``) rather than key:value overrides."""
+    if not tokens or len(tokens) != 1:
+        return False
+    token = tokens[0]
+    if Path(token).is_file():
+        return True
+    return ":" not in token and (token.endswith((".yml", ".yaml", ".json")) or os.sep in token)
+
+
+def parse_overrides(tokens: Sequence[str], problems: list[str]) -> dict[str, Any]:
+    """``--hyperparams key:value ...`` as one checked settings layer (values are YAML scalars)."""
+    raw: dict[str, Any] = {}
+    for token in tokens:
+        key, colon, text = token.partition(":")
+        if not colon:
+            problems.append(f"--hyperparams {token}: expected {OVERRIDE_FORM}, or a single YAML FILE")
+            continue
+        try:
+            raw[key.strip()] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as error:
+            problems.append(f"--hyperparams {token}: {text!r} is not a YAML value ({error})".replace("\n", " "))
+    for key in [key for key, value in raw.items() if value is None]:
+        problems.append(f"--hyperparams {key}: has no value; expected {OVERRIDE_FORM}")
+        del raw[key]
+    return _check_block(raw, "--hyperparams", problems) if raw else {}
+
+
+def hyperparams_sources(
+    conf_file: Path | None, tokens: Sequence[str] | None, problems: list[str]
+) -> tuple[Path | None, str, dict[str, Any]]:
+    """The YAML file to layer over the built-in one, the flag that named it, and the checked
+    key:value overrides, from ``--conf-file`` and ``--hyperparams``."""
+    if not tokens or not is_file_form(tokens):
+        return conf_file, "--conf-file", parse_overrides(tokens or (), problems)
+    if conf_file is not None:
+        problems.append(
+            f"--hyperparams {tokens[0]} and --conf-file {conf_file} both name a YAML file; give one "
+            f"(and put overrides on top with --hyperparams {OVERRIDE_FORM})"
+        )
+    return Path(tokens[0]), "--hyperparams", {}
