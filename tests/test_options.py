@@ -1,0 +1,245 @@
+"""The option declarations (evo/config/options.py): every rule walks all options. Pure."""
+
+import argparse
+import dataclasses
+import datetime as dt
+
+import pytest
+import yaml
+
+from evo.config import Config, ConfigError, parse_config
+from evo.config.options import (
+    DERIVED_FIELDS,
+    OPTION_BY_NAME,
+    OPTIONS,
+    TAKEN_FROM_RUN,
+    Resume,
+    build_parser,
+    explicit_flags,
+    option_problems,
+    restore_options,
+    saved_options,
+)
+from evo.config.resume import FIXED_ON_RESUME, resume_differences
+from evo.core.space import EXPLORED
+
+NOW = dt.datetime(2026, 1, 2, 3, 4, 5)
+
+
+def test_every_option_has_a_resume_class_and_a_flag_of_its_own():
+    for option in OPTIONS:
+        assert isinstance(option.resume, Resume), f"{option.flag_name} has no resume class"
+        assert option.help, f"{option.flag_name} has no help"
+    assert len({option.name for option in OPTIONS}) == len(OPTIONS)
+    assert len({option.flag_name for option in OPTIONS}) == len(OPTIONS)
+
+
+def test_every_parser_action_is_a_declared_option():
+    actions = [action for action in build_parser()._actions if action.dest != "help"]
+    for action in actions:
+        assert action.dest in OPTION_BY_NAME, f"{action.option_strings} is not declared in OPTIONS"
+        assert action.option_strings == [OPTION_BY_NAME[action.dest].flag_name]
+    assert {action.dest for action in actions} == set(OPTION_BY_NAME)
+
+
+def test_every_config_field_comes_from_an_option_or_is_derived():
+    fields = {field.name for field in dataclasses.fields(Config)}
+    filled = [option.field_name for option in OPTIONS if option.field_name is not None]
+    assert len(filled) == len(set(filled)), "two options fill the same Config field"
+    assert not set(filled) & set(DERIVED_FIELDS)
+    assert set(filled) - fields == set(), "an option names a Config field that does not exist"
+    undeclared = fields - set(filled) - set(DERIVED_FIELDS)
+    assert undeclared == set(), f"Config fields neither filled by an option nor in DERIVED_FIELDS: {undeclared}"
+
+
+def test_help_lists_every_flag_with_its_default():
+    entries = {}
+    for entry in build_parser("evo").format_help().split("\n  -")[1:]:
+        entries["-" + entry.split()[0].rstrip(",")] = " ".join(entry.split())
+    for option in OPTIONS:
+        assert option.flag_name in entries, f"{option.flag_name} is not in --help"
+        if option.action is None:
+            assert f"(default: {option.default})" in entries[option.flag_name], entries[option.flag_name]
+
+
+def test_explicit_flags_finds_every_declared_flag_in_both_spellings():
+    for option in OPTIONS:
+        assert explicit_flags([option.flag_name, "1"]) == {option.name}
+        assert explicit_flags([f"{option.flag_name}=1"]) == {option.name}
+    assert explicit_flags(["--seed", "3", "--not-a-flag", "-5", "value"]) == {"seed"}
+
+
+def test_the_resume_classes_of_the_issue():
+    fixed = {o.name for o in OPTIONS if o.resume is Resume.FIXED}
+    own = {o.name for o in OPTIONS if o.resume is Resume.OWN}
+    assert fixed == {
+        "env_id",
+        "num_agents",
+        "strategy",
+        "seed",
+        "eval_episodes",
+        "distribution_mode",
+        "num_levels",
+        "start_level",
+    }
+    assert own == {"resume", "run_dir", "log_level", "cpu_tuning"}
+    assert set(FIXED_ON_RESUME) == {OPTION_BY_NAME[name].field_name for name in fixed} | {"agent"}
+
+
+def test_restore_takes_every_option_of_the_run_and_nothing_else():
+    """Walks the declarations: a marker saved for every option comes back exactly for the
+    options of classes RESTORED and FIXED, unless the command line gives the flag again."""
+    defaults = build_parser().parse_args([])
+    saved = {option.name: f"from-the-run-{option.name}" for option in OPTIONS}
+    args = argparse.Namespace(**vars(defaults))
+    restore_options(args, saved, given={"seed"})
+    for option in OPTIONS:
+        value = getattr(args, option.name)
+        if option.resume is Resume.OWN or option.name == "seed":
+            assert value == getattr(defaults, option.name), option.flag_name
+        else:
+            assert str(value) == saved[option.name] or value == [saved[option.name]], option.flag_name
+
+
+def test_a_run_saves_every_option_it_restores(tmp_path):
+    config = parse_config(["--run-dir", str(tmp_path / "run")], now=NOW)
+    assert set(config.cli) == {option.name for option in TAKEN_FROM_RUN}
+    assert yaml.safe_load(yaml.safe_dump(config.cli)) == config.cli
+
+
+def examples(tmp_path):
+    """A valid value other than the default, with the flags it needs, for every option of the run."""
+    conf = tmp_path / "hp.yml"
+    conf.write_text("CartPole-v1:\n  n_epochs: 3\n")
+    schedule = tmp_path / "schedule.yml"
+    hparams = {"learning_rate": 1e-3, "ent_coef": 0.0, "clip_range": 0.2, "gamma": 0.99, "gae_lambda": 0.95}
+    entry = {"env_steps": 0, "hparams": {**hparams, "vf_coef": 0.5}}
+    schedule.write_text(yaml.safe_dump({"env_id": "CartPole-v1", "schedule": [entry]}))
+    bigfish = ["--env-id", "bigfish"]
+    return {
+        "env_id": ["--env-id", "Acrobot-v1"],
+        "num_agents": ["--num-agents", "2"],
+        "total_generations": ["--total-generations", "3"],
+        "agent_training_steps": ["--agent-training-steps", "1000"],
+        "strategy": ["--strategy", "none"],
+        "explore": ["--explore", "pb2"],
+        "truncation_fraction": ["--truncation-fraction", "0.5"],
+        "perturb_factors": ["--perturb-factors", "0.5", "2"],
+        "resample_probability": ["--resample-probability", "0.5"],
+        "eval_episodes": ["--eval-episodes", "3"],
+        "initial_hparams": ["--initial-hparams", "defaults"],
+        "seed": ["--seed", "7"],
+        "exp_name": ["--exp-name", "other"],
+        "tb_writer": ["--tb-writer", "False"],
+        "torch_threads": ["--torch-threads", "2"],
+        "conf_file": ["--conf-file", str(conf)],
+        "hyperparams": ["--hyperparams", "n_epochs:4", "learning_rate:1e-3"],
+        "learning_rate_range": ["--learning-rate-range", "1e-4", "1e-3"],
+        "gamma_range": ["--gamma-range", "0.9", "0.99"],
+        "num_envs": ["--num-envs", "2"],
+        "param_set": ["--param-set", "easy-200", *bigfish],
+        "select_on": ["--select-on", "test", "--eval-episodes", "3"],
+        "eval_start_level": ["--eval-start-level", "1000", *bigfish],
+        "eval_num_levels": ["--eval-num-levels", "100", *bigfish],
+        "distribution_mode": ["--distribution-mode", "hard", *bigfish],
+        "num_levels": ["--num-levels", "200", *bigfish],
+        "start_level": ["--start-level", "5", *bigfish],
+        "schedule": ["--schedule", str(schedule)],
+        "checkpoint_every": ["--checkpoint-every", "2"],
+        "keep_checkpoints": ["--keep-checkpoints", "3"],
+    }
+
+
+@pytest.mark.parametrize("option", TAKEN_FROM_RUN, ids=lambda option: option.flag_name)
+def test_resume_without_the_flag_gives_back_the_run_s_value(tmp_path, option):
+    """For every option of the run (walking the declarations): start with a non-default
+    value, save config.yaml as a run does, resume without the flag: the same value."""
+    found = examples(tmp_path)
+    assert option.name in found, f"give {option.flag_name} a non-default example in examples()"
+    run_dir = tmp_path / "run"
+    started = parse_config([*found[option.name], "--run-dir", str(run_dir)], now=NOW)
+    default = parse_config(["--run-dir", str(tmp_path / "default")], now=NOW)
+    assert started.cli[option.name] != default.cli[option.name], "the example must not be the default"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(started.to_dict(), sort_keys=False))
+
+    resumed = parse_config(["--resume", "--run-dir", str(run_dir)], now=NOW)
+    assert resumed.cli == started.cli
+    assert resumed.agent == started.agent
+    if option.field_name is not None:
+        assert getattr(resumed, option.field_name) == getattr(started, option.field_name)
+    assert resumed.run_id == started.run_id
+
+
+def test_a_fixed_option_given_again_with_another_value_is_refused(tmp_path):
+    run_dir = tmp_path / "run"
+    started = parse_config(["--seed", "3", "--run-dir", str(run_dir)], now=NOW)
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(started.to_dict()))
+    with pytest.raises(ConfigError) as caught:
+        parse_config(["--resume", "--run-dir", str(run_dir), "--seed", "4"], now=NOW)
+    assert caught.value.problems == [
+        "--resume: seed was 3 in this run, the command gives 4; a run resumes with the same value "
+        "(drop the flag to keep it)"
+    ]
+    for option in OPTIONS:  # every FIXED option's field is compared on resume
+        if option.resume is Resume.FIXED:
+            other = {**started.to_dict(), option.field_name: "another value"}
+            assert resume_differences(started.to_dict(), other), option.flag_name
+    resumed = parse_config(["--resume", "--run-dir", str(run_dir), "--seed", "3", "--checkpoint-every", "5"])
+    assert (resumed.seed, resumed.checkpoint_every) == (3, 5)  # a RESTORED option may change
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--seed", "-1"], "--seed -1: must be >= 0"),
+        (["--torch-threads", "0"], "--torch-threads 0: must be at least 1"),
+        (["--checkpoint-every", "0"], "--checkpoint-every 0: must be at least 1 (generations)"),
+        (["--keep-checkpoints", "0"], "--keep-checkpoints 0: keep at least 1"),
+        (["--resample-probability", "1.5"], "--resample-probability 1.5: must be in [0, 1]"),
+        (["--perturb-factors", "0.8", "-1"], "--perturb-factors [0.8, -1.0]: every factor must be a positive number"),
+        (["--eval-episodes", "-1"], "--eval-episodes -1: use 0 (training episodes) or a positive count"),
+        (["--num-envs", "0"], "--num-envs 0: must be at least 1"),
+        (["--num-agents", "0"], "--num-agents 0: the population needs at least one member"),
+        (
+            ["--param-set", "esay"],
+            "--param-set 'esay' is not one of easy, easy-200, hard, hard-500; did you mean 'easy'?",
+        ),
+    ],
+)
+def test_each_option_checks_its_own_value(tmp_path, argv, message):
+    option = OPTION_BY_NAME[explicit_flags(argv).pop()]
+    args = build_parser().parse_args(argv)
+    assert option.problem(getattr(args, option.name)) == message  # the declaration alone
+    assert option_problems(args) == [message]
+    with pytest.raises(ConfigError) as caught:
+        parse_config([*argv, "--run-dir", str(tmp_path / "run")], now=NOW)
+    assert message in caught.value.problems  # (--num-envs 0 also makes the batch size impossible)
+
+
+def test_option_problems_are_collected_together(tmp_path):
+    argv = ["--seed", "-1", "--torch-threads", "0", "--keep-checkpoints", "0", "--run-dir", str(tmp_path / "run")]
+    with pytest.raises(ConfigError) as caught:
+        parse_config(argv, now=NOW)
+    assert len(caught.value.problems) == 3
+
+
+def test_defaults_pass_every_option_check():
+    assert option_problems(build_parser().parse_args([])) == []
+
+
+def test_saved_values_are_plain_and_restore_as_argparse_makes_them(tmp_path):
+    args = build_parser().parse_args(["--schedule", "s.yml", "--perturb-factors", "0.5", "2"])
+    saved = yaml.safe_load(yaml.safe_dump(saved_options(args)))
+    assert saved["schedule"] == "s.yml" and saved["perturb_factors"] == [0.5, 2.0]
+    back = build_parser().parse_args([])
+    restore_options(back, saved, given=set())
+    assert back.schedule == args.schedule and back.perturb_factors == args.perturb_factors
+    # a run recorded before --hyperparams took key:value saved one file name
+    assert OPTION_BY_NAME["hyperparams"].restored("old.yml") == ["old.yml"]
+
+
+def test_explored_names_are_the_agent_defaults_keys(tmp_path):
+    config = parse_config(["--run-dir", str(tmp_path / "run")], now=NOW)
+    assert set(config.agent.defaults) == set(EXPLORED)
