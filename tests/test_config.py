@@ -263,3 +263,106 @@ def test_evaluation_levels_are_held_out_and_checked(tmp_path):
     assert "--eval-episodes" in problem
     (problem,) = problems(["--env-id", "CartPole-v1", "--eval-num-levels", "5"], tmp_path)
     assert "CartPole-v1 has none" in problem
+
+
+def test_hyperparams_overrides_reach_the_agent(tmp_path):
+    config = parse(
+        [
+            "--hyperparams",
+            "learning_rate:5e-4",
+            "n_epochs:4",
+            "normalize_advantage:false",
+            "policy_kwargs:{net_arch: [32, 32]}",
+        ],
+        tmp_path,
+    )
+    default = parse([], tmp_path / "other")
+    assert config.agent.defaults["learning_rate"] == 5e-4 != default.agent.defaults["learning_rate"]
+    assert (config.agent.n_epochs, config.agent.normalize_advantage) == (4, False)
+    assert config.agent.policy_kwargs["net_arch"] == [32, 32]
+    assert config.hyperparams["learning_rate"] == 5e-4  # coerced: PyYAML reads 5e-4 as a string
+    assert config.conf_file is None
+
+
+def test_hyperparams_override_keys_and_values_are_checked(tmp_path):
+    (problem,) = problems(["--hyperparams", "learning_rat:1e-3"], tmp_path)
+    assert problem == "--hyperparams: unknown key 'learning_rat'; did you mean 'learning_rate'?"
+    (problem,) = problems(["--hyperparams", "n_epochs:many"], tmp_path)
+    assert problem == "--hyperparams.n_epochs must be int, got 'many' (str)"
+    (problem,) = problems(["--hyperparams", "normalize_advantage:3"], tmp_path)
+    assert "normalize_advantage must be bool, got 3" in problem
+    (problem,) = problems(["--hyperparams", "n_epochs:4", "n_steps=64"], tmp_path)
+    assert problem.startswith("--hyperparams n_steps=64: expected key:value (e.g. learning_rate:1e-3")
+    (problem,) = problems(["--hyperparams", "policy_kwargs:{net_arch: [32"], tmp_path)
+    assert "is not a YAML value" in problem
+    (problem,) = problems(["--hyperparams", "policy_kwargs:{net_arc: [32]}"], tmp_path)
+    assert "unknown key 'net_arc'; did you mean 'net_arch'?" in problem
+
+
+def test_conf_file_is_layered_like_hyperparams_file_and_named_in_messages(tmp_path):
+    path = tmp_path / "hp.yml"
+    path.write_text("CartPole-v1:\n  n_steps: 64\n  n_epochs: 3\n")
+    for flag in ("--conf-file", "--hyperparams"):
+        config = parse([flag, str(path)], tmp_path)
+        assert (config.agent.n_steps, config.agent.n_epochs) == (64, 3)
+        assert config.conf_file == path and config.hyperparams == {}
+    missing = tmp_path / "missing.yml"
+    assert f"--conf-file {missing}: cannot read the file" in problems(["--conf-file", str(missing)], tmp_path)[0]
+    other = tmp_path / "other.yml"
+    other.write_text("Pendulum-v1:\n  n_steps: 64\n")
+    (problem,) = problems(["--conf-file", str(other)], tmp_path)
+    assert problem.startswith(f"--conf-file {other}: no block applies to 'CartPole-v1'")
+
+
+def test_overrides_are_layered_over_the_conf_file(tmp_path):
+    path = tmp_path / "hp.yml"
+    path.write_text("default:\n  n_epochs: 2\nCartPole-v1:\n  n_steps: 64\n  n_epochs: 3\n  batch_size: 32\n")
+    config = parse(["--conf-file", str(path), "--hyperparams", "n_epochs:5", "n_minibatches:4"], tmp_path)
+    assert (config.agent.n_steps, config.agent.n_epochs) == (64, 5)  # file, then the overrides
+    assert config.agent.batch_size == config.agent.rollout_steps // 4  # n_minibatches replaces the file's batch_size
+    (problem,) = problems(["--conf-file", str(path), "--hyperparams", str(path)], tmp_path)
+    assert "both name a YAML file" in problem
+
+
+def test_resume_keeps_conf_file_and_overrides_and_refuses_other_ppo_settings(tmp_path):
+    import yaml
+
+    path = tmp_path / "hp.yml"
+    path.write_text("CartPole-v1:\n  n_steps: 64\n")
+    run_dir = tmp_path / "run"
+    started = parse(["--conf-file", str(path), "--hyperparams", "n_epochs:4", "learning_rate:5e-4"], tmp_path)
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(started.to_dict()))
+    resumed = parse_config(["--resume", "--run-dir", str(run_dir)])
+    assert resumed.agent == started.agent and resumed.agent.n_epochs == 4 and resumed.agent.n_steps == 64
+    assert (resumed.conf_file, resumed.hyperparams) == (path, started.hyperparams)
+    with pytest.raises(ConfigError) as caught:
+        parse_config(["--resume", "--run-dir", str(run_dir), "--hyperparams", "n_epochs:5", "learning_rate:5e-4"])
+    (problem,) = caught.value.problems
+    assert "the PPO settings differ from the run's (n_epochs: 4 -> 5)" in problem
+    again = parse_config(["--resume", "--run-dir", str(run_dir), "--hyperparams", "learning_rate:5e-4", "n_epochs:4"])
+    assert again.agent == started.agent  # the same overrides given again
+
+
+def test_param_set_step_alone(tmp_path):
+    from evo.config import apply_param_set, build_parser
+
+    args = build_parser().parse_args(["--env-id", "bigfish", "--param-set", "hard-500", "--num-levels", "7"])
+    found = []
+    assert apply_param_set(args, {"env_id", "param_set", "num_levels"}, "bigfish", found) == "hard-500"
+    assert (args.distribution_mode, args.num_levels, found) == ("hard", 7, [])
+    args = build_parser().parse_args(["--param-set", "easy"])
+    assert apply_param_set(args, {"param_set"}, None, found) is None and "not a Procgen game" in found[0]
+
+
+def test_cross_option_checks_alone():
+    from evo.config import build_parser, cross_option_checks
+
+    args = build_parser().parse_args(["--num-agents", "6", "--total-generations", "3"])
+    found = []
+    resolved = cross_option_checks(args, {"agent_training_steps": 100}, None, 4, found)
+    assert (resolved["num_agents"], resolved["total_generations"], resolved["agent_training_steps"]) == (6, 3, 100)
+    assert found == [
+        "--num-agents 6 is not a multiple of the 4 MPI ranks: every rank must hold the same number of members. "
+        "Use --num-agents 4 or 8, or run with mpiexec -n N where N divides 6."
+    ]
