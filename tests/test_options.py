@@ -133,7 +133,7 @@ def examples(tmp_path):
         "tb_writer": ["--tb-writer", "False"],
         "torch_threads": ["--torch-threads", "2"],
         "conf_file": ["--conf-file", str(conf)],
-        "hyperparams": ["--hyperparams", "n_epochs:4", "learning_rate:1e-3"],
+        "hyperparams": ["--hyperparams", "n_epochs:4", "learning_rate:5e-4"],
         "learning_rate_range": ["--learning-rate-range", "1e-4", "1e-3"],
         "gamma_range": ["--gamma-range", "0.9", "0.99"],
         "num_envs": ["--num-envs", "2"],
