@@ -1,0 +1,348 @@
+"""The architecture's boundaries, enforced: a pure core, one MPI layer, one SB3 layer, no cycles.
+
+Every check reads the modules in ``evo/`` as they are on disk, so a new module is covered the
+day it is added. The static checks parse each module with ``ast`` and see every import,
+including the ones inside functions (evo imports torch and SB3 lazily in places).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "evo"
+PURE = ("evo.core", "evo.config")
+"""The pure core: testable anywhere, with neither MPI nor torch nor SB3 installed."""
+HEAVY = ("mpi4py", "torch", "stable_baselines3")
+
+# Which modules may import each heavy dependency, and why (a prefix ending in "." is a package).
+ALLOWED = {
+    "mpi4py": {
+        "evo.mpi.": "the one layer that talks MPI (evo.mpi.exchange)",
+    },
+    "stable_baselines3": {
+        "evo.sb3.": "the one adapter around SB3's internals",
+    },
+    "torch": {
+        "evo.sb3.": "policies, the PPO adapter and the agent's weights and Adam state are torch objects",
+        "evo.rundir.checkpoint": "checkpoints are torch.save / torch.load(weights_only=True) files",
+        "evo.rundir.records": "TensorBoard files are written with torch.utils.tensorboard's SummaryWriter",
+        "evo.run": "the command sets torch's thread count and seeds torch for each member",
+    },
+}
+MAX_FUNCTION_LINES = 100
+
+
+@dataclass(frozen=True)
+class ImportLine:
+    """One import statement of an evo module, resolved to absolute module names."""
+
+    module: str
+    lineno: int
+    source: str
+    targets: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.module} (line {self.lineno}): {self.source}"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def evo_modules() -> dict[str, Path]:
+    """Every module of the evo package, by dotted name."""
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool, modules: dict[str, Path]) -> list[str]:
+    """``from X import a, b`` -> ``X.a`` where that is a module, else ``X``; relative ``X`` too."""
+    if node.level:
+        anchor = module.split(".") if is_package else module.split(".")[:-1]
+        anchor = anchor[: len(anchor) - (node.level - 1)]
+        base = ".".join(anchor + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    targets = []
+    for alias in node.names:
+        submodule = f"{base}.{alias.name}"
+        targets.append(submodule if submodule in modules else base)
+    return targets
+
+
+def imports_in(source: str, module: str, is_package: bool, modules: dict[str, Path]) -> list[ImportLine]:
+    """Every ``import`` / ``from ... import`` statement anywhere in one module's source."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            targets = _resolve(node, module, is_package, modules)
+        else:
+            continue
+        text = ast.get_source_segment(source, node) or ""
+        found.append(ImportLine(module, node.lineno, " ".join(text.split()), tuple(targets)))
+    return found
+
+
+@functools.cache
+def import_lines() -> tuple[ImportLine, ...]:
+    """Every import statement of every evo module (read once per test session)."""
+    modules = evo_modules()
+    found = []
+    for module, path in modules.items():
+        found += imports_in(path.read_text(), module, path.name == "__init__.py", modules)
+    return tuple(found)
+
+
+def importers_of(top_level: str) -> dict[str, list[ImportLine]]:
+    """The evo modules that import ``top_level`` or one of its submodules, with the lines."""
+    by_module: dict[str, list[ImportLine]] = {}
+    for line in import_lines():
+        if any(target == top_level or target.startswith(top_level + ".") for target in line.targets):
+            by_module.setdefault(line.module, []).append(line)
+    return by_module
+
+
+def in_pure_core(module: str) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in PURE)
+
+
+def is_allowed(module: str, allowed: dict[str, str]) -> bool:
+    return any(module.startswith(rule) if rule.endswith(".") else module == rule for rule in allowed)
+
+
+def test_the_scan_resolves_relative_lazy_and_package_imports():
+    source = (
+        "from . import selection\n"
+        "from .space import SearchSpace\n"
+        "from .. import config\n"
+        "from ..mpi.exchange import world\n"
+        "import evo.sb3.agent\n"
+        "def train():\n"
+        "    import torch.nn as nn\n"
+    )
+    lines = imports_in(source, "evo.core.plan", False, evo_modules())
+    assert [line.targets for line in lines] == [
+        ("evo.core.selection",),
+        ("evo.core.space",),
+        ("evo.config",),
+        ("evo.mpi.exchange",),
+        ("evo.sb3.agent",),
+        ("torch.nn",),
+    ]
+    assert str(lines[-1]) == "evo.core.plan (line 7): import torch.nn as nn"
+    in_package = imports_in("from . import plan\nfrom .plan import Exploit\n", "evo.core", True, evo_modules())
+    assert [line.targets for line in in_package] == [("evo.core.plan",), ("evo.core.plan",)]
+
+
+def test_the_scan_sees_the_real_imports():
+    lines = import_lines()
+    by_module = {}
+    for line in lines:
+        by_module.setdefault(line.module, set()).update(line.targets)
+    assert "mpi4py" in by_module["evo.mpi.exchange"] or "mpi4py.MPI" in by_module["evo.mpi.exchange"]
+    assert "evo.core.selection" in by_module["evo.core.plan"]  # from evo.core.selection import select
+    assert "torch" in by_module["evo.rundir.checkpoint"]  # `import torch` inside a function
+    assert set(evo_modules()) >= {"evo", "evo.core", "evo.core.plan", "evo.sb3.agent", "evo.run"}
+
+
+def test_heavy_dependencies_are_imported_only_in_their_layers():
+    offending = []
+    for dependency, allowed in ALLOWED.items():
+        for module, lines in sorted(importers_of(dependency).items()):
+            if not is_allowed(module, allowed):
+                offending += [f"{dependency} imported by {line}" for line in lines]
+    assert not offending, (
+        "imports outside their layer (mpi4py belongs in evo/mpi, stable_baselines3 in evo/sb3, torch in "
+        "the modules listed in ALLOWED):\n  " + "\n  ".join(offending)
+    )
+
+
+def test_every_single_module_allowance_is_still_needed():
+    """An allowance for one module that no longer imports the dependency is removed, not left to drift."""
+    stale = [
+        f"{dependency}: {rule}"
+        for dependency, allowed in ALLOWED.items()
+        for rule in allowed
+        if not rule.endswith(".") and rule not in importers_of(dependency)
+    ]
+    assert not stale, "ALLOWED names modules that no longer import the dependency: " + ", ".join(stale)
+
+
+def test_the_pure_core_has_no_heavy_import_even_lazily():
+    offending = [
+        f"{dependency} imported by {line}"
+        for dependency in HEAVY
+        for module, lines in sorted(importers_of(dependency).items())
+        if in_pure_core(module)
+        for line in lines
+    ]
+    assert not offending, "the pure core must not import mpi4py, torch or SB3:\n  " + "\n  ".join(offending)
+
+
+# --- the pure core imports and runs with mpi4py, torch and SB3 blocked ----------------------------
+
+BLOCKED_RUN = r"""
+import importlib, json, sys, traceback
+
+BLOCKED = {blocked!r}
+attempts = []
+
+
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            importer = next(
+                (f"{{frame.f_code.co_filename}}:{{frame.f_lineno}}" for frame in _frames()
+                 if "importlib" not in frame.f_code.co_filename and frame.f_code.co_filename != "<string>"),
+                "?",
+            )
+            attempts.append(f"{{name}} (from {{importer}})")
+            raise ImportError(f"{{name}} is blocked: the pure core must not need it")
+        return None
+
+
+def _frames():
+    frame = sys._getframe(1)
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
+
+
+sys.meta_path.insert(0, Blocker())
+result = {{"attempts": attempts, "errors": []}}
+for module in {modules!r}:
+    try:
+        importlib.import_module(module)
+    except Exception:
+        result["errors"].append(f"import {{module}}: {{traceback.format_exc()}}")
+try:
+    import evo
+    result["evo_file"] = evo.__file__
+    from tests.test_boundaries import exercise_pure_core
+    result["exercised"] = exercise_pure_core({run_dir!r})
+except Exception:
+    result["errors"].append(traceback.format_exc())
+result["loaded"] = sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED)
+print(json.dumps(result))
+"""
+
+
+def exercise_pure_core(run_dir: str) -> dict:
+    """Real work from the pure core: parse a config, plan a generation with selection and explore.
+
+    The one place to adapt when the population rows change type (dicts today; a ``MemberResult``
+    dataclass in evo.core is coming).
+    """
+    import numpy as np
+
+    from evo.config import parse_config
+    from evo.core.plan import plan_generation
+    from evo.core.space import sample_hparams
+
+    config = parse_config(["--env-id", "CartPole-v1", "--run-dir", run_dir, "--num-agents", "4"])
+    space = config.agent.search_space
+    rng = np.random.default_rng(0)
+    population = [{"score": float(score), "hparams": sample_hparams(space, rng)} for score in (3.0, 1.0, 4.0, 2.0)]
+    exploits = plan_generation(1, population, "truncation", space, rng, truncation_fraction=0.25)
+    return {"env_id": config.env_id, "moves": [(e.recipient, e.donor) for e in exploits]}
+
+
+def test_pure_core_imports_and_runs_with_mpi4py_torch_and_sb3_blocked(tmp_path):
+    modules = sorted(name for name in evo_modules() if in_pure_core(name))
+    assert "evo.core.plan" in modules and "evo.config" in modules
+    script = BLOCKED_RUN.format(blocked=HEAVY, modules=modules, run_dir=str(tmp_path / "run"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    completed = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert Path(result["evo_file"]).is_relative_to(ROOT), result["evo_file"]
+    assert not result["errors"], "\n".join(result["errors"])
+    assert not result["attempts"], "the pure core tried to import: " + ", ".join(result["attempts"])
+    assert not result["loaded"], result["loaded"]
+    # the worst member (1, score 1.0) copies the best (2, score 4.0): selection really ran
+    assert result["exercised"] == {"env_id": "CartPole-v1", "moves": [[1, 2]]}
+
+
+# --- no import cycles among evo's modules ------------------------------------------------------
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the evo modules it imports (any import, anywhere in the module)."""
+    modules = evo_modules()
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for line in import_lines():
+        for target in line.targets:
+            while target and target not in modules:  # `import evo.a.b.name` style: the nearest module
+                target = target.rpartition(".")[0]
+            if target.startswith("evo") and target != line.module:
+                graph[line.module].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a path ``[a, b, ..., a]``, or None (depth-first search, three colours)."""
+    state: dict[str, str] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_find_cycle_finds_a_cycle_and_only_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycles_among_evo_modules():
+    graph = import_graph()
+    assert graph["evo.core.plan"] >= {"evo.core.selection", "evo.core.explore"}, graph["evo.core.plan"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# --- short functions ----------------------------------------------------------------------------
+
+
+def long_functions(limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    offenders = []
+    for path in evo_modules().values():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > limit:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
+    return offenders
+
+
+def test_no_function_longer_than_100_lines():
+    offenders = long_functions()
+    assert not offenders, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n  " + "\n  ".join(offenders)
