@@ -1,4 +1,4 @@
-"""The option declarations (evo/config/options.py): every rule walks all options. Pure."""
+"""The option declarations (the fields of Config, evo/config/resolved.py): every rule walks all options. Pure."""
 
 import argparse
 import dataclasses
@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 import yaml
 
-from evo.config import Config, ConfigError, parse_config
+from evo.config import Config, ConfigError, declare, parse_config
+from evo.config.declare import DERIVED, FIXED, OPTION, declared
 from evo.config.options import (
-    DERIVED_FIELDS,
     OPTION_BY_NAME,
     OPTIONS,
     TAKEN_FROM_RUN,
@@ -42,14 +42,38 @@ def test_every_parser_action_is_a_declared_option():
     assert {action.dest for action in actions} == set(OPTION_BY_NAME)
 
 
-def test_every_config_field_comes_from_an_option_or_is_derived():
-    fields = {field.name for field in dataclasses.fields(Config)}
-    filled = [option.field_name for option in OPTIONS if option.field_name is not None]
-    assert len(filled) == len(set(filled)), "two options fill the same Config field"
-    assert not set(filled) & set(DERIVED_FIELDS)
-    assert set(filled) - fields == set(), "an option names a Config field that does not exist"
-    undeclared = fields - set(filled) - set(DERIVED_FIELDS)
-    assert undeclared == set(), f"Config fields neither filled by an option nor in DERIVED_FIELDS: {undeclared}"
+def test_every_config_field_is_declared_as_an_option_or_derived():
+    for field in dataclasses.fields(Config):
+        kinds = [kind for kind in (OPTION, DERIVED) if kind in field.metadata]
+        assert len(kinds) == 1, f"Config.{field.name} has {kinds or 'no'} declaration; use option() or derived()"
+        if DERIVED in field.metadata:
+            assert field.metadata[DERIVED], f"Config.{field.name}: derived() must say where it comes from"
+    options = [field.name for field in dataclasses.fields(Config) if OPTION in field.metadata]
+    assert [option.field_name for option in OPTIONS] == options, "OPTIONS is Config's option fields, in order"
+
+
+def test_a_field_declared_with_neither_or_both_is_refused():
+    """The check Config passes at import time, on throwaway dataclasses."""
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Plain:
+        seed: int = declare.option("base seed", FIXED, default=0)
+        plain: int = 0
+
+    with pytest.raises(TypeError, match=r"Plain\.plain is declared with neither option\(\) nor derived\(\)"):
+        declared(Plain)
+
+    both = dataclasses.field(metadata={OPTION: OPTIONS[0], DERIVED: "the MPI job"})
+    Both = dataclasses.make_dataclass("Both", [("twice", int, both)], frozen=True, kw_only=True)
+    with pytest.raises(TypeError, match=r"Both\.twice is declared with both option\(\) and derived\(\)"):
+        declared(Both)
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Fine:
+        seed: int = declare.option("base seed", FIXED, default=0)
+        world_size: int = declare.derived("the MPI job")
+
+    assert declared(Fine) is Fine
 
 
 def test_help_lists_every_flag_with_its_default():
@@ -166,8 +190,7 @@ def test_resume_without_the_flag_gives_back_the_run_s_value(tmp_path, option):
     resumed = parse_config(["--resume", "--run-dir", str(run_dir)], now=NOW)
     assert resumed.cli == started.cli
     assert resumed.agent == started.agent
-    if option.field_name is not None:
-        assert getattr(resumed, option.field_name) == getattr(started, option.field_name)
+    assert getattr(resumed, option.field_name) == getattr(started, option.field_name)
     assert resumed.run_id == started.run_id
 
 

@@ -4,11 +4,13 @@ Pure: no MPI, no torch, no SB3. ``parse_config(argv, strategy=..., transport=...
 world_size=...)`` returns a frozen :class:`Config` or raises :class:`ConfigError` listing
 every problem found, each with the bad value and how to fix it.
 
-- ``options.py``: every command-line option, declared once (flag, type, default, help, its
-  own check, its Config field, what ``--resume`` does with it); the parser is derived from it.
+- ``resolved.py``: Config, whose fields declare every command-line option once (flag, type,
+  default, help, its own check, what ``--resume`` does with it) and every derived value; and
+  AgentSettings. ``declare.py``: ``option()`` and ``derived()``, the two ways to declare a field.
+- ``options.py``: ``OPTIONS``, read from Config's fields, and the parser derived from them.
 - ``hyperparams.py``: the YAML layers and ``--hyperparams key:value`` overrides.
 - ``checks.py``: checks across options; ``agent.py``: the PPO settings; ``resume.py``: the
-  run's saved config and what a resume may change; ``resolved.py``: Config and AgentSettings.
+  run's saved config and what a resume may change.
 """
 
 from __future__ import annotations
@@ -224,7 +226,6 @@ def build_config(args: argparse.Namespace, **resolved: Any) -> Config:
     """The Config: every option's field from its value, then the values the steps resolved."""
     fields = {}
     for option in OPTIONS:
-        if option.field_name is not None:
-            value = getattr(args, option.name)
-            fields[option.field_name] = tuple(value) if isinstance(value, list) else value
+        value = getattr(args, option.name)
+        fields[option.field_name] = tuple(value) if isinstance(value, list) else value
     return Config(**{**fields, **resolved})

@@ -1,7 +1,7 @@
 """Checks that involve several options, or an option and the MPI job, the YAML or the disk. Pure.
 
 Each takes plain values and a ``problems`` list to append to, so that every problem is
-reported at once; an option's checks of its own value are declared with it (options.py).
+reported at once; an option's checks of its own value are declared with it (its Config field, resolved.py).
 """
 
 from __future__ import annotations

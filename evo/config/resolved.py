@@ -1,13 +1,28 @@
-"""The resolved configuration: what every other layer reads. Pure."""
+"""The resolved configuration: what every other layer reads, and the declaration of every option. Pure.
+
+:class:`Config` is CleanRL's ``Args``: each field is declared once, with its type, its default
+and its help. A field declared with ``option(...)`` is a command-line option (its flag, its check
+and what ``--resume`` does with it ride in the field's metadata, see :mod:`evo.config.declare`);
+the parser, the ``cli`` record and the resume rules are derived from these fields
+(:mod:`evo.config.options`). A field declared with ``derived(...)`` is resolved from something
+else. A field's annotation is the resolved value's type: an option without a default is given
+None by argparse and resolved by ``parse_config`` (the population from the MPI job, the budget
+from the YAML ...).
+"""
 
 from __future__ import annotations
 
+import difflib
+import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from evo.config.envnames import procgen_game
+from evo.config.declare import FIXED, OWN, RESTORED, declared, derived, must, option, ordered_range, str2bool
+from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
+from evo.config.hyperparams import PARAM_SETS
+from evo.core.explore import EXPLORERS
 from evo.core.space import ParamSpace
 
 
@@ -47,78 +62,237 @@ class AgentSettings:
         return self.n_envs * self.n_steps
 
 
-@dataclass(frozen=True)
-class Config:
-    """Everything a run needs; the same object on every rank."""
+def known_param_set(flag: str, name: str | None) -> str | None:
+    if name is None or name in PARAM_SETS:
+        return None
+    close = difflib.get_close_matches(name, list(PARAM_SETS), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{flag} {name!r} is not one of {', '.join(PARAM_SETS)}{hint}"
 
-    strategy: str
-    """Selection rule: 'wta' (winner takes all) or 'truncation'."""
-    transport: str
-    """How weights move between ranks: 'p2p' (send/recv) or 'collective' (Bcast)."""
-    env_id: str
-    """Gymnasium id, or a Procgen game by bare name ('bigfish') or 'procgen:bigfish'."""
-    world_size: int
-    """Number of MPI ranks."""
-    num_agents: int
-    """Population size; a multiple of world_size."""
-    total_generations: int
-    """Generations to train; each ends with selection and explore."""
-    agent_training_steps: int
-    """Env steps of PPO per member per generation (rounded up to whole rollouts)."""
-    truncation_fraction: float
-    """Fraction of the population replaced by truncation selection, in (0, 0.5]."""
-    perturb_factors: tuple[float, ...]
-    """Explore multiplies a hyperparameter by one of these."""
-    resample_probability: float
-    """Probability that explore resamples a hyperparameter instead of perturbing it."""
-    eval_episodes: int
-    """0: score = mean return of the last 10 training episodes; N>0: mean return of N
-    deterministic episodes on a separate evaluation env."""
-    seed: int
-    """Base seed; members, envs and selection derive theirs from it."""
-    exp_name: str
-    run_dir: Path
-    """Where the run's records, TensorBoard files and checkpoints go."""
-    tb_writer: bool
-    """Write TensorBoard event files."""
-    torch_threads: int
-    """torch intra-op threads per rank."""
-    distribution_mode: str
-    num_levels: int
-    start_level: int
-    agent: AgentSettings
-    log_level: str = "INFO"
-    command: tuple[str, ...] = field(default=())
-    checkpoint_every: int = 1
-    """Write a population checkpoint every this many generations (and on a stop signal)."""
-    keep_checkpoints: int = 2
-    """Complete checkpoints kept on disk."""
-    resume: bool = False
-    """Continue the run in run_dir from its last complete checkpoint."""
-    run_id: str = ""
-    """Identifies the run; a checkpoint from another run is refused."""
-    cli: dict[str, Any] = field(default_factory=dict)
-    """The command-line values this run was started with (a resume starts from them)."""
-    cpu_tuning: bool = True
+
+@declared
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """Everything a run needs; the same object on every rank. The options in ``--help``'s order."""
+
+    env_id: str = option(
+        "gymnasium id, or a Procgen game ('bigfish', 'procgen:coinrun')",
+        FIXED,
+        default="CartPole-v1",
+        check=lambda flag, value: unknown_env_message(value),
+    )
+    num_agents: int = option(
+        "population size (default: number of MPI ranks)",
+        FIXED,
+        type=int,
+        check=must(lambda n: n >= 1, "the population needs at least one member"),
+    )
+    """Resolved: a multiple of world_size."""
+    total_generations: int = option("generations to train (default: from the YAML)", RESTORED, type=int)
+    agent_training_steps: int = option(
+        "env steps per member per generation (default: from the YAML)", RESTORED, type=int
+    )
+    """Resolved: rounded up to whole rollouts by the trainer."""
+    strategy: str = option(
+        "'none': the control PBT must beat: the same population with the same initial hyperparameters, "
+        "trained with no exploit or explore (random search)",
+        FIXED,
+        metavar="none",
+    )
+    """Resolved: the script's selection rule, 'wta' or 'truncation', or 'none' with ``--strategy none``."""
+    explore: str = option(
+        "how recipients change their hyperparameters: 'perturb' (multiply by --perturb-factors, or resample) "
+        "or 'pb2' (PB2's GP bandit on the population's history, Parker-Holder et al. 2020)",
+        RESTORED,
+        default="perturb",
+        choices=EXPLORERS,
+    )
+    truncation_fraction: float = option(
+        "fraction replaced by truncation, in (0, 0.5]",
+        RESTORED,
+        default=0.25,
+        type=float,
+        check=must(
+            lambda f: 0 < f <= 0.5,
+            "must be in (0, 0.5] (the bottom and top groups may not overlap); the default is 0.25",
+        ),
+    )
+    perturb_factors: tuple[float, ...] = option(
+        "explore multiplies by one of these",
+        RESTORED,
+        default=[0.8, 1.2],
+        type=float,
+        nargs="+",
+        check=must(lambda fs: all(f > 0 and math.isfinite(f) for f in fs), "every factor must be a positive number"),
+    )
+    resample_probability: float = option(
+        "chance explore resamples instead of perturbing",
+        RESTORED,
+        default=0.25,
+        type=float,
+        check=must(lambda p: 0 <= p <= 1, "must be in [0, 1]"),
+    )
+    eval_episodes: int = option(
+        "0: score = mean return of the last 10 training episodes; N>0: N deterministic eval episodes",
+        FIXED,
+        default=0,
+        type=int,
+        check=must(lambda n: n >= 0, "use 0 (training episodes) or a positive count"),
+    )
+    """N>0: the mean return of N deterministic episodes on a separate evaluation env."""
+    initial_hparams: str = option(
+        "'sample': each member starts from its own draw from the search space; 'defaults': every member "
+        "starts from the YAML's values (with --num-agents 1: plain PPO with the env's tuned settings)",
+        RESTORED,
+        default="sample",
+        choices=("sample", "defaults"),
+    )
+    seed: int = option("base seed", FIXED, default=0, type=int, check=must(lambda s: s >= 0, "must be >= 0"))
+    """Members, envs and selection derive their seeds from it."""
+    exp_name: str = option("experiment name (default: <script>-<env>-<time>)", RESTORED)
+    run_dir: Path = option("run directory (default: runs/<exp-name>)", OWN, type=Path)
+    """Where the run's records, TensorBoard files and checkpoints go (a resume's: the run's)."""
+    tb_writer: bool = option(
+        "write TensorBoard event files ('--tb-writer False' to turn off)",
+        RESTORED,
+        default=True,
+        type=str2bool,
+        nargs="?",
+        const=True,
+    )
+    torch_threads: int = option(
+        "torch threads per rank",
+        RESTORED,
+        default=1,
+        type=int,
+        check=must(lambda n: n >= 1, "must be at least 1"),
+    )
+    conf_file: Path | None = option(
+        "YAML file layered over hyperparams/ppo.yml (its default, procgen and env blocks)",
+        RESTORED,
+        type=Path,
+        metavar="FILE",
+    )
+    """Resolved: the file of ``--conf-file``, or of ``--hyperparams FILE``."""
+    hyperparams: dict[str, Any] = option(
+        "PPO settings for the env as key:value (e.g. learning_rate:1e-3 n_epochs:4 "
+        "'policy_kwargs:{net_arch: [32, 32]}'), layered over every YAML file; or one FILE, as --conf-file",
+        RESTORED,
+        nargs="+",
+        metavar="KEY:VALUE",
+    )
+    """Resolved: the ``key:value`` overrides, coerced (empty without any)."""
+    learning_rate_range: tuple[float, float] | None = option(
+        "search range for learning_rate",
+        RESTORED,
+        type=float,
+        nargs=2,
+        metavar=("LOW", "HIGH"),
+        check=ordered_range,
+    )
+    """As given; the search space in ``agent`` has it."""
+    gamma_range: tuple[float, float] | None = option(
+        "search range for gamma",
+        RESTORED,
+        type=float,
+        nargs=2,
+        metavar=("LOW", "HIGH"),
+        check=ordered_range,
+    )
+    """As given; the search space in ``agent`` has it."""
+    num_envs: int | None = option(
+        "parallel envs per member (default: from the YAML)",
+        RESTORED,
+        type=int,
+        check=must(lambda n: n >= 1, "must be at least 1"),
+    )
+    """As given; ``agent.n_envs`` has the number used."""
+    param_set: str | None = option(
+        "Procgen: train-procgen-pytorch's parameter set easy, easy-200, hard or hard-500 (envs, budget, "
+        "and the distribution mode and training levels of its name unless given)",
+        RESTORED,
+        metavar="NAME",
+        check=known_param_set,
+    )
+    """As given; ``agent``, ``distribution_mode`` and ``num_levels`` have what it stands for."""
+    select_on: str = option(
+        "score that drives selection: 'train' = training episodes, 'test' = the --eval-episodes evaluation "
+        "(on Procgen held-out levels: selecting on them uses them as a validation set)",
+        RESTORED,
+        default="train",
+        choices=("train", "test"),
+    )
+    eval_start_level: int = option(
+        "Procgen: first evaluation level (default: the level after the training levels)",
+        RESTORED,
+        type=int,
+    )
+    """Resolved: 0 for other envs."""
+    eval_num_levels: int = option(
+        "Procgen: evaluation levels (default 0: full distribution)",
+        RESTORED,
+        default=0,
+        type=int,
+    )
+    distribution_mode: str = option(f"Procgen: one of {', '.join(DISTRIBUTION_MODES)}", FIXED, default="easy")
+    num_levels: int = option("Procgen: number of training levels (0 = unlimited)", FIXED, default=0, type=int)
+    start_level: int = option("Procgen: first training level", FIXED, default=0, type=int)
+    log_level: str = option(
+        "rank 0's log level",
+        OWN,
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+    )
+    cpu_tuning: bool = option(
+        "turn off evo's CPU speed-ups (glibc allocator settings, channels-last convolutions), for comparison",
+        OWN,
+        default=True,
+        action="store_false",
+        flag="--no-cpu-tuning",
+    )
     """Allocator settings and channels-last convolutions (no change to PPO's maths)."""
-    explore: str = "perturb"
-    """How recipients explore: 'perturb' (random perturbation/resampling) or 'pb2' (GP bandit)."""
-    initial_hparams: str = "sample"
-    """'sample' (each member draws from the search space) or 'defaults' (the YAML's values)."""
-    select_on: str = "train"
-    """Which score drives selection: 'train' (training episodes) or 'test' (evaluation episodes)."""
-    eval_start_level: int = 0
-    eval_num_levels: int = 0
-    """Procgen levels of the evaluation env (held out: by default the full distribution,
-    from the first level after the training levels)."""
-    schedule_file: Path | None = None
-    """A replayed hyperparameter schedule (``python -m evo.replay``) for a single agent."""
-    schedule: tuple[tuple[int, dict[str, float]], ...] = ()
-    """``(env_steps, hparams)`` entries of ``schedule_file``, sorted; empty without one."""
-    conf_file: Path | None = None
-    """The YAML file layered over the built-in one (``--conf-file``, or ``--hyperparams FILE``)."""
-    hyperparams: dict[str, Any] = field(default_factory=dict)
-    """The ``--hyperparams key:value`` overrides, coerced; layered over every YAML file."""
+    schedule_file: Path | None = option(
+        "train one agent (--num-agents 1) on a hyperparameter schedule written by python -m evo.replay",
+        RESTORED,
+        type=Path,
+        metavar="FILE",
+        name="schedule",
+    )
+    """``--schedule FILE``: a replayed hyperparameter schedule for a single agent."""
+    checkpoint_every: int = option(
+        "checkpoint the population every N generations",
+        RESTORED,
+        default=1,
+        type=int,
+        check=must(lambda n: n >= 1, "must be at least 1 (generations)"),
+    )
+    """Also on a stop signal."""
+    keep_checkpoints: int = option(
+        "complete checkpoints to keep",
+        RESTORED,
+        default=2,
+        type=int,
+        check=must(lambda n: n >= 1, "keep at least 1"),
+    )
+    resume: bool = option(
+        "continue the run in --run-dir (or runs/--exp-name) from its last complete checkpoint; "
+        "flags not given again keep the run's values, --total-generations may extend it",
+        OWN,
+        default=False,
+        action="store_true",
+    )
+
+    transport: str = derived("the entry script")
+    """How weights move between ranks: 'p2p' (send/recv) or 'collective' (Bcast)."""
+    world_size: int = derived("the MPI job")
+    agent: AgentSettings = derived("the YAML layers, --hyperparams and the flags that shape the PPO settings")
+    command: tuple[str, ...] = derived("the command line")
+    run_id: str = derived("a new id, or the resumed run's")
+    """A checkpoint from another run is refused."""
+    cli: dict[str, Any] = derived("the options' values, saved for --resume")
+    """The command-line values this run was started with (a resume starts from them)."""
+    schedule: tuple[tuple[int, dict[str, float]], ...] = derived("the entries of --schedule FILE")
+    """``(env_steps, hparams)`` entries, sorted; empty without one."""
 
     @property
     def members_per_rank(self) -> int:

@@ -1,6 +1,6 @@
 """What ``--resume`` reads from a run and what it refuses to change. Pure.
 
-The rules come from each option's resume class (options.py): the options of classes
+The rules come from each option's resume class (its Config field, resolved.py): the options of classes
 RESTORED and FIXED are saved under ``cli`` in config.yaml and taken back when not given
 again; the Config fields of the FIXED ones, and the PPO settings, may not change.
 """

@@ -1,0 +1,207 @@
+"""How a :class:`~evo.config.resolved.Config` field is declared: ``option(...)`` or ``derived(...)``. Pure.
+
+CleanRL's ``Args`` dataclass is its own declaration: each field carries its type, default and
+help. Ours does too. A field declared with :func:`option` is a command-line option: its
+metadata holds an :class:`Option` (what argparse needs, the check of its own value and what
+``--resume`` does with it), and the option takes its name from the field. A field declared with
+:func:`derived` is resolved from something else (the MPI job, the YAML, the other options);
+its metadata says from what. :func:`declared` refuses a field that is neither, so a value cannot
+reach the resolved config without a declaration; :func:`options_of` lists the options in
+declaration order, from which ``evo.config.options`` derives the parser and the resume rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+
+class Resume(enum.Enum):
+    """What ``--resume`` does with an option."""
+
+    RESTORED = "taken from the run unless given again; may change on resume"
+    FIXED = "taken from the run; refused if given with another value"
+    OWN = "this invocation's own; never taken from the run"
+
+
+Check = Callable[[str, Any], "str | None"]
+"""``check(flag, value)``: the problem with an option's value, or None."""
+
+OPTION, DERIVED = "option", "derived"
+"""The metadata keys of the two kinds of field."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option: argparse's arguments, its check, its Config field, its resume class."""
+
+    name: str
+    """argparse's dest, and the key under ``cli`` in config.yaml ('' in a declaration: the field's name)."""
+    help: str
+    resume: Resume
+    default: Any = None
+    """argparse's default: the value when the flag is not given (None: resolved from elsewhere)."""
+    type: Callable[[str], Any] | None = None
+    nargs: int | str | None = None
+    choices: Sequence[str] | None = None
+    metavar: str | tuple[str, ...] | None = None
+    action: str | None = None
+    const: Any = None
+    flag: str = ""
+    """The flag; '' for ``--`` + the name with dashes."""
+    field: str = ""
+    """The Config field it fills; '' for the same name."""
+    check: Check | None = None
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def field_name(self) -> str:
+        return self.field or self.name
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        settings = {
+            "type": self.type,
+            "nargs": self.nargs,
+            "choices": self.choices,
+            "metavar": self.metavar,
+            "action": self.action,
+            "const": self.const,
+        }
+        given = {key: value for key, value in settings.items() if value is not None}
+        parser.add_argument(self.flag_name, dest=self.name, default=self.default, help=self.help, **given)
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with ``value`` for this option alone, or None."""
+        return self.check(self.flag_name, value) if self.check is not None else None
+
+    def saved(self, value: Any) -> Any:
+        """``value`` as plain YAML data for the run's ``cli`` record."""
+        if isinstance(value, Path):
+            return str(value)
+        return list(value) if isinstance(value, tuple) else value
+
+    def restored(self, value: Any) -> Any:
+        """A value read back from the run's ``cli`` record, as argparse would have made it."""
+        if value is None:
+            return None
+        if self.type is Path:
+            return Path(value)
+        if self.nargs in ("+", "*") and isinstance(value, str):
+            return [value]  # runs from before --hyperparams took several values
+        return value
+
+
+def option(
+    help: str,
+    resume: Resume,
+    *,
+    default: Any = dataclasses.MISSING,
+    type: Callable[[str], Any] | None = None,
+    nargs: int | str | None = None,
+    choices: Sequence[str] | None = None,
+    metavar: str | tuple[str, ...] | None = None,
+    action: str | None = None,
+    const: Any = None,
+    flag: str = "",
+    name: str = "",
+    check: Check | None = None,
+) -> Any:
+    """A Config field that is a command-line option.
+
+    ``default`` is the value when the flag is not given, for argparse and for the dataclass (a
+    list becomes the tuple Config holds). Without one, argparse gives None and the field has no
+    default: ``parse_config`` resolves it (the population from the MPI job, the budget from the
+    YAML ...). ``name`` is the option's own name (its dest and ``cli`` key) when it is not the
+    field's. ``type`` stays explicit rather than read from the annotation: the annotation is the
+    resolved value's type, while argparse needs the converter of one token (``str2bool`` for a
+    bool, ``float`` for each item of a ``tuple[float, ...]``, nothing for ``--hyperparams
+    KEY:VALUE`` that resolves to a dict).
+    """
+    declaration = Option(
+        name=name,
+        help=help,
+        resume=resume,
+        default=None if default is dataclasses.MISSING else default,
+        type=type,
+        nargs=nargs,
+        choices=choices,
+        metavar=metavar,
+        action=action,
+        const=const,
+        flag=flag,
+        check=check,
+    )
+    field_default = tuple(default) if isinstance(default, list) else default
+    return dataclasses.field(default=field_default, metadata={OPTION: declaration})
+
+
+def derived(source: str) -> Any:
+    """A Config field that no option fills; ``source`` says where its value comes from."""
+    return dataclasses.field(metadata={DERIVED: source})
+
+
+T = TypeVar("T")
+
+
+def declared(cls: type[T]) -> type[T]:
+    """Refuse a dataclass with a field declared with neither (or both) of :func:`option` and :func:`derived`.
+
+    Applied to Config at import time, so a plain field fails as soon as evo.config is imported.
+    """
+    for item in dataclasses.fields(cls):
+        kinds = [kind for kind in (OPTION, DERIVED) if kind in item.metadata]
+        if len(kinds) != 1:
+            how = "both option() and derived()" if kinds else "neither option() nor derived()"
+            raise TypeError(
+                f"{cls.__name__}.{item.name} is declared with {how}: declare a command-line option with "
+                "option(help, resume class, ...), or a value resolved from elsewhere with derived('where from')"
+            )
+    return cls
+
+
+def options_of(cls: type) -> tuple[Option, ...]:
+    """The options declared by ``cls``'s fields, in declaration order, each named after its field."""
+    found = []
+    for item in dataclasses.fields(cls):
+        declaration = item.metadata.get(OPTION)
+        if declaration is not None:
+            found.append(dataclasses.replace(declaration, name=declaration.name or item.name, field=item.name))
+    return tuple(found)
+
+
+def must(holds: Callable[[Any], bool], tail: str) -> Check:
+    """A check that reports ``FLAG VALUE: tail`` when ``holds(value)`` is false (None is not checked)."""
+
+    def check(flag: str, value: Any) -> str | None:
+        return None if value is None or holds(value) else f"{flag} {value}: {tail}"
+
+    return check
+
+
+def ordered_range(flag: str, bounds: Sequence[float] | None) -> str | None:
+    """``--learning-rate-range LOW HIGH`` and the like: LOW < HIGH."""
+    if bounds is None or bounds[0] < bounds[1]:
+        return None
+    kind = "reversed" if bounds[0] > bounds[1] else "empty"
+    return f"{flag} {bounds[0]:g} {bounds[1]:g}: the range is {kind}; give LOW < HIGH"
+
+
+def str2bool(text: str) -> bool:
+    """'True'/'False' as EVO users type them (argparse's type=bool would make 'False' true)."""
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "y", "on"):
+        return True
+    if lowered in ("0", "false", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected True or False, got {text!r}")
+
+
+RESTORED, FIXED, OWN = Resume.RESTORED, Resume.FIXED, Resume.OWN
