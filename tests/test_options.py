@@ -3,6 +3,8 @@
 import argparse
 import dataclasses
 import datetime as dt
+import typing
+from pathlib import Path
 
 import pytest
 import yaml
@@ -74,6 +76,31 @@ def test_a_field_declared_with_neither_or_both_is_refused():
         world_size: int = declare.derived("the MPI job")
 
     assert declared(Fine) is Fine
+
+
+def test_each_option_s_parser_type_is_its_field_s_type():
+    """``type=`` stays explicit (the parser's converter of one token); it must agree with the
+    annotation, the resolved value's type: int for ``int | None``, float for ``tuple[float, ...]``."""
+    hints = typing.get_type_hints(Config)
+    for option in OPTIONS:
+        if option.type in (int, float, Path):
+            annotation = hints[option.field_name]
+            found = {annotation, *typing.get_args(annotation)}
+            found |= {item for kind in list(found) for item in typing.get_args(kind)}
+            assert option.type in found, f"{option.flag_name}: type={option.type.__name__}, field is {annotation}"
+        elif option.type is not None:  # str2bool
+            assert hints[option.field_name] is bool, option.flag_name
+
+
+def test_an_option_s_field_default_is_its_default_as_config_holds_it():
+    for field in dataclasses.fields(Config):
+        if OPTION in field.metadata:
+            declaration = field.metadata[OPTION]
+            if field.default is dataclasses.MISSING:
+                assert declaration.default is None, field.name
+            else:
+                expected = tuple(declaration.default) if isinstance(declaration.default, list) else declaration.default
+                assert field.default == expected, field.name
 
 
 def test_help_lists_every_flag_with_its_default():
