@@ -95,9 +95,10 @@ def test_select_rejects_unknown_strategy():
 
 def test_strategy_none_copies_nobody_and_plans_nothing():
     from evo.core.plan import plan_generation
+    from evo.core.result import MemberResult
     from evo.core.space import ParamSpace
 
     assert select("none", [3.0, 1.0, 2.0, float("nan")], 0.25, np.random.default_rng(0)) == {}
-    population = [{"score": s, "hparams": {"lr": 0.1}} for s in (1.0, 5.0)]
+    population = [MemberResult(member, 0, 0, s, hparams={"lr": 0.1}) for member, s in enumerate((1.0, 5.0))]
     plan = plan_generation(1, population, "none", {"lr": ParamSpace(0.01, 1.0, "log")}, np.random.default_rng(0))
     assert plan == []
