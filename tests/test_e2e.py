@@ -66,6 +66,7 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
     assert config["num_agents"] == agents and config["world_size"] == ranks
     assert config["agent"]["n_steps"] == 64  # the --hyperparams file reached the config
     assert script in (run_dir / "command.txt").read_text()
+    assert "\x00" not in (run_dir / "versions.json").read_text()  # the MPI library string ends in a NUL
     versions = json.loads((run_dir / "versions.json").read_text())
     assert versions["torch"].startswith("2.13.0") and "Open MPI" in versions["mpi"]
 
