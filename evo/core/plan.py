@@ -106,19 +106,16 @@ def plan_generation(
         explored = [explore(h, space, rng, perturb_factors, resample_probability) for h in starts]
     else:
         explored = [(dict(h), []) for h in starts]
-    exploits = []
-    for recipient, (new, changes) in zip(recipients, explored, strict=True):
-        donor = donors[recipient]
-        exploits.append(
-            Exploit(
-                generation=generation,
-                recipient=recipient,
-                donor=donor,
-                recipient_score=float(results[recipient].score),
-                donor_score=float(results[donor].score),
-                old_hparams=dict(results[recipient].hparams),
-                new_hparams=new,
-                changes=tuple(str(c) for c in changes),
-            )
+    return [
+        Exploit(
+            generation=generation,
+            recipient=recipient,
+            donor=donors[recipient],
+            recipient_score=float(results[recipient].score),
+            donor_score=float(results[donors[recipient]].score),
+            old_hparams=dict(results[recipient].hparams),
+            new_hparams=new,
+            changes=tuple(str(c) for c in changes),
         )
-    return exploits
+        for recipient, (new, changes) in zip(recipients, explored, strict=True)
+    ]
