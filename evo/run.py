@@ -28,7 +28,7 @@ from evo.core.result import MemberResult, Scores
 from evo.core.selection import NO_PBT
 from evo.core.space import sample_hparams
 from evo.logs import install_logging
-from evo.loop import Hooks, LoopOutcome, LoopSettings, StepTimes, run_generations
+from evo.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, StepTimes, run_generations
 from evo.mpi import exchange
 from evo.rundir.checkpoint import (
     Checkpoint,
@@ -74,7 +74,9 @@ def initial_hparams(config: Config, member: int) -> dict[str, float]:
     return sample_hparams(config.agent.search_space, rng)
 
 
-def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str) -> tuple[Config, object]:
+def startup(
+    comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str
+) -> tuple[Config, Checkpoint | None]:
     """Rank 0 parses and validates (and, for --resume, finds the checkpoint); every rank gets
     the config and the checkpoint, or exits with status 2 if the input was refused."""
     outcome: tuple[str, object] = ("error", None)
@@ -95,7 +97,7 @@ def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, pro
     return outcome[1]
 
 
-def find_checkpoint(config: Config):
+def find_checkpoint(config: Config) -> Checkpoint:
     """The checkpoint a --resume continues from (ConfigError if there is none)."""
     checkpoint, skipped = latest(config.run_dir, config.run_id)
     for reason in skipped:
@@ -141,7 +143,9 @@ def save_checkpoint(comm, config: Config, generation: int, payloads: dict[int, b
     comm.Barrier()
 
 
-def snapshot(config: Config, members: Mapping[int, Member], generation: int, run_state: dict | None) -> tuple:
+def snapshot(
+    config: Config, members: Mapping[int, Member], generation: int, run_state: dict | None
+) -> tuple[int, dict[int, bytes], dict | None]:
     """The members as they are at the end of ``generation``, ready for :func:`save_checkpoint`."""
     rng = rng_state()
     payloads = {m: dump_payload(member.state_payload(config.run_id, generation, rng)) for m, member in members.items()}
@@ -190,7 +194,9 @@ def prepare_process(config: Config) -> None:
         tune_allocator()
 
 
-def open_records(comm, config: Config, command: Sequence[str] | None, checkpoint: Checkpoint | None):
+def open_records(
+    comm, config: Config, command: Sequence[str] | None, checkpoint: Checkpoint | None
+) -> RunRecords | None:
     """Rank 0 creates the run directory, or continues its records from the checkpoint; the
     other ranks wait for it (they write into it) and get None."""
     records = None
@@ -266,7 +272,9 @@ def log_start(config: Config, start: int, checkpoint: Checkpoint | None) -> None
         )
 
 
-def ppo_hooks(comm, config: Config, members: Mapping[int, Member], records: RunRecords | None, pb2: PB2 | None):
+def ppo_hooks(
+    comm, config: Config, members: Mapping[int, Member], records: RunRecords | None, pb2: PB2 | None
+) -> Hooks:
     """The PPO run's steps of the generation loop: train, score, plan, records, checkpoints."""
 
     def train(member: Member, should_stop) -> None:
@@ -301,7 +309,12 @@ def ppo_hooks(comm, config: Config, members: Mapping[int, Member], records: RunR
 
 
 def write_records(
-    comm, config: Config, members: Mapping[int, Member], records: RunRecords | None, pb2: PB2 | None, report
+    comm,
+    config: Config,
+    members: Mapping[int, Member],
+    records: RunRecords | None,
+    pb2: PB2 | None,
+    report: GenerationReport,
 ) -> dict | None:
     """Every rank: its members' TensorBoard rows, and its timing to rank 0 (collective).
     Rank 0: population.csv, lineage.jsonl, generations.csv, the log line; returns the run
@@ -346,7 +359,14 @@ def log_member(member: Member, result: MemberResult, donors: Mapping[int, int]) 
     member.model.logger.dump(result.env_steps)
 
 
-def finish(comm, config: Config, members: Mapping[int, Member], records, outcome: LoopOutcome, stop_request) -> None:
+def finish(
+    comm,
+    config: Config,
+    members: Mapping[int, Member],
+    records: RunRecords | None,
+    outcome: LoopOutcome,
+    stop_request: StopRequest,
+) -> None:
     """The last log lines, TensorBoard's HPARAMS tab after a complete run, and closing."""
     if outcome.stopped:
         log_stop(comm.Get_rank(), config, outcome.completed, stop_request)
