@@ -1,4 +1,5 @@
-"""The PBT run: start-up on every rank, the generation loop, and the entry points.
+"""The PBT run of PPO agents: start-up on every rank, the members, the hooks it plugs into
+the generation loop (``evo.loop``), and the entry points.
 
 ``main(strategy, transport)`` is what the three root scripts call. Start-up: rank 0
 parses and validates the command line and broadcasts the config (or the fact that it
@@ -14,14 +15,47 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from evo.config import Config, ConfigError, parse_config
+from evo.core.pb2 import PB2
+from evo.core.plan import Exploit, generation_rng, plan_generation
+from evo.core.result import MemberResult, Scores
 from evo.core.selection import NO_PBT
 from evo.core.space import sample_hparams
+from evo.logs import install_logging
+from evo.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, StepTimes, run_generations
+from evo.mpi import exchange
+from evo.rundir.checkpoint import (
+    Checkpoint,
+    atomic_write,
+    checkpoints_dir,
+    dump_payload,
+    generation_dir,
+    latest,
+    load_payload,
+    member_filename,
+    prune,
+    sha256,
+    write_manifest,
+)
+from evo.rundir.records import RankTiming, RunRecords, tb_dir
+from evo.sb3.agent import (
+    Member,
+    build_member,
+    log_final_hparams,
+    member_logger,
+    member_seed,
+    rng_state,
+    set_rng_state,
+    training_callbacks,
+)
+from evo.sb3.cputune import tune_allocator
+from evo.stopping import EXIT_STOPPED, StopRequest
 
 logger = logging.getLogger("evo")
 
@@ -40,7 +74,9 @@ def initial_hparams(config: Config, member: int) -> dict[str, float]:
     return sample_hparams(config.agent.search_space, rng)
 
 
-def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str) -> tuple[Config, object]:
+def startup(
+    comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str
+) -> tuple[Config, Checkpoint | None]:
     """Rank 0 parses and validates (and, for --resume, finds the checkpoint); every rank gets
     the config and the checkpoint, or exits with status 2 if the input was refused."""
     outcome: tuple[str, object] = ("error", None)
@@ -61,10 +97,8 @@ def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, pro
     return outcome[1]
 
 
-def find_checkpoint(config: Config):
+def find_checkpoint(config: Config) -> Checkpoint:
     """The checkpoint a --resume continues from (ConfigError if there is none)."""
-    from evo.rundir.checkpoint import checkpoints_dir, latest
-
     checkpoint, skipped = latest(config.run_dir, config.run_id)
     for reason in skipped:
         logger.warning("skipping checkpoint: %s", reason)
@@ -82,9 +116,6 @@ def find_checkpoint(config: Config):
 def save_checkpoint(comm, config: Config, generation: int, payloads: dict[int, bytes], run_state: dict | None) -> None:
     """Collective: every rank writes its members' files, then rank 0 writes the manifest
     (last) and prunes old checkpoints. ``run_state`` (rank 0 only) goes into the manifest."""
-    from evo.mpi import exchange
-    from evo.rundir.checkpoint import atomic_write, generation_dir, member_filename, prune, sha256, write_manifest
-
     directory = generation_dir(config.run_dir, generation)
     if comm.Get_rank() == 0:
         directory.mkdir(parents=True, exist_ok=True)
@@ -112,40 +143,22 @@ def save_checkpoint(comm, config: Config, generation: int, payloads: dict[int, b
     comm.Barrier()
 
 
-def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=None) -> int:
+def snapshot(
+    config: Config, members: Mapping[int, Member], generation: int, run_state: dict | None
+) -> tuple[int, dict[int, bytes], dict | None]:
+    """The members as they are at the end of ``generation``, ready for :func:`save_checkpoint`."""
+    rng = rng_state()
+    payloads = {m: dump_payload(member.state_payload(config.run_id, generation, rng)) for m, member in members.items()}
+    return generation, payloads, run_state
+
+
+def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: Checkpoint | None = None) -> int:
     """Train the population up to ``config.total_generations``, from scratch or from
     ``checkpoint``. Returns the exit status: 0, or EXIT_STOPPED after a stop signal (a
     checkpoint of the last generation boundary is then on disk)."""
-    import torch
-
-    from evo.core.pb2 import PB2
-    from evo.core.plan import generation_rng, plan_generation
-    from evo.mpi import exchange
-    from evo.rundir.checkpoint import dump_payload, load_payload
-    from evo.rundir.records import RunRecords, tb_dir
-    from evo.sb3.agent import (
-        build_member,
-        log_final_hparams,
-        member_logger,
-        member_seed,
-        rng_state,
-        set_rng_state,
-        training_callbacks,
-    )
-    from evo.stopping import EXIT_STOPPED, StopRequest
-
-    rank = comm.Get_rank()
-    torch.set_num_threads(config.torch_threads)
-    if config.cpu_tuning:
-        from evo.sb3.cputune import tune_allocator
-
-        tune_allocator()
-    stop_request = StopRequest().install()
-    stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
     start = checkpoint.generation if checkpoint is not None else 0
-    manifest = checkpoint.manifest if checkpoint is not None else {}
     if start >= config.total_generations:
-        if rank == 0:
+        if comm.Get_rank() == 0:
             logger.info(
                 "the run already has %d of %d generations; pass --total-generations N > %d to extend it",
                 start,
@@ -153,19 +166,58 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
                 start,
             )
         return 0
+    prepare_process(config)
+    stop_request = StopRequest().install()
+    records = open_records(comm, config, command, checkpoint)
+    members = build_members(config, comm.Get_rank(), checkpoint)
+    if comm.Get_rank() == 0:
+        log_start(config, start, checkpoint)
+    if checkpoint is None:  # the initial population, so that a stop in generation 1 can resume
+        save_checkpoint(comm, config, *snapshot(config, members, 0, {"lineage": [], "population_step": 0}))
+    manifest = checkpoint.manifest if checkpoint is not None else {}
+    # PB2's history of the population, on rank 0 where the plan is decided; in every checkpoint
+    pb2 = PB2.from_state(config.agent.search_space, manifest.get("pb2")) if config.explore == "pb2" else None
+    hooks = ppo_hooks(comm, config, members, records, pb2)
+    settings = LoopSettings(start, config.total_generations, config.transport, config.checkpoint_every)
+    scratch = np.empty_like(next(iter(members.values())).buffer) if config.transport == "collective" else None
+    stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
+    outcome = run_generations(comm, members, config.owner, hooks, settings, stopper, scratch)
+    finish(comm, config, members, records, outcome, stop_request)
+    stop_request.uninstall()
+    return EXIT_STOPPED if outcome.stopped else 0
 
+
+def prepare_process(config: Config) -> None:
+    """Torch threads per rank, and evo's CPU tuning unless turned off."""
+    torch.set_num_threads(config.torch_threads)
+    if config.cpu_tuning:
+        tune_allocator()
+
+
+def open_records(
+    comm, config: Config, command: Sequence[str] | None, checkpoint: Checkpoint | None
+) -> RunRecords | None:
+    """Rank 0 creates the run directory, or continues its records from the checkpoint; the
+    other ranks wait for it (they write into it) and get None."""
     records = None
-    if rank == 0:
+    if comm.Get_rank() == 0:
+        manifest = checkpoint.manifest if checkpoint is not None else {}
         records = RunRecords(
             config,
             list(command) if command is not None else None,
-            resume_generation=start if checkpoint is not None else None,
+            resume_generation=checkpoint.generation if checkpoint is not None else None,
             lineage=manifest.get("lineage"),
             population_step=manifest.get("population_step"),
         )
-    comm.Barrier()  # the run directory exists before any rank writes into it
+    comm.Barrier()
+    return records
 
-    members = []
+
+def build_members(config: Config, rank: int, checkpoint: Checkpoint | None) -> dict[int, Member]:
+    """This rank's members by id, new or restored from ``checkpoint`` (each restored before
+    the next is built, as the RNG states are part of the restore)."""
+    start = checkpoint.generation if checkpoint is not None else 0
+    members = {}
     for member_id in config.members_of(rank):
         # a resumed member gets fresh envs, seeded by the generation it resumes at
         env_seed = member_seed(config.seed, member_id, stream=2 + start) if start else None
@@ -173,187 +225,194 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint=N
             config, member_id, initial_hparams(config, member_id), tb_dir(config, member_id), env_seed
         )
         if checkpoint is not None:
-            payload = load_payload(checkpoint.member_path(member_id))
-            if payload["run_id"] != config.run_id or payload["generation"] != start:
-                raise RuntimeError(f"{checkpoint.member_path(member_id)} does not belong to this checkpoint")
-            member.restore(payload)
-            member.model.set_logger(member_logger(tb_dir(config, member_id), purge_step=member.env_steps + 1))
-            if manifest["world_size"] == config.world_size:
-                set_rng_state(payload["rng"])
-            else:
-                torch.manual_seed(member_seed(config.seed, rank, stream=1000 + start))
-        members.append(member)
-    by_id = {member.member_id: member for member in members}
-    scratch = np.empty_like(members[0].buffer) if config.transport == "collective" else None
-    if rank == 0:
+            restore_member(config, rank, member, checkpoint)
+        members[member_id] = member
+    return members
+
+
+def restore_member(config: Config, rank: int, member: Member, checkpoint: Checkpoint) -> None:
+    """Load ``member`` from its file in ``checkpoint``; its TensorBoard continues after the
+    checkpoint's step. The RNG states come back too, unless the run moved to another number
+    of ranks (a rank's states then mix several old ranks': reseed instead)."""
+    path = checkpoint.member_path(member.member_id)
+    payload = load_payload(path)
+    if payload["run_id"] != config.run_id or payload["generation"] != checkpoint.generation:
+        raise RuntimeError(f"{path} does not belong to this checkpoint")
+    member.restore(payload)
+    member.model.set_logger(member_logger(tb_dir(config, member.member_id), purge_step=member.env_steps + 1))
+    if checkpoint.manifest["world_size"] == config.world_size:
+        set_rng_state(payload["rng"])
+    else:
+        torch.manual_seed(member_seed(config.seed, rank, stream=1000 + checkpoint.generation))
+
+
+def log_start(config: Config, start: int, checkpoint: Checkpoint | None) -> None:
+    logger.info(
+        "%s: %d members on %d ranks, %s selection, %s exchange, generations %d..%d x %d env steps; run dir %s",
+        config.env_id,
+        config.num_agents,
+        config.world_size,
+        f"{config.strategy} ({config.explore} explore)"
+        if config.strategy != NO_PBT
+        else "no (control: --strategy none)",
+        config.transport,
+        start + 1,
+        config.total_generations,
+        config.agent_training_steps,
+        config.run_dir,
+    )
+    if checkpoint is not None:
+        logger.info("resumed from %s (generation %d)", checkpoint.directory, start)
+    if config.schedule:
         logger.info(
-            "%s: %d members on %d ranks, %s selection, %s exchange, generations %d..%d x %d env steps; run dir %s",
-            config.env_id,
-            config.num_agents,
-            config.world_size,
-            f"{config.strategy} ({config.explore} explore)"
-            if config.strategy != NO_PBT
-            else "no (control: --strategy none)",
-            config.transport,
-            start + 1,
-            config.total_generations,
-            config.agent_training_steps,
-            config.run_dir,
+            "following the schedule in %s: %d segment(s), changes at env steps %s",
+            config.schedule_file,
+            len(config.schedule),
+            ", ".join(str(steps) for steps, _ in config.schedule[1:]) or "none",
         )
-        if checkpoint is not None:
-            logger.info("resumed from %s (generation %d)", checkpoint.directory, start)
-        if config.schedule:
-            logger.info(
-                "following the schedule in %s: %d segment(s), changes at env steps %s",
-                config.schedule_file,
-                len(config.schedule),
-                ", ".join(str(steps) for steps, _ in config.schedule[1:]) or "none",
-            )
 
-    if checkpoint is None:  # the initial population, so that a stop in generation 1 can resume
-        rng = rng_state()
-        initial = {m.member_id: dump_payload(m.state_payload(config.run_id, 0, rng)) for m in members}
-        save_checkpoint(comm, config, 0, initial, {"lineage": [], "population_step": 0} if rank == 0 else None)
 
-    # PB2's history of the population, on rank 0 where the plan is decided; in every checkpoint
-    pb2 = PB2.from_state(config.agent.search_space, manifest.get("pb2")) if config.explore == "pb2" else None
-    callback_poll = stopper.poll
-    pending = None  # (generation, payloads, run_state) of the last boundary not yet on disk
-    stopped = False
-    completed = start
-    population = None
-    for generation in range(start + 1, config.total_generations + 1):
-        started = time.perf_counter()
-        steps_before = sum(member.env_steps for member in members)
-        for member in members:
-            if callback_poll():
-                break
-            member.train(
-                config.agent_training_steps, callback=training_callbacks(member, callback_poll, config.schedule)
-            )
-        trained_at = time.perf_counter()
-        if stopper.agree():
-            stopped = True
-            break
-        agreed_at = time.perf_counter()
-        evaluations = {}
-        for member in members:
-            evaluations[member.member_id] = member.evaluate()
-            member.scores.append(evaluations[member.member_id]["score"])
-        scored_at = time.perf_counter()
-        local = [
-            {
-                "member": member.member_id,
-                "rank": rank,
-                **evaluations[member.member_id],
-                "env_steps": member.env_steps,
-                "hparams": dict(member.hparams),
-            }
-            for member in members
-        ]
-        trained = sum(member.env_steps for member in members) - steps_before
+def ppo_hooks(
+    comm, config: Config, members: Mapping[int, Member], records: RunRecords | None, pb2: PB2 | None
+) -> Hooks:
+    """The PPO run's steps of the generation loop: train, score, plan, records, checkpoints."""
 
-        def decide(population, generation=generation):
-            return plan_generation(
-                generation,
-                population,
-                config.strategy,
-                config.agent.search_space,
-                generation_rng(config.seed, generation),
-                config.truncation_fraction,
-                config.perturb_factors,
-                config.resample_probability,
-                pb2=pb2,
-            )
+    def train(member: Member, should_stop) -> None:
+        member.train(config.agent_training_steps, callback=training_callbacks(member, should_stop, config.schedule))
 
-        outcome = exchange.exploit_and_explore(comm, local, by_id, decide, config.transport, config.owner, scratch)
-        population, exploits, donors = outcome.population, outcome.exploits, outcome.donors
-        exchanged_at = time.perf_counter()
+    def score(member: Member) -> Scores:
+        scores = member.evaluate()
+        member.scores.append(scores.score)
+        return scores
 
-        for row in local:
-            member = by_id[row["member"]]
-            member.model.logger.record("pbt/score", row["score"])
-            for key in ("score_train", "score_test"):
-                if row[key] == row[key]:  # not NaN
-                    member.model.logger.record(f"pbt/{key}", row[key])
-            member.model.logger.record("pbt/exploited", int(row["member"] in donors))
-            for name, value in row["hparams"].items():
-                member.model.logger.record(f"hparams/{name}", value)
-            member.model.logger.dump(row["env_steps"])
-
-        timing = exchange.gather_to_root(
-            comm,
-            [
-                {
-                    "trained": trained,
-                    "train_s": trained_at - started,
-                    "score_s": scored_at - agreed_at,
-                    "wait_s": (agreed_at - trained_at) + (outcome.gathered_at - scored_at),
-                    "exchange_s": exchanged_at - outcome.gathered_at,
-                }
-            ],
+    def plan(generation: int, population: list[MemberResult]) -> list[Exploit]:
+        return plan_generation(
+            generation,
+            population,
+            config.strategy,
+            config.agent.search_space,
+            generation_rng(config.seed, generation),
+            config.truncation_fraction,
+            config.perturb_factors,
+            config.resample_probability,
+            pb2=pb2,
         )
-        run_state = None
-        if rank == 0:
-            elapsed = time.perf_counter() - started
-            total_trained = sum(t["trained"] for t in timing)
-            records.write_generation(generation, population, exploits)
-            records.write_timing(generation, elapsed, total_trained, timing)
-            run_state = {"lineage": list(records.lineage), "population_step": records.population_step}
-            if pb2 is not None:
-                run_state["pb2"] = pb2.state()
-            log_generation(config, generation, population, exploits, elapsed, total_trained)
 
-        rng = rng_state()
-        payloads = {m.member_id: dump_payload(m.state_payload(config.run_id, generation, rng)) for m in members}
-        if generation % config.checkpoint_every == 0 or generation == config.total_generations:
-            save_checkpoint(comm, config, generation, payloads, run_state)
-            pending = None
-        else:
-            pending = (generation, payloads, run_state)
-        completed = generation
+    return Hooks(
+        train=train,
+        score=score,
+        plan=plan,
+        records=lambda report: write_records(comm, config, members, records, pb2, report),
+        snapshot=lambda generation, run_state: snapshot(config, members, generation, run_state),
+        save=lambda saved: save_checkpoint(comm, config, *saved),
+    )
 
-    if stopped:
-        if pending is not None:
-            save_checkpoint(comm, config, *pending)
-        if rank == 0:
-            logger.warning(
-                "stopped by %s: checkpoint of generation %d is in %s; the partial generation %d is redone on "
-                "--resume. Exit status %d.",
-                stop_request.signal_name or "a signal on another rank",
-                completed,
-                config.run_dir,
-                completed + 1,
-                EXIT_STOPPED,
-            )
-        elif stop_request.requested:
-            logger.warning("stopped by %s", stop_request.signal_name)
 
-    if not stopped and completed == config.total_generations and completed > start:
-        log_final_hparams(members, local)
-    for member in members:
+def write_records(
+    comm,
+    config: Config,
+    members: Mapping[int, Member],
+    records: RunRecords | None,
+    pb2: PB2 | None,
+    report: GenerationReport,
+) -> dict | None:
+    """Every rank: its members' TensorBoard rows, and its timing to rank 0 (collective).
+    Rank 0: population.csv, lineage.jsonl, generations.csv, the log line; returns the run
+    state for the checkpoint (None on other ranks)."""
+    for result in report.results:
+        log_member(members[result.member], result, report.donors)
+    timing = exchange.gather_to_root(comm, [rank_timing(report.times)])
+    if records is None:
+        return None
+    elapsed = time.perf_counter() - report.times.started
+    trained = sum(t.trained for t in timing)
+    records.write_generation(report.generation, report.population, report.exploits)
+    records.write_timing(report.generation, elapsed, trained, timing)
+    run_state = {"lineage": list(records.lineage), "population_step": records.population_step}
+    if pb2 is not None:
+        run_state["pb2"] = pb2.state()
+    log_generation(config, report.generation, report.population, report.exploits, elapsed, trained)
+    return run_state
+
+
+def rank_timing(times: StepTimes) -> RankTiming:
+    """Seconds this rank spent in each part of the generation."""
+    return RankTiming(
+        trained=times.env_steps,
+        train_s=times.trained - times.started,
+        score_s=times.scored - times.agreed,
+        wait_s=(times.agreed - times.trained) + (times.gathered - times.scored),
+        exchange_s=times.exchanged - times.gathered,
+    )
+
+
+def log_member(member: Member, result: MemberResult, donors: Mapping[int, int]) -> None:
+    """The member's TensorBoard row of the generation: scores, exploited, hyperparameters."""
+    member.model.logger.record("pbt/score", result.score)
+    for key in ("score_train", "score_test"):
+        value = getattr(result, key)
+        if value == value:  # not NaN
+            member.model.logger.record(f"pbt/{key}", value)
+    member.model.logger.record("pbt/exploited", int(result.member in donors))
+    for name, value in result.hparams.items():
+        member.model.logger.record(f"hparams/{name}", value)
+    member.model.logger.dump(result.env_steps)
+
+
+def finish(
+    comm,
+    config: Config,
+    members: Mapping[int, Member],
+    records: RunRecords | None,
+    outcome: LoopOutcome,
+    stop_request: StopRequest,
+) -> None:
+    """The last log lines, TensorBoard's HPARAMS tab after a complete run, and closing."""
+    if outcome.stopped:
+        log_stop(comm.Get_rank(), config, outcome.completed, stop_request)
+    elif outcome.completed == config.total_generations and outcome.last is not None:
+        log_final_hparams(members.values(), outcome.last.results)
+    for member in members.values():
         member.model.logger.close()
         member.close()
     if records is not None:
         records.close()
-        if population is not None and not stopped:
-            best = max(population, key=lambda row: -np.inf if np.isnan(row["score"]) else row["score"])
-            logger.info(
-                "done: best member %d scored %.2f; records in %s", best["member"], best["score"], config.run_dir
-            )
+        if outcome.last is not None and not outcome.stopped:
+            best = max(outcome.last.population, key=lambda result: result.score if result.scored else -np.inf)
+            logger.info("done: best member %d scored %.2f; records in %s", best.member, best.score, config.run_dir)
     comm.Barrier()
-    stop_request.uninstall()
-    return EXIT_STOPPED if stopped else 0
 
 
-def log_generation(config: Config, generation: int, population, exploits, elapsed: float, trained: int) -> None:
-    scores = np.array([row["score"] for row in population], dtype=float)
+def log_stop(rank: int, config: Config, completed: int, stop_request: StopRequest) -> None:
+    if rank == 0:
+        logger.warning(
+            "stopped by %s: checkpoint of generation %d is in %s; the partial generation %d is redone on "
+            "--resume. Exit status %d.",
+            stop_request.signal_name or "a signal on another rank",
+            completed,
+            config.run_dir,
+            completed + 1,
+            EXIT_STOPPED,
+        )
+    elif stop_request.requested:
+        logger.warning("stopped by %s", stop_request.signal_name)
+
+
+def log_generation(
+    config: Config,
+    generation: int,
+    population: list[MemberResult],
+    exploits: list[Exploit],
+    elapsed: float,
+    trained: int,
+) -> None:
+    scores = np.array([result.score for result in population], dtype=float)
     finite = np.isfinite(scores).any()
     logger.info(
         "gen %d/%d  env steps/member %d  best %.2f  mean %.2f  exploits %d  %.1fs  %.0f env-steps/s",
         generation,
         config.total_generations,
-        max(row["env_steps"] for row in population),
+        max(result.env_steps for result in population),
         np.nanmax(scores) if finite else float("nan"),
         np.nanmean(scores) if finite else float("nan"),
         len(exploits),
@@ -374,10 +433,7 @@ def log_generation(config: Config, generation: int, population, exploits, elapse
 def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Entry point of the three scripts."""
     prog = prog or Path(sys.argv[0]).name
-    from evo.logs import install_logging
-    from evo.mpi.exchange import world
-
-    comm = world()
+    comm = exchange.world()
     rank = comm.Get_rank()
     install_logging(rank)
     try:

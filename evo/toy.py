@@ -7,19 +7,28 @@ h = [0, 1]. Alone, each can only zero one coordinate and stalls at 1.2 − 0.81 
 copying the better worker's θ (exploit) and changing h (explore) reaches the optimum 1.2.
 
 :class:`ToyWorker` has the member interface the PBT machinery uses (``member_id``,
-``hparams``, ``buffer``, ``pack``, ``load``), so the toy runs through the same selection,
-explore and exchange code as the RL scripts. MPI lives in ``pbt_toy.py``.
+``hparams``, ``buffer``, ``pack``, ``load``), so the toy runs through the same generation
+loop (``evo.loop``: selection, explore and exchange) as the RL scripts; the communicator is
+an argument (``main`` asks for ``COMM_WORLD``).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from evo.core.pb2 import PB2
+from evo.core.plan import Exploit, generation_rng, plan_generation
+from evo.core.result import MemberResult, Scores
 from evo.core.space import ParamSpace
+from evo.loop import Hooks, LoopSettings, run_generations
+from evo.mpi import exchange
 
 Q_MAX = 1.2
 THETA0 = (0.9, 0.9)
@@ -99,7 +108,7 @@ class ToyWorker:
         self.hparams = {name: float(hparams[name]) for name in TOY_SPACE}
 
 
-# --- the run over MPI (communication only through evo.mpi.exchange) ---------------------------
+# --- the run over MPI (through evo.loop; communication only through evo.mpi.exchange) ----------
 
 
 @dataclass(frozen=True)
@@ -120,44 +129,39 @@ class ToySettings:
 
 def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed: int) -> dict | None:
     """Train the workers for ``settings.steps`` steps with exploit/explore every ``ready``
-    steps. Returns (on rank 0) every worker's trajectory and the exploits; None elsewhere."""
-    from evo.core.pb2 import PB2
-    from evo.core.plan import generation_rng, plan_generation
-    from evo.mpi import exchange
-
+    steps, through the generation loop (no records, no checkpoints). Returns (on rank 0)
+    every worker's trajectory and the exploits; None elsewhere."""
     pb2 = PB2(TOY_SPACE) if settings.explore == "pb2" else None  # used on rank 0 only
     rank, size = comm.Get_rank(), comm.Get_size()
     per_rank = settings.workers // size
     workers = {i: ToyWorker(i, lr=settings.lr) for i in range(rank * per_rank, (rank + 1) * per_rank)}
-    lineage = []
-    generations, leftover = divmod(settings.steps, settings.ready)
-    for generation in range(1, generations + 1):
-        for worker in workers.values():
-            worker.train(settings.ready)
-        local = [
-            {"member": i, "score": w.score(), "env_steps": w.steps, "hparams": dict(w.hparams)}
-            for i, w in workers.items()
-        ]
+    lineage = []  # on rank 0, where the plan is decided
 
-        def decide(population, generation=generation):
-            return plan_generation(
-                generation,
-                population,
-                settings.strategy,
-                TOY_SPACE,
-                generation_rng(seed, generation),
-                settings.truncation_fraction,
-                PERTURB_FACTORS,
-                RESAMPLE_PROBABILITY,
-                exploit=exploit,
-                explore_hparams=explore,
-                pb2=pb2,
-            )
-
-        outcome = exchange.exploit_and_explore(
-            comm, local, workers, decide, settings.transport, lambda m: settings.owner(m, size)
+    def decide(generation: int, population: list[MemberResult]) -> list[Exploit]:
+        exploits = plan_generation(
+            generation,
+            population,
+            settings.strategy,
+            TOY_SPACE,
+            generation_rng(seed, generation),
+            settings.truncation_fraction,
+            PERTURB_FACTORS,
+            RESAMPLE_PROBABILITY,
+            exploit=exploit,
+            explore_hparams=explore,
+            pb2=pb2,
         )
-        lineage += [e.to_json() for e in outcome.exploits]
+        lineage.extend(e.to_json() for e in exploits)
+        return exploits
+
+    hooks = Hooks(
+        train=lambda worker, should_stop: worker.train(settings.ready),
+        score=lambda worker: Scores(worker.score()),
+        plan=decide,
+    )
+    generations, leftover = divmod(settings.steps, settings.ready)
+    loop = LoopSettings(start=0, total=generations, transport=settings.transport)
+    run_generations(comm, workers, lambda m: settings.owner(m, size), hooks, loop)
     for worker in workers.values():
         worker.train(leftover)
     trajectories = exchange.gather_to_root(comm, [(i, w.trajectory) for i, w in workers.items()])
@@ -243,8 +247,6 @@ def plot_toy(results: Mapping[str, dict], path: str | Path, settings) -> Path:
 
 def parse_toy_args(argv, world_size: int):
     """The toy's command line, checked against the MPI world size (rank 0 only)."""
-    import argparse
-
     parser = argparse.ArgumentParser(
         prog="pbt_toy.py",
         description="The PBT paper's toy (Jaderberg et al. 2017, Fig. 2) on evo's selection, explore and "
@@ -298,12 +300,7 @@ def parse_toy_args(argv, world_size: int):
 
 def main(argv=None) -> int:
     """``mpiexec -n 2 python pbt_toy.py``: the four variants, a table of final Q, toy.png."""
-    import json
-    import sys
-
-    from evo.mpi.exchange import world
-
-    comm = world()
+    comm = exchange.world()
     rank = comm.Get_rank()
     parsed = ("exit", 2)
     if rank == 0:

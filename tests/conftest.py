@@ -30,10 +30,15 @@ def mpiexec_path() -> str:
     return found
 
 
-def mpiexec(ranks: int, args: list[str], timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """Run ``python ARGS`` on ``ranks`` ranks (oversubscribed: CI has 2 cores)."""
+def mpiexec(
+    ranks: int, args: list[str], timeout: float = 300, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python ARGS`` on ``ranks`` ranks (oversubscribed: CI has 2 cores); ``env`` adds
+    variables to the environment of every rank."""
     command = [mpiexec_path(), "-n", str(ranks), "--oversubscribe", sys.executable, *args]
-    return subprocess.run(command, cwd=cwd, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        command, cwd=cwd, env={**mpi_env(), **(env or {})}, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture

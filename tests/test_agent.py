@@ -115,7 +115,7 @@ def test_training_score_and_eval_score(tmp_path):
     assert member.training_score() == pytest.approx(np.mean(returns))
     assert member.eval_env is not None and member.test_score() >= 8  # CartPole returns >= 8
     scores = member.evaluate()
-    assert scores["score"] == scores["score_train"] == member.training_score()  # --select-on train (default)
+    assert scores.score == scores.score_train == member.training_score()  # --select-on train (default)
     member.select_on = "test"
     assert member.score() >= 8
 

@@ -67,6 +67,7 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
     assert config["agent"]["n_steps"] == 64  # the --hyperparams file reached the config
     assert script in (run_dir / "command.txt").read_text()
     versions = json.loads((run_dir / "versions.json").read_text())
+    assert not any("\x00" in value for value in versions.values())  # MPI pads its library string with a NUL
     assert versions["torch"].startswith("2.13.0") and "Open MPI" in versions["mpi"]
 
     # population.csv: one row per member per generation, owners and steps consistent

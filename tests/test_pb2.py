@@ -1,6 +1,7 @@
 """PB2 explore (evo.core.pb2), pure: the kernel, the history, the picks and their place in the plan."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from evo.config import ConfigError, parse_config
 from evo.core.pb2 import PB2, time_varying_kernel
 from evo.core.plan import generation_rng, plan_generation, weight_moves
+from evo.core.result import MemberResult
 from evo.core.space import ParamSpace
 
 CARTPOLE_LIKE = {
@@ -116,10 +118,8 @@ def test_suggestions_stay_inside_the_bounds_with_flat_or_tiny_data():
 
 
 POPULATION = [
-    {"score": 10.0, "hparams": {"p0": 0.1, "p1": 0.1, "p2": 0.1}},
-    {"score": 30.0, "hparams": {"p0": 0.5, "p1": 0.5, "p2": 0.5}},
-    {"score": 20.0, "hparams": {"p0": 0.9, "p1": 0.9, "p2": 0.9}},
-    {"score": float("nan"), "hparams": {"p0": 0.3, "p1": 0.3, "p2": 0.3}},
+    MemberResult(member, 0, 0, score, hparams={f"p{i}": unit for i in range(3)})
+    for member, score, unit in [(0, 10.0, 0.1), (1, 30.0, 0.5), (2, 20.0, 0.9), (3, float("nan"), 0.3)]
 ]
 
 
@@ -131,7 +131,7 @@ def test_the_plan_feeds_pb2_and_its_baselines_follow_the_weights():
     assert all(c.startswith("p") and "(pb2 warm-up: " in c for c in first[0].changes)
     assert pb2.baselines == {0: 10.0, 1: 30.0, 2: 20.0, 3: 30.0}  # member 3 now starts from member 1's weights
 
-    later = [dict(row, score=s) for row, s in zip(POPULATION, [12.0, 31.0, 26.0, 40.0], strict=True)]
+    later = [replace(row, score=s) for row, s in zip(POPULATION, [12.0, 31.0, 26.0, 40.0], strict=True)]
     second = plan_generation(2, later, "truncation", UNIT3, generation_rng(0, 2), pb2=pb2)
     deltas = {round(x[0], 3): dy for _, x, dy in pb2.observations}
     assert deltas == {0.1: 2.0, 0.5: 1.0, 0.9: 6.0, 0.3: 10.0}  # member 3: 40 - member 1's 30

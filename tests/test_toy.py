@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from evo.core.plan import generation_rng, plan_generation, weight_moves
+from evo.core.result import MemberResult
 from evo.toy import PERTURB_FACTORS, TOY_SPACE, ToyWorker, best_curve, true_objective
 
 from .conftest import mpiexec
@@ -33,8 +34,8 @@ def test_load_copies_theta_and_h_and_marks_the_jump():
 
 
 POPULATION = [
-    {"score": 0.5, "hparams": {"h0": 1.0, "h1": 0.0}},
-    {"score": 0.4, "hparams": {"h0": 0.0, "h1": 1.0}},
+    MemberResult(0, 0, 4, 0.5, hparams={"h0": 1.0, "h1": 0.0}),
+    MemberResult(1, 0, 4, 0.4, hparams={"h0": 0.0, "h1": 1.0}),
 ]
 
 
@@ -58,7 +59,7 @@ def test_plan_ablations(exploit, explore, moves, explorers):
     assert weight_moves(plan) == moves
     assert sorted(e.recipient for e in plan) == explorers
     for e in plan:
-        source = POPULATION[e.donor]["hparams"]
+        source = POPULATION[e.donor].hparams
         if explore:  # every h moved by ±10 % of [0, 1] (clipped at the bounds)
             assert all(abs(e.new_hparams[k] - source[k]) in (0.0, pytest.approx(0.1)) for k in source)
             assert len(e.changes) == 2

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from evo.core.explore import Change, explore
+from evo.core.result import MemberResult
 from evo.core.space import SearchSpace
 
 logger = logging.getLogger(__name__)
@@ -138,19 +139,21 @@ class PB2:
     def unit(self, hparams: Mapping[str, float]) -> list[float]:
         return [param.to_unit(float(hparams[name])) for name, param in self.space.items()]
 
-    def observe(self, generation: int, population: Sequence[Mapping[str, Any]]) -> None:
-        """Record each member's change in score over ``generation`` (needs its baseline)."""
-        for member, row in enumerate(population):  # indexed by member id, as in evo.core.plan
-            score = float(row["score"])
-            before = self.baselines.get(member)
+    def observe(self, generation: int, population: Sequence[MemberResult]) -> None:
+        """Record each member's change in score over ``generation`` (needs its baseline),
+        in the order of ``population`` (the plan passes it sorted by member id)."""
+        for result in population:
+            score = float(result.score)
+            before = self.baselines.get(result.member)
             if before is None or not (math.isfinite(score) and math.isfinite(before)):
                 continue
-            self.observations.append((generation, self.unit(row["hparams"]), score - before))
+            self.observations.append((generation, self.unit(result.hparams), score - before))
         del self.observations[:-MAX_OBSERVATIONS]
 
-    def rebase(self, population: Sequence[Mapping[str, Any]], donors: Mapping[int, int]) -> None:
-        """After selection: each member next starts from its donor's weights, or its own."""
-        scores = {member: float(row["score"]) for member, row in enumerate(population)}
+    def rebase(self, population: Sequence[MemberResult], donors: Mapping[int, int]) -> None:
+        """After selection: each member next starts from its donor's weights, or its own
+        (``donors`` maps member ids to member ids)."""
+        scores = {result.member: float(result.score) for result in population}
         self.baselines = {member: scores[donors.get(member, member)] for member in scores}
 
     # --- suggestions ----------------------------------------------------------------------

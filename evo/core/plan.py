@@ -10,6 +10,7 @@ import numpy as np
 
 from evo.core.explore import explore
 from evo.core.pb2 import PB2
+from evo.core.result import MemberResult, by_member
 from evo.core.selection import select
 from evo.core.space import SearchSpace
 
@@ -58,7 +59,7 @@ def generation_rng(seed: int, generation: int) -> np.random.Generator:
 
 def plan_generation(
     generation: int,
-    population: Sequence[dict],
+    population: Sequence[MemberResult],
     strategy: str,
     space: SearchSpace,
     rng: np.random.Generator,
@@ -71,8 +72,9 @@ def plan_generation(
 ) -> list[Exploit]:
     """Decide who copies whom and each recipient's new hyperparameters.
 
-    ``population`` is one dict per member, indexed by member id, with ``score`` and
-    ``hparams``. A recipient takes its donor's hyperparameters and explores from them.
+    ``population`` holds one :class:`MemberResult` per member, in any order: members are
+    known by their ids, and ranked by score with ties going to the lower id. A recipient
+    takes its donor's hyperparameters and explores from them.
 
     The ablations of the PBT paper: with ``exploit=False`` nobody copies and every member
     explores from its own hyperparameters (an :class:`Exploit` whose donor is the member
@@ -83,37 +85,37 @@ def plan_generation(
     PB2's GP bandit instead of random perturbation; the generation's results go into its
     history first, and its baselines follow the weights that move.
     """
-    scores = [row["score"] for row in population]
+    ordered = by_member(population)
+    results = {result.member: result for result in ordered}
     if exploit:
-        donors = select(strategy, scores, truncation_fraction, rng)
+        ids = [result.member for result in ordered]  # selection ranks positions; map them back to ids
+        chosen = select(strategy, [result.score for result in ordered], truncation_fraction, rng)
+        donors = {ids[recipient]: ids[donor] for recipient, donor in chosen.items()}
     elif explore_hparams:
-        donors = {member: member for member in range(len(population))}
+        donors = {member: member for member in results}
     else:
         donors = {}
     recipients = sorted(donors)
     if pb2 is not None:
-        pb2.observe(generation, population)
-        pb2.rebase(population, donors)
-    starts = [population[donors[r]]["hparams"] for r in recipients]
+        pb2.observe(generation, ordered)
+        pb2.rebase(ordered, donors)
+    starts = [results[donors[r]].hparams for r in recipients]
     if explore_hparams and pb2 is not None:
         explored = pb2.explore(generation, starts, rng, perturb_factors, resample_probability)
     elif explore_hparams:
         explored = [explore(h, space, rng, perturb_factors, resample_probability) for h in starts]
     else:
         explored = [(dict(h), []) for h in starts]
-    exploits = []
-    for recipient, (new, changes) in zip(recipients, explored, strict=True):
-        donor = donors[recipient]
-        exploits.append(
-            Exploit(
-                generation=generation,
-                recipient=recipient,
-                donor=donor,
-                recipient_score=float(scores[recipient]),
-                donor_score=float(scores[donor]),
-                old_hparams=dict(population[recipient]["hparams"]),
-                new_hparams=new,
-                changes=tuple(str(c) for c in changes),
-            )
+    return [
+        Exploit(
+            generation=generation,
+            recipient=recipient,
+            donor=donors[recipient],
+            recipient_score=float(results[recipient].score),
+            donor_score=float(results[donors[recipient]].score),
+            old_hparams=dict(results[recipient].hparams),
+            new_hparams=new,
+            changes=tuple(str(c) for c in changes),
         )
-    return exploits
+        for recipient, (new, changes) in zip(recipients, explored, strict=True)
+    ]

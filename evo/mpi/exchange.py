@@ -10,14 +10,12 @@ recipients' buffers are being overwritten.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
-from evo.core.plan import weight_moves
+from evo.core.plan import Exploit, weight_moves
 
 T = TypeVar("T")
 Owner = Callable[[int], int]
@@ -128,46 +126,29 @@ def exchange(
     raise ValueError(f"unknown transport {transport!r}")
 
 
-@dataclass
-class GenerationOutcome:
-    """What :func:`exploit_and_explore` did: the gathered population (root only), the plan,
-    its donor map (who copied whose weights), and when the gather finished
-    (``time.perf_counter``), for the timing records."""
-
-    population: list[dict] | None
-    exploits: list
-    donors: dict[int, int]
-    gathered_at: float
-
-
-def exploit_and_explore(
+def apply_exploits(
     comm,
-    local_rows: list[dict],
+    exploits: Sequence[Exploit],
     members: Mapping[int, Any],
-    decide: Callable[[list[dict]], list],
     transport: str,
     owner: Owner,
     scratch: np.ndarray | None = None,
-) -> GenerationOutcome:
-    """The end of a generation, on every rank (collective).
+) -> dict[int, int]:
+    """Carry out a plan that every rank holds (collective); returns its donor map.
 
-    ``local_rows`` (score, hyperparameters ... of this rank's members) are gathered on rank
-    0, which calls ``decide(population)`` for the plan (a list of ``evo.core.plan.Exploit``) and
-    broadcasts it. Donors' buffers move to their recipients by ``transport``; each
-    recipient then ``load``s the new weights with its new hyperparameters, and a member
-    that explores without copying (donor == recipient) only ``set_hparams``.
+    Donors' buffers move to their recipients by ``transport``; each recipient on this rank
+    then ``load``s the new weights with its new hyperparameters, and a member that explores
+    without copying (donor == recipient) only ``set_hparams``.
 
     ``members`` maps this rank's member ids to objects with ``buffer``, ``pack()``,
     ``load(buffer, hparams)`` and ``set_hparams(hparams)``: PPO agents and the toy's workers.
+    ``owner(member)`` is the rank that holds a member, for any placement.
     """
-    population = gather_to_root(comm, local_rows)
-    gathered_at = time.perf_counter()
-    exploits = decide_on_root(comm, lambda: decide(population))
     donors = weight_moves(exploits)
     for donor in set(donors.values()):
         if donor in members:
             members[donor].pack()
-    exchange(comm, transport, donors, owner, {m: members[m].buffer for m in members}, scratch)
+    exchange(comm, transport, donors, owner, {member: members[member].buffer for member in members}, scratch)
     for exploit in exploits:
         member = members.get(exploit.recipient)
         if member is None:
@@ -176,7 +157,7 @@ def exploit_and_explore(
             member.set_hparams(exploit.new_hparams)
         else:
             member.load(member.buffer, exploit.new_hparams)
-    return GenerationOutcome(population, exploits, donors, gathered_at)
+    return donors
 
 
 class StopNotifier:

@@ -23,6 +23,8 @@ import os
 import platform
 import shlex
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -30,7 +32,9 @@ import yaml
 
 from evo.config import Config
 from evo.core.plan import Exploit, weight_moves
+from evo.core.result import MemberResult
 from evo.core.space import EXPLORED
+from evo.rundir.checkpoint import atomic_write
 
 TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
 POPULATION_FIELDS = [
@@ -44,7 +48,20 @@ POPULATION_FIELDS = [
     "score_train",
     "score_test",
 ]
+LINE_END = "\n"  # every CSV here, also the rows appended after a resume (csv's default is "\r\n")
 PACKAGES = ("evo", "torch", "stable-baselines3", "gymnasium", "numpy", "mpi4py", "procgen-mirror", "tensorboard")
+
+
+@dataclass(frozen=True)
+class RankTiming:
+    """One rank's share of a generation: env steps trained, and seconds training, scoring,
+    waiting for the other ranks and exchanging weights (planning included)."""
+
+    trained: int
+    train_s: float
+    score_s: float
+    wait_s: float
+    exchange_s: float
 
 
 def tb_dir(config: Config, member: int) -> Path | None:
@@ -96,7 +113,7 @@ class RunRecords:
             (self.run_dir / "command.txt").write_text(command_line)
             (self.run_dir / "versions.json").write_text(json.dumps(versions(), indent=2) + "\n")
             with self.population_path.open("w", newline="") as handle:
-                csv.DictWriter(handle, POPULATION_FIELDS).writeheader()
+                csv.DictWriter(handle, POPULATION_FIELDS, lineterminator=LINE_END).writeheader()
             self.lineage_path.touch()
         else:
             with (self.run_dir / "command.txt").open("a") as handle:
@@ -111,12 +128,10 @@ class RunRecords:
 
     def _truncate(self, generation: int) -> None:
         """Keep the records of generations up to ``generation`` (those the checkpoint covers)."""
-        from evo.rundir.checkpoint import atomic_write
-
         with self.population_path.open(newline="") as handle:
             rows = [row for row in csv.DictReader(handle) if int(row["generation"]) <= generation]
         text = io.StringIO()
-        writer = csv.DictWriter(text, POPULATION_FIELDS, lineterminator="\n")
+        writer = csv.DictWriter(text, POPULATION_FIELDS, lineterminator=LINE_END)
         writer.writeheader()
         writer.writerows(rows)
         atomic_write(self.population_path, text.getvalue().encode())
@@ -125,38 +140,38 @@ class RunRecords:
             with timing_path.open(newline="") as handle:
                 kept = [row for row in csv.DictReader(handle) if int(row["generation"]) <= generation]
             text = io.StringIO()
-            writer = csv.DictWriter(text, TIMING_FIELDS, lineterminator="\n")
+            writer = csv.DictWriter(text, TIMING_FIELDS, lineterminator=LINE_END)
             writer.writeheader()
             writer.writerows(kept)
             atomic_write(timing_path, text.getvalue().encode())
         lines = "".join(json.dumps(entry) + "\n" for entry in self.lineage)
         atomic_write(self.lineage_path, lines.encode())
 
-    def write_generation(self, generation: int, population: list[dict], exploits: list[Exploit]) -> None:
+    def write_generation(self, generation: int, population: Sequence[MemberResult], exploits: list[Exploit]) -> None:
         donors = weight_moves(exploits)
         with self.population_path.open("a", newline="") as handle:
-            writer = csv.DictWriter(handle, POPULATION_FIELDS)
-            for row in population:
+            writer = csv.DictWriter(handle, POPULATION_FIELDS, lineterminator=LINE_END)
+            for result in population:
                 writer.writerow(
                     {
                         "generation": generation,
-                        "member": row["member"],
-                        "rank": row["rank"],
-                        "env_steps": row["env_steps"],
-                        "score": row["score"],
-                        "score_train": row["score_train"],
-                        "score_test": row["score_test"],
-                        "donor": donors.get(row["member"], ""),
-                        **{name: repr(row["hparams"][name]) for name in EXPLORED},
+                        "member": result.member,
+                        "rank": result.rank,
+                        "env_steps": result.env_steps,
+                        "score": result.score,
+                        "score_train": result.score_train,
+                        "score_test": result.score_test,
+                        "donor": donors.get(result.member, ""),
+                        **{name: repr(result.hparams[name]) for name in EXPLORED},
                     }
                 )
         with self.lineage_path.open("a") as handle:
             for exploit in exploits:
                 handle.write(json.dumps(exploit.to_json()) + "\n")
                 self.lineage.append(exploit.to_json())
-        self.population_step = max(row["env_steps"] for row in population)
+        self.population_step = max(result.env_steps for result in population)
         if self.writer is not None:
-            scores = [row["score"] for row in population if row["score"] == row["score"]]
+            scores = [result.score for result in population if result.scored]
             step = self.population_step
             if scores:
                 self.writer.add_scalar("pbt/best_score", max(scores), step)
@@ -166,13 +181,13 @@ class RunRecords:
             self.writer.add_scalar("pbt/generation", generation, step)
             self.writer.flush()
 
-    def write_timing(self, generation: int, wall: float, trained: int, per_rank: list[dict]) -> None:
+    def write_timing(self, generation: int, wall: float, trained: int, per_rank: Sequence[RankTiming]) -> None:
         """One row per generation in generations.csv: wall time, throughput, and the slowest
         rank's time training, scoring, waiting for the other ranks, and exchanging weights."""
         path = self.run_dir / "generations.csv"
         new = not path.exists()
         with path.open("a", newline="") as handle:
-            writer = csv.DictWriter(handle, TIMING_FIELDS)
+            writer = csv.DictWriter(handle, TIMING_FIELDS, lineterminator=LINE_END)
             if new:
                 writer.writeheader()
             writer.writerow(
@@ -180,7 +195,7 @@ class RunRecords:
                     "generation": generation,
                     "wall_s": f"{wall:.4f}",
                     "env_steps_per_s": f"{trained / wall:.1f}",
-                    **{key: f"{max(t[key] for t in per_rank):.4f}" for key in TIMING_FIELDS[3:]},
+                    **{key: f"{max(getattr(t, key) for t in per_rank):.4f}" for key in TIMING_FIELDS[3:]},
                 }
             )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from stable_baselines3.common.utils import (
 from torch import nn
 
 from evo.config import AgentSettings, Config
+from evo.core.result import MemberResult, Scores
 from evo.core.schedule import hparams_at
 from evo.core.space import EXPLORED
 from evo.sb3.envs import make_env
@@ -395,14 +397,13 @@ class Member:
             return float(mean)
         return float("nan")
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self) -> Scores:
         """Both scores, and ``score``: the one selection uses (``select_on``)."""
-        scores = {"score_train": self.training_score(), "score_test": self.test_score()}
-        scores["score"] = scores["score_test"] if self.select_on == "test" else scores["score_train"]
-        return scores
+        train, test = self.training_score(), self.test_score()
+        return Scores(score=test if self.select_on == "test" else train, score_train=train, score_test=test)
 
     def score(self) -> float:
-        return self.evaluate()["score"]
+        return self.evaluate().score
 
     def pack(self) -> np.ndarray:
         """The member's flat state, ready to send (no copy while the model's tensors are still
@@ -474,15 +475,15 @@ class Member:
             self.eval_env.close()
 
 
-def log_final_hparams(members, rows) -> None:
+def log_final_hparams(members: Iterable[Member], results: Iterable[MemberResult]) -> None:
     """TensorBoard's HPARAMS tab: each member's final score vs the hyperparameters it reached
     it with (those of its last generation, before that generation's exploit)."""
-    by_id = {row["member"]: row for row in rows}
+    by_id = {result.member: result for result in results}
     for member in members:
-        row = by_id[member.member_id]
-        hparams = {"member": member.member_id, **row["hparams"]}
-        member.model.logger.record("hparams", HParam(hparams, {"pbt/score": row["score"]}))
-        member.model.logger.dump(row["env_steps"])
+        result = by_id[member.member_id]
+        hparams = {"member": member.member_id, **result.hparams}
+        member.model.logger.record("hparams", HParam(hparams, {"pbt/score": result.score}))
+        member.model.logger.dump(result.env_steps)
 
 
 def rng_state() -> dict:

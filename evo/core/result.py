@@ -1,0 +1,52 @@
+"""What a member reached in one generation: the typed row the ranks gather (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Scores:
+    """A member's scores at the end of a generation: ``score`` is the one selection uses;
+    ``score_train`` (training episodes) and ``score_test`` (evaluation episodes) are NaN
+    when not measured."""
+
+    score: float
+    score_train: float = NAN
+    score_test: float = NAN
+
+
+@dataclass(frozen=True)
+class MemberResult:
+    """One member at the end of one generation, as gathered on rank 0: its id, the rank
+    that holds it, its env-step counter, its scores and the hyperparameters it trained with."""
+
+    member: int
+    rank: int
+    env_steps: int
+    score: float
+    score_train: float = NAN
+    score_test: float = NAN
+    hparams: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, member: int, rank: int, env_steps: int, scores: Scores, hparams: Mapping[str, float]) -> MemberResult:
+        return cls(member, rank, env_steps, scores.score, scores.score_train, scores.score_test, dict(hparams))
+
+    @property
+    def scored(self) -> bool:
+        """False when the member finished no episode (a NaN score ranks last)."""
+        return not math.isnan(self.score)
+
+
+def by_member(population: Sequence[MemberResult]) -> list[MemberResult]:
+    """The population sorted by member id; refuses a member id given twice."""
+    ordered = sorted(population, key=lambda result: result.member)
+    ids = [result.member for result in ordered]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"member ids {ids} repeat: each member must report once per generation")
+    return ordered

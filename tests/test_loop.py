@@ -1,0 +1,213 @@
+"""The generation loop (evo.loop) in one process on MPI.COMM_SELF: the order of its steps,
+resuming, stopping mid-generation, the toy, and two real PPO members through it."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from evo.core.plan import generation_rng, plan_generation
+from evo.core.result import Scores
+from evo.loop import Hooks, LoopSettings, run_generations
+from evo.mpi.exchange import StopNotifier
+
+SPACE_X = {}  # the fakes' plan explores nothing: recipients keep their donor's hyperparameters
+
+
+class RecordingComm:
+    """COMM_SELF, noting each gather (the loop's gather step) in the event list."""
+
+    def __init__(self, events: list):
+        self.events = events
+
+    def gather(self, value, root=0):
+        self.events.append(("gather",))
+        return MPI.COMM_SELF.gather(value, root=root)
+
+    def __getattr__(self, name):
+        return getattr(MPI.COMM_SELF, name)
+
+
+class FakeMember:
+    """A member whose weights are a small buffer; notes pack/load in the event list."""
+
+    def __init__(self, member_id: int, events: list):
+        self.member_id = member_id
+        self.events = events
+        self.buffer = np.zeros(3)
+        self.hparams = {"x": float(member_id)}
+        self.env_steps = 0
+
+    def pack(self):
+        self.events.append(("pack", self.member_id))
+        return self.buffer
+
+    def load(self, buffer, hparams):
+        self.events.append(("load", self.member_id))
+        if buffer is not self.buffer:
+            np.copyto(self.buffer, buffer)
+        self.hparams = dict(hparams)
+
+    def set_hparams(self, hparams):
+        self.events.append(("set_hparams", self.member_id))
+        self.hparams = dict(hparams)
+
+
+class FakeStopper:
+    def __init__(self, events: list):
+        self.events = events
+
+    def poll(self) -> bool:
+        return False
+
+    def agree(self) -> bool:
+        self.events.append(("agree",))
+        return False
+
+
+def fake_run(events: list, stop_at: int | None = None, stop_flag: list | None = None):
+    """Members 0 and 1 (member m gains m + 1 per generation, so member 1 is always best and
+    member 0 copies it under winner-takes-all) and hooks that note every call."""
+    members = {m: FakeMember(m, events) for m in (0, 1)}
+    trained = {0: 0, 1: 0}
+
+    def train(member, should_stop):
+        events.append(("train", member.member_id))
+        trained[member.member_id] += 1
+        if stop_at is not None and member.member_id == 0 and trained[0] == stop_at:
+            stop_flag.append(True)  # a signal arrives during member 0's training
+            if should_stop():
+                return
+        member.buffer += member.member_id + 1
+        member.env_steps += 10
+
+    def score(member):
+        events.append(("score", member.member_id))
+        return Scores(float(member.buffer[0]))
+
+    def plan(generation, population):
+        events.append(("plan", tuple(result.member for result in population)))
+        return plan_generation(generation, population, "wta", SPACE_X, generation_rng(0, generation))
+
+    hooks = Hooks(
+        train=train,
+        score=score,
+        plan=plan,
+        records=lambda report: events.append(("records", report.generation)) or {"state of": report.generation},
+        snapshot=lambda generation, run_state: events.append(("snapshot", generation, run_state)) or generation,
+        save=lambda generation: events.append(("save", generation)),
+    )
+    return members, hooks
+
+
+def steps_of(generation: int) -> list[tuple]:
+    return [
+        ("train", 0),
+        ("train", 1),
+        ("agree",),
+        ("score", 0),
+        ("score", 1),
+        ("gather",),
+        ("plan", (0, 1)),
+        ("pack", 1),
+        ("load", 0),
+        ("records", generation),
+        ("snapshot", generation, {"state of": generation}),
+        ("save", generation),
+    ]
+
+
+def test_each_generation_runs_its_steps_in_order_and_a_recipient_is_replaced_after_scoring():
+    events = []
+    members, hooks = fake_run(events)
+    outcome = run_generations(
+        RecordingComm(events), members, lambda m: 0, hooks, LoopSettings(0, 3), stopper=FakeStopper(events)
+    )
+    assert events == [step for generation in (1, 2, 3) for step in steps_of(generation)]
+    assert not outcome.stopped and outcome.completed == 3
+    # generation 3: member 0 trained from member 1's weights of generation 2 (2 + 2 = 4) to 5 and
+    # was scored on its own weights; only then did it copy member 1's (4 + 2 = 6)
+    results = {result.member: result for result in outcome.last.results}
+    assert results[0].score == 5.0 and results[1].score == 6.0
+    assert np.array_equal(members[0].buffer, members[1].buffer) and members[0].buffer[0] == 6.0
+    assert outcome.last.donors == {0: 1} and [r.member for r in outcome.last.population] == [0, 1]
+    assert results[0].env_steps == 30 and results[0].rank == 0
+
+
+def test_a_resumed_loop_continues_after_the_checkpoint_and_records_only_new_generations():
+    events = []
+    members, hooks = fake_run(events)
+    outcome = run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(2, 5, checkpoint_every=2))
+    assert [e[1] for e in events if e[0] == "records"] == [3, 4, 5]
+    assert [e[1] for e in events if e[0] == "snapshot"] == [3, 4, 5]
+    assert [e[1] for e in events if e[0] == "save"] == [4, 5]  # every 2nd, and the last
+    assert sum(e == ("train", 0) for e in events) == 3
+    assert outcome.completed == 5 and outcome.last.generation == 5
+
+
+@pytest.mark.parametrize("every, saved, at_stop", [(2, [2, 3], [("save", 3)]), (1, [1, 2, 3], [])])
+def test_a_stop_during_training_skips_the_rest_of_the_generation_and_writes_the_last_boundary(every, saved, at_stop):
+    events, flag = [], []
+    members, hooks = fake_run(events, stop_at=4, stop_flag=flag)
+    stopper = StopNotifier(MPI.COMM_SELF, lambda: bool(flag))
+    outcome = run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(0, 6, "p2p", every), stopper)
+    assert outcome.stopped and outcome.completed == 3 and outcome.last.generation == 3
+    # generation 4: member 0's training was cut short, member 1 never started; nothing after
+    after = events[events.index(("records", 3)) :]
+    assert [e for e in after if e[0] in ("train", "score", "plan", "pack", "load", "records")] == [
+        ("records", 3),
+        ("train", 0),
+    ]
+    # the boundary of generation 3 is on disk, written at the stop if checkpoint_every skipped it
+    assert [e[1] for e in events if e[0] == "save"] == saved
+    stop_training = len(events) - 1 - events[::-1].index(("train", 0))
+    assert events[stop_training + 1 :] == at_stop
+
+
+def test_the_toy_reaches_the_optimum_on_comm_self():
+    from evo.toy import ToySettings, run_variant
+
+    settings = ToySettings(workers=2)
+    pbt = run_variant(MPI.COMM_SELF, settings, exploit=True, explore=True, seed=0)
+    neither = run_variant(MPI.COMM_SELF, settings, exploit=False, explore=False, seed=0)
+    final = {
+        name: max(points[-1][3] for points in result["trajectories"].values())
+        for name, result in (("PBT", pbt), ("grid search", neither))
+    }
+    assert final["PBT"] >= 1.19
+    assert final["grid search"] == pytest.approx(1.2 - 0.81, abs=1e-6)  # each worker zeroes one coordinate only
+    assert pbt["lineage"] and all(entry["recipient"] != entry["donor"] for entry in pbt["lineage"])
+    assert neither["lineage"] == []
+
+
+def test_two_ppo_members_exchange_through_the_real_loop(tiny_hyperparams):
+    transport = "p2p"
+    from evo.config import parse_config
+    from evo.run import build_members, ppo_hooks
+    from evo.sb3.agent import pack
+
+    config = parse_config(
+        ["--hyperparams", str(tiny_hyperparams), "--num-agents", "2", "--agent-training-steps", "128"],
+        strategy="wta",
+        transport=transport,
+        world_size=1,
+        check_run_dir=False,
+    )
+    members = build_members(config, 0, None)
+    hooks = replace(ppo_hooks(MPI.COMM_SELF, config, members, None, None), records=None, snapshot=None, save=None)
+    assert not np.array_equal(members[0].buffer, members[1].buffer)
+    outcome = run_generations(MPI.COMM_SELF, members, config.owner, hooks, LoopSettings(0, 1, transport))
+
+    ((recipient, donor),) = outcome.last.donors.items()
+    assert np.array_equal(members[recipient].buffer, members[donor].buffer)
+    model_state = np.empty_like(members[recipient].buffer)
+    pack(members[recipient].model, model_state)  # the model's own tensors hold the donor's state
+    assert np.array_equal(model_state, members[donor].buffer)
+    (exploit,) = outcome.last.exploits
+    assert members[recipient].hparams == exploit.new_hparams
+    assert members[recipient].model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(
+        exploit.new_hparams["learning_rate"]
+    )
+    for member in members.values():
+        member.close()

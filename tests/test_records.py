@@ -1,0 +1,42 @@
+"""The run directory's CSV files (evo.rundir.records), without MPI or training."""
+
+import csv
+
+from evo.config import parse_config
+from evo.core.plan import Exploit
+from evo.core.result import MemberResult
+from evo.core.space import EXPLORED
+from evo.rundir.records import RankTiming, RunRecords
+
+HPARAMS = {name: 0.5 for name in EXPLORED}
+
+
+def write(records: RunRecords, generation: int) -> None:
+    population = [MemberResult(m, 0, 100 * generation, 10.0 * generation + m, hparams=HPARAMS) for m in (0, 1)]
+    exploit = Exploit(generation, 0, 1, population[0].score, population[1].score, HPARAMS, HPARAMS)
+    records.write_generation(generation, population, [exploit])
+    records.write_timing(generation, 1.0, 200, [RankTiming(200, 0.5, 0.1, 0.2, 0.2)])
+
+
+def generations_in(path) -> list[int]:
+    with path.open(newline="") as handle:
+        return [int(row["generation"]) for row in csv.DictReader(handle)]
+
+
+def test_csv_files_end_lines_with_newline_only_through_any_number_of_resumes(tmp_path):
+    config = parse_config(["--run-dir", str(tmp_path / "run"), "--tb-writer", "False"], world_size=1)
+    records = RunRecords(config)
+    for generation in (1, 2, 3):
+        write(records, generation)
+    for resume_at, last in ((2, 4), (3, 5)):  # a checkpoint of `resume_at`; later rows are dropped
+        records = RunRecords(config, resume_generation=resume_at, lineage=records.lineage[:resume_at])
+        for generation in range(resume_at + 1, last + 1):
+            write(records, generation)
+
+    for name in ("population.csv", "generations.csv"):
+        data = (config.run_dir / name).read_bytes()
+        assert b"\r" not in data, name
+        assert data.endswith(b"\n") and not data.endswith(b"\n\n")
+    assert generations_in(config.run_dir / "population.csv") == [g for g in range(1, 6) for _ in (0, 1)]
+    assert generations_in(config.run_dir / "generations.csv") == [1, 2, 3, 4, 5]
+    assert len((config.run_dir / "lineage.jsonl").read_text().splitlines()) == 5
