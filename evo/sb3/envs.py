@@ -8,6 +8,7 @@ the MPI rank) and ``num_threads=0`` (one rank, one core).
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from typing import Any
 
@@ -123,10 +124,31 @@ def make_env(
     distribution_mode: str = "easy",
     num_levels: int = 0,
     start_level: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> VecEnv:
-    """A monitored VecEnv for one member (episode returns reach ``model.ep_info_buffer``)."""
+    """A monitored VecEnv for one member (episode returns reach ``model.ep_info_buffer``).
+
+    ``env_id`` may be gymnasium's ``module:EnvId``: the module, which registers the env, is
+    imported here, on the rank that builds the env (the config was checked on rank 0 only).
+    ``env_kwargs`` go to ``gym.make`` for every copy of the env.
+    """
     game = procgen_game(env_id)
     if game is not None:
         env = ProcgenVecEnv(game, num_envs, seed, distribution_mode, num_levels, start_level)
         return VecMonitor(env)
-    return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv)
+    register_module(env_id)
+    return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
+
+
+def register_module(env_id: str) -> None:
+    """Import the module of a ``module:EnvId`` id, so that its env is registered in this process."""
+    module, colon, _ = env_id.partition(":")
+    if not colon:
+        return
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        raise RuntimeError(
+            f"--env-id {env_id}: cannot import module {module!r} on this rank ({error}); every rank must be able "
+            "to import it: install it, or put its folder on PYTHONPATH for every rank (mpiexec -x PYTHONPATH)"
+        ) from error
