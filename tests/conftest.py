@@ -30,10 +30,14 @@ def mpiexec_path() -> str:
     return found
 
 
-def mpiexec(ranks: int, args: list[str], timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """Run ``python ARGS`` on ``ranks`` ranks (oversubscribed: CI has 2 cores)."""
+def mpiexec(
+    ranks: int, args: list[str], timeout: float = 300, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python ARGS`` on ``ranks`` ranks (oversubscribed: CI has 2 cores), with ``env``
+    added to the environment of every rank."""
     command = [mpiexec_path(), "-n", str(ranks), "--oversubscribe", sys.executable, *args]
-    return subprocess.run(command, cwd=cwd, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+    environment = {**mpi_env(), **(env or {})}
+    return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture
