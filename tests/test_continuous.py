@@ -176,9 +176,11 @@ def test_without_sde_pendulum_gets_a_plain_gaussian(tmp_path):
     member.close()
 
 
-def test_halfcheetah_builds_and_trains_one_rollout(tmp_path):
+def test_halfcheetah_builds_and_trains_one_rollout(tmp_path, monkeypatch):
     pytest.importorskip("mujoco", reason="MuJoCo is an optional extra: make install EXTRAS=mujoco")
     from evo.sb3.agent import build_member
+
+    monkeypatch.chdir(tmp_path)
 
     config = parse(
         ["--env-id", "HalfCheetah-v5", *NO_NORMALIZE, "n_steps:64", "batch_size:32", "n_epochs:1"],
@@ -195,3 +197,22 @@ def test_halfcheetah_builds_and_trains_one_rollout(tmp_path):
     assert member.env_steps == 64
     assert not np.array_equal(before, member.pack())  # one PPO update changed the weights
     member.close()
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()  # MuJoCo's warnings go to logging instead
+
+
+def test_a_run_recorded_before_these_settings_resumes_as_it_ran(tmp_path):
+    """config.yaml of a run started before --env-kwargs, gSDE and normalize existed: it made its
+    envs with no kwargs and trained without either, and resumes so; --env-kwargs stays FIXED."""
+    run_dir = tmp_path / "run"
+    started = parse_config(["--run-dir", str(run_dir)]).to_dict()
+    for record in (started, started["cli"]):
+        del record["env_kwargs"]
+    for key in ("use_sde", "sde_sample_freq", "normalize"):
+        del started["agent"][key]
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(started))
+    resumed = parse_config(["--resume", "--run-dir", str(run_dir)])
+    assert resumed.env_kwargs == {} and resumed.agent.use_sde is False
+    with pytest.raises(ConfigError) as caught:
+        parse_config(["--resume", "--run-dir", str(run_dir), "--env-kwargs", "sutton_barto_reward:true"])
+    assert "env_kwargs was {} in this run, the command gives {'sutton_barto_reward': True}" in str(caught.value)

@@ -9,6 +9,7 @@ the MPI rank) and ``num_threads=0`` (one rank, one core).
 from __future__ import annotations
 
 import importlib
+import logging
 import warnings
 from typing import Any
 
@@ -22,6 +23,8 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor
 
 from evo.config.envnames import procgen_game
+
+logger = logging.getLogger(__name__)
 
 SYSTEM_LIBRARIES_HINT = (
     "procgen's compiled library needs the system libraries libgl1 and libglib2.0-0 "
@@ -137,7 +140,31 @@ def make_env(
         env = ProcgenVecEnv(game, num_envs, seed, distribution_mode, num_levels, start_level)
         return VecMonitor(env)
     register_module(env_id)
+    if is_mujoco(env_id):
+        log_mujoco_warnings()
     return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
+
+
+def is_mujoco(env_id: str) -> bool:
+    entry_point = gym.spec(env_id).entry_point
+    return isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.mujoco")
+
+
+_MUJOCO_WARNINGS_SEEN: set[str] = set()
+
+
+def log_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings to this module's logger, each text once per process, instead of
+    MuJoCo's default: printing it and appending it to MUJOCO_LOG.TXT in the working directory.
+    (gymnasium's v5 models use ``settotalmass``, which MuJoCo 3.3+ warns about at every load.)"""
+    import mujoco
+
+    def warn(text: str) -> None:
+        if text not in _MUJOCO_WARNINGS_SEEN:
+            _MUJOCO_WARNINGS_SEEN.add(text)
+            logger.warning("mujoco: %s", text)
+
+    mujoco.set_mju_user_warning(warn)
 
 
 def register_module(env_id: str) -> None:
