@@ -146,7 +146,8 @@ def make_env(
 
 
 def is_mujoco(env_id: str) -> bool:
-    entry_point = gym.spec(env_id).entry_point
+    """Whether ``env_id`` (registered; ``module:EnvId`` with its module imported) is a MuJoCo task."""
+    entry_point = gym.spec(env_id.rpartition(":")[2]).entry_point
     return isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.mujoco")
 
 
