@@ -1,11 +1,17 @@
 # evo: `make run` trains a small PBT population, `make test` runs every test tier.
-# Both install first (into .venv) if needed.
+# Both install first (into .venv) if needed. Optional extras: make install EXTRAS=mujoco
+# (gymnasium's MuJoCo tasks); `make test EXTRAS=mujoco` also runs the tests that need them.
 
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+EXTRAS ?=
+comma := ,
+# pip's extras: dev, and EXTRAS (comma-separated) if given
+PIP_EXTRAS := dev$(if $(strip $(EXTRAS)),$(comma)$(strip $(EXTRAS)))
+# one stamp per set of extras, so that asking for another set installs it
+STAMP := $(VENV)/.installed-stamp-$(subst $(comma),-,$(PIP_EXTRAS))
 RANKS ?= 4
 ARGS ?=
 PYTEST_ARGS ?=
@@ -25,7 +31,7 @@ $(STAMP): pyproject.toml scripts/system-deps.sh
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first and pinned: any other version pulls gigabytes of CUDA wheels
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[$(PIP_EXTRAS)]'
 	touch $@
 
 run: install

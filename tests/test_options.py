@@ -125,6 +125,7 @@ def test_the_resume_classes_of_the_issue():
     own = {o.name for o in OPTIONS if o.resume is Resume.OWN}
     assert fixed == {
         "env_id",
+        "env_kwargs",
         "num_agents",
         "strategy",
         "seed",
@@ -169,6 +170,7 @@ def examples(tmp_path):
     bigfish = ["--env-id", "bigfish"]
     return {
         "env_id": ["--env-id", "Acrobot-v1"],
+        "env_kwargs": ["--env-kwargs", "sutton_barto_reward:true"],
         "num_agents": ["--num-agents", "2"],
         "total_generations": ["--total-generations", "3"],
         "agent_training_steps": ["--agent-training-steps", "1000"],

@@ -196,6 +196,7 @@ def cross_option_checks(
     total_generations, agent_training_steps = checks.budget(args, settings, problems)
     checks.procgen_levels(args, game, problems)
     return {
+        "env_kwargs": checks.env_kwargs(args.env_id, args.env_kwargs, problems),
         "num_agents": num_agents,
         "total_generations": total_generations,
         "agent_training_steps": agent_training_steps,

@@ -49,7 +49,23 @@ def build_agent(
         defaults=defaults,
         search_space=_search_space(settings.get("search_space", {}), ranges, problems),
         microbatch_size=microbatch_size,
+        use_sde=settings.get("use_sde", False),
+        sde_sample_freq=settings.get("sde_sample_freq", -1),
+        normalize=_normalize(settings, env_id, problems),
     )
+
+
+def _normalize(settings: dict[str, Any], env_id: str, problems: list[str]) -> dict[str, bool]:
+    """The YAML's ``normalize``, refused while evo cannot carry VecNormalize's statistics with a
+    member (they would be lost at every exploit): nothing may silently train without it."""
+    normalize = settings.get("normalize", {"norm_obs": False, "norm_reward": False})
+    if any(normalize.values()):
+        problems.append(
+            f"normalize {normalize} for {env_id}: normalisation is not supported yet (VecNormalize's running "
+            "statistics must travel with a member's weights at every exploit). The YAML sets it as "
+            "rl-baselines3-zoo tuned this env; to train without it anyway, pass --hyperparams normalize:false"
+        )
+    return normalize
 
 
 def _batch_size(settings: dict[str, Any], rollout: int, problems: list[str]) -> int:

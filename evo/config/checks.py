@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evo.config.envnames import DISTRIBUTION_MODES
+from evo.config.envnames import DISTRIBUTION_MODES, env_kwargs_message
+from evo.config.hyperparams import parse_env_kwargs
 from evo.core.schedule import load_schedule
 from evo.core.selection import NO_PBT, STRATEGIES
 
@@ -69,6 +70,15 @@ def budget(args: Any, settings: dict[str, Any], problems: list[str]) -> tuple[in
             problems.append(f"{flag} {value}: must be a positive whole number")
         found.append(int(value or 0))
     return found[0], found[1]
+
+
+def env_kwargs(env_id: str, tokens: list[str] | None, problems: list[str]) -> dict[str, Any]:
+    """``--env-kwargs key:value ...`` as a dict, checked by making the env with them once."""
+    found = parse_env_kwargs(tokens, problems)
+    problem = env_kwargs_message(env_id, found)
+    if problem:
+        problems.append(problem)
+    return found
 
 
 def procgen_levels(args: Any, game: str | None, problems: list[str]) -> None:

@@ -1,12 +1,15 @@
 """Environment ids: which exist, which are Procgen games, and close matches for typos.
 
-Pure apart from reading gymnasium's registry; it neither imports procgen nor creates an env.
+Pure apart from reading gymnasium's registry (and importing the module of a ``module:EnvId``
+id, which registers it); it never imports procgen. It creates an env only to check
+``--env-kwargs`` (:func:`env_kwargs_message`).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+from typing import Any
 
 # The 16 games of procgen 0.10 (procgen.env.ENV_NAMES), kept here so that validating an
 # id does not import procgen (which imports the old `gym` and prints a warning).
@@ -28,6 +31,7 @@ PROCGEN_GAMES = (
     "plunder",
     "starpilot",
 )
+MUJOCO_INSTALL = "make install EXTRAS=mujoco (or pip install 'evo[mujoco]')"
 DISTRIBUTION_MODES = ("easy", "hard", "extreme", "memory", "exploration")
 
 
@@ -60,7 +64,7 @@ def unknown_env_message(env_id: str) -> str | None:
         env_id = env_id.split(":", 1)[1]
     known = gymnasium_ids()
     if env_id in known:
-        return None
+        return missing_extra_message(env_id)
     candidates = known + list(PROCGEN_GAMES)
     bare = env_id.split(":", 1)[-1]
     matches = difflib.get_close_matches(bare, candidates, n=5, cutoff=0.6)
@@ -70,3 +74,47 @@ def unknown_env_message(env_id: str) -> str | None:
         f"--env-id {env_id!r} is neither a registered gymnasium env nor a Procgen game.{hint} "
         f"Procgen games: {', '.join(PROCGEN_GAMES)}."
     )
+
+
+def missing_extra_message(env_id: str) -> str | None:
+    """None unless ``env_id`` is one of gymnasium's MuJoCo tasks and the ``mujoco`` package
+    (evo's optional extra) cannot be imported; gymnasium registers those ids either way."""
+    import gymnasium
+
+    entry_point = gymnasium.spec(env_id).entry_point
+    if not (isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.mujoco")):
+        return None
+    try:
+        importlib.import_module("mujoco")
+    except ImportError as error:
+        return (
+            f"--env-id {env_id} is a MuJoCo task and needs the physics engine, which is not installed "
+            f"({error}). Install evo's mujoco extra: {MUJOCO_INSTALL}"
+        )
+    return None
+
+
+def env_kwargs_message(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
+    """None if gymnasium can make ``env_id`` with ``env_kwargs`` (it builds one and closes it),
+    else what went wrong: an unknown keyword shows up as the env's TypeError."""
+    if not env_kwargs or unknown_env_message(env_id) is not None:
+        return None  # nothing to check, or the id's own problem is reported
+    if procgen_game(env_id) is not None:
+        return (
+            f"--env-kwargs {_spelled(env_kwargs)}: Procgen games take no keyword arguments here; "
+            "use --distribution-mode, --num-levels and --start-level"
+        )
+    import gymnasium
+
+    try:
+        gymnasium.make(env_id, **env_kwargs).close()
+    except Exception as error:  # a user's env may raise anything on bad arguments
+        return (
+            f"--env-kwargs {_spelled(env_kwargs)}: gymnasium.make({env_id!r}) refused them: "
+            f"{type(error).__name__}: {error}. Check the keyword names and values of the env's constructor"
+        )
+    return None
+
+
+def _spelled(env_kwargs: dict[str, Any]) -> str:
+    return " ".join(f"{key}:{value}" for key, value in env_kwargs.items())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from evo.core.space import EXPLORED
 DEFAULT_HYPERPARAMS = Path(__file__).resolve().parent.parent / "hyperparams" / "ppo.yml"
 
 # Keys an env block of a hyperparameter file may hold, with the type each is coerced to.
-AGENT_KEYS: dict[str, type] = {
+AGENT_KEYS: dict[str, type | tuple[type, ...]] = {
     "policy": str,
     "n_envs": int,
     "n_steps": int,
@@ -36,27 +37,41 @@ AGENT_KEYS: dict[str, type] = {
     "n_epochs": int,
     "max_grad_norm": float,
     "normalize_advantage": bool,
+    "use_sde": bool,
+    "sde_sample_freq": int,
+    "normalize": (bool, dict),
     "agent_training_steps": int,
     "total_generations": int,
     **{name: float for name in EXPLORED},
     "policy_kwargs": dict,
     "search_space": dict,
 }
-POLICY_KWARGS_KEYS: dict[str, type] = {
-    "net_arch": list,
+POLICY_KWARGS_KEYS: dict[str, type | tuple[type, ...]] = {
+    "net_arch": (list, dict),
     "activation_fn": str,
     "ortho_init": bool,
+    "log_std_init": float,
     "features_dim": int,
 }
+NORMALIZE_KEYS: dict[str, type] = {"norm_obs": bool, "norm_reward": bool}
 SPACE_KEYS: dict[str, type] = {"low": float, "high": float, "scale": str}
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu")
 # --param-set NAME: (distribution mode, training levels) that the name stands for
 PARAM_SETS = {"easy": ("easy", 0), "easy-200": ("easy", 200), "hard": ("hard", 0), "hard-500": ("hard", 500)}
+ENV_KWARGS_FORM = "key:value (e.g. reward_scale:0.1 max_episode_steps:200)"
+FLOAT_LITERAL = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 OVERRIDE_FORM = "key:value (e.g. learning_rate:1e-3 n_epochs:4 'policy_kwargs:{net_arch: [32, 32]}')"
 
 
-def _coerce(value: Any, kind: type, where: str, problems: list[str]) -> Any:
-    """Coerce a YAML value to ``kind`` (PyYAML reads ``3e-4`` as a string)."""
+def _coerce(value: Any, kind: type | tuple[type, ...], where: str, problems: list[str]) -> Any:
+    """Coerce a YAML value to ``kind`` (PyYAML reads ``3e-4`` as a string); a tuple of
+    kinds (``normalize: true`` or a mapping) takes the value if it is one of them."""
+    if isinstance(kind, tuple):
+        if isinstance(value, kind):
+            return value
+        names = " or ".join("mapping" if k is dict else k.__name__ for k in kind)
+        problems.append(f"{where} must be {names}, got {value!r} ({type(value).__name__})")
+        return None
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -90,7 +105,7 @@ def _unknown_key(key: str, known: Sequence[str], where: str) -> str:
     return f"{where}: unknown key {key!r}{hint}"
 
 
-def _check_keys(mapping: dict, schema: dict[str, type], where: str, problems: list[str]) -> dict[str, Any]:
+def _check_keys(mapping: dict, schema: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
     """Coerce each known key of ``mapping`` to its type in ``schema``; report the rest."""
     out: dict[str, Any] = {}
     for key, value in mapping.items():
@@ -113,19 +128,45 @@ def _check_block(block: Any, where: str, problems: list[str]) -> dict[str, Any]:
         out["policy_kwargs"] = _check_policy_kwargs(out["policy_kwargs"], f"{where}.policy_kwargs", problems)
     if "search_space" in out:
         out["search_space"] = _check_space(out["search_space"], f"{where}.search_space", problems)
+    if "normalize" in out:
+        out["normalize"] = _check_normalize(out["normalize"], f"{where}.normalize", problems)
+    if out.get("sde_sample_freq", -1) == 0 or out.get("sde_sample_freq", -1) < -1:
+        problems.append(
+            f"{where}.sde_sample_freq is {out.pop('sde_sample_freq')}: use -1 (a new gSDE noise matrix at the start "
+            "of each rollout only) or a positive number of steps"
+        )
     return out
+
+
+def _check_normalize(value: bool | dict, where: str, problems: list[str]) -> dict[str, bool]:
+    """``normalize: true`` / ``false``, or zoo's ``{norm_obs: .., norm_reward: ..}`` (a key left
+    out is true, VecNormalize's default), as the mapping of both."""
+    if isinstance(value, bool):
+        return {"norm_obs": value, "norm_reward": value}
+    return {"norm_obs": True, "norm_reward": True, **_check_keys(value, NORMALIZE_KEYS, where, problems)}
 
 
 def _check_policy_kwargs(kwargs: dict, where: str, problems: list[str]) -> dict[str, Any]:
     out = _check_keys(kwargs, POLICY_KWARGS_KEYS, where, problems)
-    net_arch = out.get("net_arch")
-    if net_arch is not None and not all(isinstance(n, int) and n > 0 for n in net_arch):
-        problems.append(f"{where}.net_arch must be a list of positive layer sizes, got {net_arch!r}")
-        del out["net_arch"]
+    if "net_arch" in out and not _is_net_arch(out["net_arch"]):
+        problems.append(
+            f"{where}.net_arch must be a list of positive layer sizes (one network shared by policy and value, "
+            f"e.g. [64, 64]) or {{pi: [...], vf: [...]}} (separate ones, e.g. {{pi: [256, 256], vf: [256, 256]}}), "
+            f"got {out.pop('net_arch')!r}"
+        )
     if out.get("activation_fn", "tanh") not in ACTIVATIONS:
         problems.append(f"{where}.activation_fn is {out['activation_fn']!r}; use one of {', '.join(ACTIVATIONS)}")
         del out["activation_fn"]
     return out
+
+
+def _is_net_arch(net_arch: list | dict) -> bool:
+    def layers(sizes: Any) -> bool:
+        return isinstance(sizes, list) and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes)
+
+    if isinstance(net_arch, dict):
+        return set(net_arch) == {"pi", "vf"} and all(layers(sizes) for sizes in net_arch.values())
+    return layers(net_arch)
 
 
 def _check_space(space: dict, where: str, problems: list[str]) -> dict[str, dict[str, Any]]:
@@ -238,22 +279,41 @@ def is_file_form(tokens: Sequence[str] | None) -> bool:
     return ":" not in token and (token.endswith((".yml", ".yaml", ".json")) or os.sep in token)
 
 
-def parse_overrides(tokens: Sequence[str], problems: list[str]) -> dict[str, Any]:
-    """``--hyperparams key:value ...`` as one checked settings layer (values are YAML scalars)."""
+def key_values(tokens: Sequence[str], flag: str, form: str, problems: list[str]) -> dict[str, Any]:
+    """``key:value ...`` tokens as a dict, each value read as a YAML scalar (or flow collection)."""
     raw: dict[str, Any] = {}
     for token in tokens:
         key, colon, text = token.partition(":")
         if not colon:
-            problems.append(f"--hyperparams {token}: expected {OVERRIDE_FORM}, or a single YAML FILE")
+            problems.append(f"{flag} {token}: expected {form}")
             continue
         try:
             raw[key.strip()] = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError as error:
-            problems.append(f"--hyperparams {token}: {text!r} is not a YAML value ({error})".replace("\n", " "))
+            problems.append(f"{flag} {token}: {text!r} is not a YAML value ({error})".replace("\n", " "))
     for key in [key for key, value in raw.items() if value is None]:
-        problems.append(f"--hyperparams {key}: has no value; expected {OVERRIDE_FORM}")
+        problems.append(f"{flag} {key}: has no value; expected {form}")
         del raw[key]
+    return raw
+
+
+def parse_overrides(tokens: Sequence[str], problems: list[str]) -> dict[str, Any]:
+    """``--hyperparams key:value ...`` as one checked settings layer (values are YAML scalars)."""
+    raw = key_values(tokens, "--hyperparams", f"{OVERRIDE_FORM}, or a single YAML FILE", problems)
     return _check_block(raw, "--hyperparams", problems) if raw else {}
+
+
+def parse_env_kwargs(tokens: Sequence[str] | None, problems: list[str]) -> dict[str, Any]:
+    """``--env-kwargs key:value ...``: YAML scalars, except that a number PyYAML leaves as a
+    string (``3e-4``, YAML 1.1 wants ``3.0e-4``) is read as the float it spells."""
+    raw = key_values(tokens or (), "--env-kwargs", ENV_KWARGS_FORM, problems)
+    return {key: _yaml12_float(value) for key, value in raw.items()}
+
+
+def _yaml12_float(value: Any) -> Any:
+    if isinstance(value, str) and FLOAT_LITERAL.fullmatch(value.strip()):
+        return float(value)
+    return value
 
 
 def hyperparams_sources(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,17 @@ class AgentSettings:
     search_space: dict[str, ParamSpace]
     microbatch_size: int = 0
     """Back-propagate each minibatch in pieces of this many samples (0: whole; see evo.sb3.ppo)."""
+    use_sde: bool = False
+    """Generalised state-dependent exploration (gSDE) for continuous actions, as SB3's ``use_sde``."""
+    sde_sample_freq: int = -1
+    """With gSDE, draw a new noise matrix every this many steps (-1: at each rollout's start only)."""
+    normalize: dict[str, bool] = field(default_factory=lambda: {"norm_obs": False, "norm_reward": False})
+    """VecNormalize's ``norm_obs`` and ``norm_reward`` (zoo's ``normalize``); both false: none."""
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether the YAML asks for observation or reward normalisation."""
+        return any(self.normalize.values())
 
     @property
     def rollout_steps(self) -> int:
@@ -81,6 +92,14 @@ class Config:
         default="CartPole-v1",
         check=lambda flag, value: unknown_env_message(value),
     )
+    env_kwargs: dict[str, Any] = option(
+        "keyword arguments of the env for gym.make as key:value, values read as YAML scalars (e.g. "
+        "reward_scale:0.1 max_episode_steps:200); every rank's training and evaluation envs get them",
+        FIXED,
+        nargs="+",
+        metavar="KEY:VALUE",
+    )
+    """Resolved: the ``key:value`` pairs as a dict (empty without any)."""
     num_agents: int = option(
         "population size (default: number of MPI ranks)",
         FIXED,

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from evo.config.options import OPTIONS, TAKEN_FROM_RUN, Resume
-from evo.config.resolved import ConfigError
+from evo.config.resolved import AgentSettings, ConfigError
 
 # Options a resumed run takes from the run's record unless given again.
 RESUMED_FLAGS: tuple[str, ...] = tuple(option.name for option in TAKEN_FROM_RUN)
@@ -25,6 +25,14 @@ FIXED_ON_RESUME: tuple[str, ...] = (
 # PPO settings that change how the update is computed, not what it computes: a run may resume
 # with another value (e.g. a smaller microbatch after running out of memory).
 AGENT_FREE_ON_RESUME = ("microbatch_size",)
+# What a run recorded before a field existed had instead: a run started before --env-kwargs made
+# its envs with none, one started before gSDE or normalize had neither.
+RECORDED_SINCE: dict[str, Any] = {"env_kwargs": {}}
+AGENT_RECORDED_SINCE: dict[str, Any] = {
+    "use_sde": False,
+    "sde_sample_freq": -1,
+    "normalize": AgentSettings.__dataclass_fields__["normalize"].default_factory(),
+}
 
 
 def load_saved_config(run_dir: Path) -> dict[str, Any]:
@@ -55,10 +63,10 @@ def resume_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
     found = []
     for name in FIXED_ON_RESUME:
         if name == "agent":
-            found += _agent_differences(saved["agent"], new["agent"])
-        elif saved.get(name) != new.get(name):
+            found += _agent_differences({**AGENT_RECORDED_SINCE, **saved["agent"]}, new["agent"])
+        elif (before := saved.get(name, RECORDED_SINCE.get(name))) != new.get(name):
             found.append(
-                f"--resume: {name} was {saved.get(name)!r} in this run, the command gives {new.get(name)!r}; "
+                f"--resume: {name} was {before!r} in this run, the command gives {new.get(name)!r}; "
                 "a run resumes with the same value (drop the flag to keep it)"
             )
     return found

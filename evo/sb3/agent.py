@@ -52,16 +52,25 @@ def member_seed(seed: int, member: int, stream: int = 0) -> int:
     return int(np.random.SeedSequence([seed, member, stream]).generate_state(1)[0] % (2**31 - 1))
 
 
+def net_arch(layers: list[int] | dict[str, list[int]]) -> list[int] | dict[str, list[int]]:
+    """The YAML's ``net_arch`` as SB3 2.x takes it: a list of layer sizes shared by the policy
+    and value networks, or ``dict(pi=[...], vf=[...])`` for separate ones."""
+    if isinstance(layers, dict):
+        return {"pi": list(layers["pi"]), "vf": list(layers["vf"])}
+    return list(layers)
+
+
 def policy_arguments(agent: AgentSettings, channels_last: bool = False) -> tuple[str, dict]:
     """SB3 policy name and policy_kwargs for our policy names."""
     kwargs: dict = {}
     options = dict(agent.policy_kwargs)
     if "net_arch" in options:
-        kwargs["net_arch"] = list(options["net_arch"])
+        kwargs["net_arch"] = net_arch(options["net_arch"])
     if "activation_fn" in options:
         kwargs["activation_fn"] = ACTIVATIONS[options["activation_fn"]]
-    if "ortho_init" in options:
-        kwargs["ortho_init"] = options["ortho_init"]
+    for name in ("ortho_init", "log_std_init"):
+        if name in options:
+            kwargs[name] = options[name]
     if agent.policy == "mlp":
         return "MlpPolicy", kwargs
     kwargs["features_extractor_class"] = EXTRACTORS[agent.policy]
@@ -140,6 +149,7 @@ def build_model(
         config.distribution_mode,
         config.num_levels,
         config.start_level,
+        env_kwargs=config.env_kwargs,
     )
     policy, policy_kwargs = policy_arguments(agent, channels_last=config.cpu_tuning)
     model = PPO(
@@ -157,6 +167,8 @@ def build_model(
         vf_coef=hparams["vf_coef"],
         max_grad_norm=agent.max_grad_norm,
         normalize_advantage=agent.normalize_advantage,
+        use_sde=agent.use_sde,
+        sde_sample_freq=agent.sde_sample_freq,
         policy_kwargs=policy_kwargs,
         stats_window_size=100,
         verbose=0,
@@ -525,5 +537,6 @@ def build_member(
             config.distribution_mode,
             config.eval_num_levels,
             config.eval_start_level,
+            env_kwargs=config.env_kwargs,
         )
     return Member(member, model, dict(hparams), eval_env, config.eval_episodes, select_on=config.select_on)

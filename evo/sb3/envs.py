@@ -8,6 +8,8 @@ the MPI rank) and ``num_threads=0`` (one rank, one core).
 
 from __future__ import annotations
 
+import importlib
+import logging
 import warnings
 from typing import Any
 
@@ -21,6 +23,8 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor
 
 from evo.config.envnames import procgen_game
+
+logger = logging.getLogger(__name__)
 
 SYSTEM_LIBRARIES_HINT = (
     "procgen's compiled library needs the system libraries libgl1 and libglib2.0-0 "
@@ -123,10 +127,56 @@ def make_env(
     distribution_mode: str = "easy",
     num_levels: int = 0,
     start_level: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> VecEnv:
-    """A monitored VecEnv for one member (episode returns reach ``model.ep_info_buffer``)."""
+    """A monitored VecEnv for one member (episode returns reach ``model.ep_info_buffer``).
+
+    ``env_id`` may be gymnasium's ``module:EnvId``: the module, which registers the env, is
+    imported here, on the rank that builds the env (the config was checked on rank 0 only).
+    ``env_kwargs`` go to ``gym.make`` for every copy of the env.
+    """
     game = procgen_game(env_id)
     if game is not None:
         env = ProcgenVecEnv(game, num_envs, seed, distribution_mode, num_levels, start_level)
         return VecMonitor(env)
-    return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv)
+    register_module(env_id)
+    if is_mujoco(env_id):
+        log_mujoco_warnings()
+    return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
+
+
+def is_mujoco(env_id: str) -> bool:
+    """Whether ``env_id`` (registered; ``module:EnvId`` with its module imported) is a MuJoCo task."""
+    entry_point = gym.spec(env_id.rpartition(":")[2]).entry_point
+    return isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.mujoco")
+
+
+_MUJOCO_WARNINGS_SEEN: set[str] = set()
+
+
+def log_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings to this module's logger, each text once per process, instead of
+    MuJoCo's default: printing it and appending it to MUJOCO_LOG.TXT in the working directory.
+    (gymnasium's v5 models use ``settotalmass``, which MuJoCo 3.3+ warns about at every load.)"""
+    import mujoco
+
+    def warn(text: str) -> None:
+        if text not in _MUJOCO_WARNINGS_SEEN:
+            _MUJOCO_WARNINGS_SEEN.add(text)
+            logger.warning("mujoco: %s", text)
+
+    mujoco.set_mju_user_warning(warn)
+
+
+def register_module(env_id: str) -> None:
+    """Import the module of a ``module:EnvId`` id, so that its env is registered in this process."""
+    module, colon, _ = env_id.partition(":")
+    if not colon:
+        return
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        raise RuntimeError(
+            f"--env-id {env_id}: cannot import module {module!r} on this rank ({error}); every rank must be able "
+            "to import it: install it, or put its folder on PYTHONPATH for every rank (mpiexec -x PYTHONPATH)"
+        ) from error
