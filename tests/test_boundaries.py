@@ -243,19 +243,22 @@ print(json.dumps(result))
 def exercise_pure_core(run_dir: str) -> dict:
     """Real work from the pure core: parse a config, plan a generation with selection and explore.
 
-    The one place to adapt when the population rows change type (dicts today; a ``MemberResult``
-    dataclass in evo.core is coming).
+    The one place to adapt when the population rows change type.
     """
     import numpy as np
 
     from evo.config import parse_config
     from evo.core.plan import plan_generation
+    from evo.core.result import MemberResult
     from evo.core.space import sample_hparams
 
     config = parse_config(["--env-id", "CartPole-v1", "--run-dir", run_dir, "--num-agents", "4"])
     space = config.agent.search_space
     rng = np.random.default_rng(0)
-    population = [{"score": float(score), "hparams": sample_hparams(space, rng)} for score in (3.0, 1.0, 4.0, 2.0)]
+    population = [
+        MemberResult(member, 0, 128, score, score, float("nan"), sample_hparams(space, rng))
+        for member, score in enumerate((3.0, 1.0, 4.0, 2.0))
+    ]
     exploits = plan_generation(1, population, "truncation", space, rng, truncation_fraction=0.25)
     return {"env_id": config.env_id, "moves": [(e.recipient, e.donor) for e in exploits]}
 
