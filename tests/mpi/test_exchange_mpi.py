@@ -8,20 +8,9 @@ Every test binds COMM_WORLD and a Dup() of it.
 
 import numpy as np
 import pytest
-from mpi4py import MPI
 
 from evo.core.selection import truncation, winner_takes_all
 from evo.mpi import exchange
-
-COMMS = {"world": lambda: MPI.COMM_WORLD, "dup": lambda: MPI.COMM_WORLD.Dup()}
-
-
-@pytest.fixture(params=sorted(COMMS))
-def comm(request):
-    comm = COMMS[request.param]()
-    yield comm
-    if comm is not MPI.COMM_WORLD:
-        comm.Free()
 
 
 def payload(member, size=1000):

@@ -7,22 +7,11 @@ size 1 too. Every test binds COMM_WORLD and a Dup() of it.
 
 import numpy as np
 import pytest
-from mpi4py import MPI
 
 from evo.core.plan import Exploit
 from evo.core.result import Scores
 from evo.loop import Hooks, LoopSettings, run_generations
 from tests.mpi.test_exchange_mpi import donor_maps, payload
-
-COMMS = {"world": lambda: MPI.COMM_WORLD, "dup": lambda: MPI.COMM_WORLD.Dup()}
-
-
-@pytest.fixture(params=sorted(COMMS))
-def comm(request):
-    comm = COMMS[request.param]()
-    yield comm
-    if comm is not MPI.COMM_WORLD:
-        comm.Free()
 
 
 class Worker:
