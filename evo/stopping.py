@@ -1,7 +1,13 @@
 """Stop requests from signals (SIGTERM, SIGINT, SIGUSR1), handled at safe points.
 
-The handler only records the signal; the run loop and an SB3 callback poll it. A second
-signal while a stop is already under way aborts at once (KeyboardInterrupt).
+The handler only records the signal; the run loop and an SB3 callback poll it.
+
+Schedulers and launchers deliver the same stop signal more than once: ``scancel --full``
+signals every process of a SLURM job, so each rank gets SIGUSR1 from SLURM and again from
+mpiexec (and from the batch script, which forwards it too). So SIGTERM and SIGUSR1 during a
+stop are ignored: they never turn the graceful stop into an abort. Only SIGINT while a stop
+is already under way aborts at once (KeyboardInterrupt): that is Ctrl-C pressed a second
+time at a terminal, by someone who does not want to wait for the checkpoint.
 """
 
 from __future__ import annotations
@@ -9,14 +15,19 @@ from __future__ import annotations
 import signal
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+ABORT_SIGNAL = signal.SIGINT  # a second Ctrl-C; repeated SIGTERM or SIGUSR1 never aborts
 EXIT_STOPPED = 75  # EX_TEMPFAIL: stopped on request, checkpoint written; resume with --resume
 
 
 class StopRequest:
-    """Records stop signals; ``requested`` is true once one arrived."""
+    """Records stop signals; ``requested`` is true once one arrived.
+
+    ``signal_name`` is the first stop signal; ``repeats`` counts the ignored ones after it.
+    """
 
     def __init__(self) -> None:
         self.signal_name: str | None = None
+        self.repeats = 0
         self._previous: dict[int, object] = {}
 
     @property
@@ -24,9 +35,13 @@ class StopRequest:
         return self.signal_name is not None
 
     def _handle(self, signum, frame) -> None:
-        if self.signal_name is not None:
-            raise KeyboardInterrupt(f"second signal ({signal.Signals(signum).name}) while stopping")
-        self.signal_name = signal.Signals(signum).name
+        name = signal.Signals(signum).name
+        if self.signal_name is None:
+            self.signal_name = name
+            return
+        if signum == ABORT_SIGNAL:
+            raise KeyboardInterrupt(f"{name} while stopping on {self.signal_name}: aborting without a checkpoint")
+        self.repeats += 1
 
     def install(self) -> StopRequest:
         for signum in STOP_SIGNALS:
