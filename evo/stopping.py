@@ -8,6 +8,12 @@ mpiexec (and from the batch script, which forwards it too). So SIGTERM and SIGUS
 stop are ignored: they never turn the graceful stop into an abort. Only SIGINT while a stop
 is already under way aborts at once (KeyboardInterrupt): that is Ctrl-C pressed a second
 time at a terminal, by someone who does not want to wait for the checkpoint.
+
+Repeats can arrive late, after the run has stopped and while the process exits (srun
+forwards its copy of the signal after SLURM's own reached the ranks), so ``uninstall``
+after a stop leaves SIGTERM and SIGUSR1 ignored: their default action would end the
+process with the signal instead of the exit status 75 that tells the batch script to
+requeue the job.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ class StopRequest:
         return self
 
     def uninstall(self) -> None:
+        """Restores the previous handlers; after a stop, ignores repeats of SIGTERM and SIGUSR1."""
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            stopping_repeat = self.requested and signum != ABORT_SIGNAL
+            signal.signal(signum, signal.SIG_IGN if stopping_repeat else handler)
         self._previous.clear()

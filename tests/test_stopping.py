@@ -3,11 +3,15 @@ abort a graceful stop; a second Ctrl-C (SIGINT) does."""
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
 
 from evo.stopping import StopRequest
+from tests.conftest import ROOT
 
 
 @pytest.fixture
@@ -54,6 +58,27 @@ def test_uninstall_restores_the_previous_handlers():
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
     StopRequest().install().uninstall()
     assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_a_late_repeat_after_the_stop_does_not_change_the_exit_status():
+    """srun forwards USR1 to the ranks after SLURM's own copy stopped them: the repeat can
+    arrive after the run returned, while the process exits with status 75."""
+    script = textwrap.dedent(
+        """
+        import os, signal, sys, time
+        from evo.stopping import EXIT_STOPPED, StopRequest
+        request = StopRequest().install()
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.01)
+        request.uninstall()
+        os.kill(os.getpid(), signal.SIGUSR1)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        sys.exit(EXIT_STOPPED)
+        """
+    )
+    stopped = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=60)
+    assert stopped.returncode == 75, stopped.stderr
 
 
 @pytest.mark.e2e
