@@ -7,7 +7,8 @@
 #   scripts/local-slurm.sh down    stop the daemons this script started (munged too, if it did)
 #   scripts/local-slurm.sh status  say whether the daemons run and what sinfo shows
 #
-# `up` is idempotent: with the daemons running it only waits for the node. It writes
+# `up` is idempotent: with the daemons running it only waits for the node (and applies
+# changed settings with `scontrol reconfigure`). It writes
 # /etc/slurm/slurm.conf, and refuses to if a slurm.conf it did not write is there.
 # State, pid files and logs live in $LOCAL_SLURM_DIR (default /var/lib/local-slurm); each
 # `up` starts slurmctld with a clean job state (-c).
@@ -16,6 +17,8 @@
 #   normal  the default; its jobs can be pre-empted (PreemptMode=REQUEUE) with
 #           GraceTime=$LOCAL_SLURM_GRACE_TIME s (default 60) between SIGTERM and SIGKILL
 #   urgent  PriorityTier=10: its jobs pre-empt the normal partition's (preempt/partition_prio)
+# LOCAL_SLURM_CRED_EXPIRE=N sets AuthInfo=cred_expire=N: a requeued job is held N + 1 s
+# before it may start again (SLURM's default: 120, so 121 s).
 # LOCAL_SLURM_SEND_USER_SIGNAL=1 adds SlurmctldParameters=preempt_send_user_signal (a
 # pre-emption then sends the job's --signal, e.g. B:USR1, instead of SIGTERM to the steps).
 set -euo pipefail
@@ -50,24 +53,27 @@ install_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-write_config() {
+check_ours() {
     if [ -e "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
         die "$CONF exists and was not written by this script; not touching it"
     fi
+}
+
+render_config() { # the slurm.conf for this node and these settings, on stdout
     local node cpus sockets cores threads memory
     node="$(hostname -s)"
     # the node's real shape, as slurmd sees it (CPUs, sockets, cores, memory in MB)
     read -r cpus sockets cores threads memory < <(slurmd -C | awk '/^NodeName/ {
         for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         print v["CPUs"], v["Boards"] * v["SocketsPerBoard"], v["CoresPerSocket"], v["ThreadsPerCore"], v["RealMemory"] }')
-    mkdir -p /etc/slurm "$DIR/state" "$DIR/slurmd" "$DIR/log"
-    cat >"$CONF" <<EOF
+    cat <<EOF
 $MARK; \`scripts/local-slurm.sh up\` rewrites it.
 ClusterName=local
 SlurmctldHost=$node
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+$([ -n "${LOCAL_SLURM_CRED_EXPIRE:-}" ] && echo "AuthInfo=cred_expire=$LOCAL_SLURM_CRED_EXPIRE")
 CryptoType=crypto/munge
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/slurmd
@@ -85,6 +91,8 @@ ReturnToService=2
 # one job per node at a time: a job in the urgent partition always has to pre-empt
 SelectType=select/linear
 SchedulerType=sched/backfill
+# look at pending jobs every 5 s (default 30 s and 60 s), so a requeued job starts soon after its hold
+SchedulerParameters=bf_interval=5,sched_interval=5
 # pre-emption by partition: urgent jobs requeue normal ones after their GraceTime
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
@@ -93,6 +101,12 @@ NodeName=$node CPUs=$cpus Sockets=$sockets CoresPerSocket=$cores ThreadsPerCore=
 PartitionName=normal Nodes=$node Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE_TIME
 PartitionName=urgent Nodes=$node MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
 EOF
+}
+
+write_config() {
+    check_ours
+    mkdir -p /etc/slurm "$DIR/state" "$DIR/slurmd" "$DIR/log"
+    render_config >"$CONF"
 }
 
 start_munge() {
@@ -133,6 +147,11 @@ up() {
     [ "$(id -u)" -eq 0 ] || die "run as root (it installs packages and starts daemons)"
     install_packages
     if running slurmctld && running slurmd; then
+        if [ "$(render_config)" != "$(cat "$CONF" 2>/dev/null)" ]; then # other settings asked for
+            write_config
+            scontrol reconfigure
+            say "reconfigured"
+        fi
         wait_idle
         say "already up"
         return 0
