@@ -265,12 +265,11 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
     assert generations_recorded(job.run_dir) == {g: [0, 1] for g in range(1, 7)}
 
 
-def test_preemption_with_mpiexec_and_preempt_send_user_signal(
-    preempt_send_user_signal, jobs, tmp_path, tiny_hyperparams
-):
+@pytest.mark.parametrize("launcher", ["mpiexec", "srun"])
+def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs, tmp_path, tiny_hyperparams, launcher):
     """With SlurmctldParameters=preempt_send_user_signal, the pre-emption sends the job's
-    --signal=B:USR1 to the batch script at once, which forwards it to mpiexec."""
-    job = jobs(tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", steps=16000)
+    --signal=B:USR1 to the batch script at once, which forwards it to the launcher."""
+    job = jobs(tmp_path, "single_node.sbatch", launcher, tiny_hyperparams, "--ntasks=2", steps=16000)
     job.wait_for_generation(1)
     time.sleep(1.0)
     preempted = time.monotonic()
