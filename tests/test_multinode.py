@@ -6,6 +6,7 @@ on one host. All traffic stays inside the namespaces the test creates."""
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -93,13 +94,21 @@ def mpiexec_on_two_hosts(two_hosts, agent: Path, args: list[str], timeout: float
         ]
     )
     env = {**mpi_env(), "PRTE_MCA_plm_ssh_agent": str(agent)}
-    return subprocess.run(
-        enter(namespace, "hostA", f"cd {ROOT} && {command}"),
+    job = subprocess.Popen(
+        enter(namespace, "hostA", f"cd {ROOT} && exec {command}"),
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
+        start_new_session=True,  # mpiexec, the agent and host B's daemon: one group to kill
     )
+    try:
+        stdout, stderr = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+        pytest.fail(f"mpiexec on two hosts timed out after {timeout}s\n{stderr[-3000:]}")
+    return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
 
 
 def test_ranks_run_on_two_hosts(two_hosts, ssh_agent):
