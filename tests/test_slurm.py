@@ -84,6 +84,7 @@ def test_preemption_signal_checkpoints_exits_75_and_the_next_part_resumes(tmp_pa
         **mpi_env(),
         "SLURM_NTASKS": "2",
         "SLURM_JOB_NAME": "local",
+        "LAUNCHER": "mpiexec",  # no SLURM here to run srun
         "EVO_HOME": str(ROOT),
         "RUN_DIR": str(run_dir),
         "EVO_EXTRA_ARGS": f"--env-id CartPole-v1 --hyperparams {tiny_hyperparams} --total-generations 3 "

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# A single-node SLURM on this machine, for the `slurm` test tier and for trying the batch
+# scripts in slurm/ before a real cluster. Debian/Ubuntu, as root, without systemd or cgroups.
+#
+#   scripts/local-slurm.sh up      install (apt-get) and configure SLURM and munge, start munged,
+#                                  slurmctld and slurmd, wait until the node is idle
+#   scripts/local-slurm.sh down    stop the daemons this script started (munged too, if it did)
+#   scripts/local-slurm.sh status  say whether the daemons run and what sinfo shows
+#
+# `up` is idempotent: with the daemons running it only waits for the node (and applies
+# changed settings with `scontrol reconfigure`). It writes
+# /etc/slurm/slurm.conf, and refuses to if a slurm.conf it did not write is there.
+# State, pid files and logs live in $LOCAL_SLURM_DIR (default /var/lib/local-slurm); each
+# `up` starts slurmctld with a clean job state (-c).
+#
+# Partitions (the same node in both):
+#   normal  the default; its jobs can be pre-empted (PreemptMode=REQUEUE) with
+#           GraceTime=$LOCAL_SLURM_GRACE_TIME s (default 60) between SIGTERM and SIGKILL
+#   urgent  PriorityTier=10: its jobs pre-empt the normal partition's (preempt/partition_prio)
+# LOCAL_SLURM_CRED_EXPIRE=N sets AuthInfo=cred_expire=N: a requeued job is held N + 1 s
+# before it may start again (SLURM's default: 120, so 121 s).
+# LOCAL_SLURM_SEND_USER_SIGNAL=1 adds SlurmctldParameters=preempt_send_user_signal (a
+# pre-emption then sends the job's --signal, e.g. B:USR1, instead of SIGTERM to the steps).
+set -euo pipefail
+
+DIR="${LOCAL_SLURM_DIR:-/var/lib/local-slurm}"
+CONF=/etc/slurm/slurm.conf
+MARK="# written by evo scripts/local-slurm.sh"
+GRACE_TIME="${LOCAL_SLURM_GRACE_TIME:-60}"
+PACKAGES=(slurmctld slurmd slurm-client munge libpmix2 libpmix-dev) # libpmix-dev: the libpmix.so that srun --mpi=pmix loads
+
+say() { echo "local-slurm: $*"; }
+die() {
+    echo "local-slurm: error: $*" >&2
+    exit 1
+}
+
+running() { # running NAME: the daemon whose pid file is $DIR/NAME.pid is alive
+    local pid
+    pid="$(cat "$DIR/$1.pid" 2>/dev/null)" || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+install_packages() {
+    local missing=() package
+    for package in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    command -v apt-get >/dev/null || die "no apt-get: install ${missing[*]} yourself"
+    say "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+check_ours() {
+    if [ -e "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
+        die "$CONF exists and was not written by this script; not touching it"
+    fi
+}
+
+render_config() { # the slurm.conf for this node and these settings, on stdout
+    local node cpus sockets cores threads memory
+    node="$(hostname -s)"
+    # the node's real shape, as slurmd sees it (CPUs, sockets, cores, memory in MB)
+    read -r cpus sockets cores threads memory < <(slurmd -C | awk '/^NodeName/ {
+        for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        print v["CPUs"], v["Boards"] * v["SocketsPerBoard"], v["CoresPerSocket"], v["ThreadsPerCore"], v["RealMemory"] }')
+    cat <<EOF
+$MARK; \`scripts/local-slurm.sh up\` rewrites it.
+ClusterName=local
+SlurmctldHost=$node
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+$([ -n "${LOCAL_SLURM_CRED_EXPIRE:-}" ] && echo "AuthInfo=cred_expire=$LOCAL_SLURM_CRED_EXPIRE")
+CryptoType=crypto/munge
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/slurmd
+SlurmctldPidFile=$DIR/slurmctld.pid
+SlurmdPidFile=$DIR/slurmd.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.log
+# no systemd and no cgroups here: follow processes through /proc, no task binding
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+# one job per node at a time: a job in the urgent partition always has to pre-empt
+SelectType=select/linear
+SchedulerType=sched/backfill
+# look at pending jobs every 5 s (default 30 s and 60 s), so a requeued job starts soon after its hold
+SchedulerParameters=bf_interval=5,sched_interval=5
+# pre-emption by partition: urgent jobs requeue normal ones after their GraceTime
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+$([ -n "${LOCAL_SLURM_SEND_USER_SIGNAL:-}" ] && echo "SlurmctldParameters=preempt_send_user_signal")
+NodeName=$node CPUs=$cpus Sockets=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$memory State=UNKNOWN
+PartitionName=normal Nodes=$node Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE_TIME
+PartitionName=urgent Nodes=$node MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
+EOF
+}
+
+write_config() {
+    check_ours
+    mkdir -p /etc/slurm "$DIR/state" "$DIR/slurmd" "$DIR/log"
+    render_config >"$CONF"
+}
+
+start_munge() {
+    if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+        return 0
+    fi
+    [ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
+    chown munge:munge /etc/munge/munge.key
+    chmod 0400 /etc/munge/munge.key
+    mkdir -p /run/munge /var/log/munge /var/lib/munge
+    chown munge:munge /run/munge /var/log/munge /var/lib/munge
+    runuser -u munge -- /usr/sbin/munged
+    local _
+    for _ in $(seq 50); do
+        if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+            cp /run/munge/munged.pid "$DIR/munged.pid" # ours to stop on `down`
+            return 0
+        fi
+        sleep 0.1
+    done
+    die "munged did not start; see /var/log/munge/munged.log"
+}
+
+wait_idle() {
+    local _ state=""
+    for _ in $(seq 150); do
+        state="$(sinfo -h -N -p normal -o %t 2>/dev/null | head -n 1)"
+        case "$state" in
+            idle | mix | alloc) return 0 ;;
+            down* | drain*) scontrol update NodeName="$(hostname -s)" State=RESUME 2>/dev/null || true ;;
+        esac
+        sleep 0.2
+    done
+    die "the node is not idle after 30 s (sinfo: '${state}'); see $DIR/log/slurmctld.log and slurmd.log"
+}
+
+up() {
+    [ "$(id -u)" -eq 0 ] || die "run as root (it installs packages and starts daemons)"
+    install_packages
+    if running slurmctld && running slurmd; then
+        if [ "$(render_config)" != "$(cat "$CONF" 2>/dev/null)" ]; then # other settings asked for
+            write_config
+            scontrol reconfigure
+            say "reconfigured"
+        fi
+        wait_idle
+        say "already up"
+        return 0
+    fi
+    down quiet
+    write_config
+    start_munge
+    slurmctld -c
+    slurmd
+    wait_idle
+    say "up: $(sinfo -h -o '%P %a %D %t' | tr '\n' ' ')(logs in $DIR/log)"
+}
+
+down() {
+    local name pid _
+    if running slurmctld; then # end the jobs first, so that no slurmstepd outlives slurmd
+        squeue -h -o %i | xargs -r scancel
+        for _ in $(seq 100); do
+            [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break
+            sleep 0.1
+        done
+    fi
+    for name in slurmd slurmctld munged; do
+        running "$name" || continue
+        pid="$(cat "$DIR/$name.pid")"
+        kill -TERM "$pid"
+        for _ in $(seq 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "local-slurm: $name ($pid) did not stop in 10 s; killing it" >&2
+            kill -KILL "$pid"
+        fi
+        rm -f "$DIR/$name.pid"
+    done
+    [ "${1:-}" = quiet ] || say "down"
+}
+
+status() {
+    local name
+    for name in munged slurmctld slurmd; do
+        if running "$name"; then say "$name runs ($(cat "$DIR/$name.pid"))"; else say "$name stopped"; fi
+    done
+    sinfo 2>/dev/null || true
+}
+
+case "${1:-}" in
+    up) up ;;
+    down) down ;;
+    status) status ;;
+    *)
+        echo "usage: $0 up|down|status" >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,285 @@
+"""The batch scripts in slurm/ under a real SLURM (22.05 from Debian's packages, one node,
+brought up by scripts/local-slurm.sh): a run to completion, scancel's USR1 to the batch
+script and to every process, a pre-emption by a job in the higher-priority partition, and
+both launchers. Every stop must end in a checkpoint, a requeue and a resumed part that
+records each (generation, member) exactly once.
+
+A requeued job is held by SLURM for AuthInfo's cred_expire + 1 s (121 s by default) before
+it may start again. Lifting the hold (`scontrol update JobId=N StartTime=now`) is not safe:
+the job then starts while its credential is still revoked and fails ("Killing non-startable
+batch job: Job credential revoked"), or srun's step clashes with the previous part's. So the
+test cluster runs with cred_expire=10, the tests check the hold is cred_expire + 1 s and
+wait for it.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, mpi_env
+from tests.test_resilience import generations_recorded, rows
+
+pytestmark = pytest.mark.slurm
+
+LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
+CRED_EXPIRE = 10  # a requeued job waits 11 s (SLURM's default: 121 s)
+GRACE_TIME = 20  # asked of local-slurm.sh for the normal partition: time enough for a checkpoint
+ALL_GENERATIONS = {1: [0, 1], 2: [0, 1], 3: [0, 1]}
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A one-node SLURM for the session; skips where this machine cannot run one."""
+    if os.geteuid() != 0:
+        pytest.skip("the slurm tier installs and starts SLURM: it needs root")
+    if not shutil.which("apt-get") and not shutil.which("slurmctld"):
+        pytest.skip("the slurm tier needs apt-get (Debian/Ubuntu) or SLURM installed")
+    started = time.monotonic()
+    said = local_slurm_up()
+    print(f"\nlocal SLURM up in {time.monotonic() - started:.1f}s: {said}")
+    partition = subprocess.run(["scontrol", "-o", "show", "partition", "normal"], capture_output=True, text=True)
+    assert f"GraceTime={GRACE_TIME} " in partition.stdout, partition.stdout
+    yield
+    down = subprocess.run([str(LOCAL_SLURM), "down"], capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr
+
+
+def local_slurm_up(**settings: str) -> str:
+    """`local-slurm.sh up` with this tier's GraceTime and cred_expire (more settings reconfigure)."""
+    env = {
+        **os.environ,
+        "LOCAL_SLURM_GRACE_TIME": str(GRACE_TIME),
+        "LOCAL_SLURM_CRED_EXPIRE": str(CRED_EXPIRE),
+        **settings,
+    }
+    up = subprocess.run([str(LOCAL_SLURM), "up"], env=env, capture_output=True, text=True, timeout=600)
+    assert up.returncode == 0, up.stdout + up.stderr
+    return up.stdout.strip()
+
+
+@pytest.fixture
+def preempt_send_user_signal(cluster):
+    """SlurmctldParameters=preempt_send_user_signal for one test."""
+    local_slurm_up(LOCAL_SLURM_SEND_USER_SIGNAL="1")
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    assert "preempt_send_user_signal" in config
+    yield
+    local_slurm_up()
+
+
+class Job:
+    """One batch job submitted from the checkout, its log and run directory in tmp_path."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        script: str,
+        launcher: str,
+        hyperparams: Path,
+        *sbatch_args: str,
+        steps=8000,
+        generations=3,
+    ):
+        self.run_dir = tmp_path / "run"
+        self.log_dir = tmp_path
+        env = {
+            **mpi_env(),
+            "LAUNCHER": launcher,
+            "RUN_DIR": str(self.run_dir),
+            "EVO_EXTRA_ARGS": f"--env-id CartPole-v1 --hyperparams {hyperparams} --total-generations {generations} "
+            f"--agent-training-steps {steps} --seed 5",
+        }
+        submitted = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "--mem=2G",
+                "--time=10",
+                f"--output={tmp_path}/job-%j.out",
+                *sbatch_args,
+                str(ROOT / "slurm" / script),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert submitted.returncode == 0, submitted.stderr
+        self.id = submitted.stdout.strip().split(";")[0]
+
+    def info(self) -> dict[str, str]:
+        shown = subprocess.run(["scontrol", "-o", "show", "job", self.id], capture_output=True, text=True, timeout=30)
+        assert shown.returncode == 0, shown.stderr
+        return dict(field.split("=", 1) for field in shown.stdout.split() if "=" in field)
+
+    def log(self) -> str:
+        path = self.log_dir / f"job-{self.id}.out"
+        return path.read_text() if path.exists() else ""
+
+    def wait_until(self, predicate, timeout: float, what: str) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = self.info()
+            if predicate(info):
+                return info
+            assert info["JobState"] not in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), self.failure(info)
+            time.sleep(0.5)
+        pytest.fail(f"job {self.id}: timed out after {timeout}s waiting for {what}\n{self.failure(self.info())}")
+
+    def failure(self, info) -> str:
+        return f"{info.get('JobState')} {info.get('Reason')} exit {info.get('ExitCode')}\n{self.log()[-4000:]}"
+
+    def wait_for_generation(self, generation: int, timeout: float = 240) -> None:
+        def done(info):
+            return (self.run_dir / "population.csv").exists() and len(rows(self.run_dir)) >= 2 * generation
+
+        self.wait_until(done, timeout, f"generation {generation} in population.csv")
+
+    def wait_completed(self, timeout: float = 300) -> dict[str, str]:
+        info = self.wait_until(lambda info: info["JobState"] == "COMPLETED", timeout, "COMPLETED")
+        assert info["ExitCode"] == "0:0", self.failure(info)
+        return info
+
+    def wait_requeue_hold(self, timeout: float = 120) -> None:
+        """Wait for the requeued job to be held on its BeginTime; the hold is cred_expire + 1 s
+        from the requeue (SLURM resets SubmitTime then)."""
+        info = self.wait_until(
+            lambda info: info["JobState"] == "PENDING" and info["Reason"] == "BeginTime", timeout, "a requeue"
+        )
+        assert int(info["Restarts"]) >= 1
+        hold = datetime.fromisoformat(info["EligibleTime"]) - datetime.fromisoformat(info["SubmitTime"])
+        assert hold.total_seconds() == CRED_EXPIRE + 1, (info["SubmitTime"], info["EligibleTime"])
+
+    def cancel(self) -> None:
+        subprocess.run(["scancel", self.id], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def jobs(cluster):
+    """Submits jobs; cancels what is left of them after the test."""
+    submitted = []
+
+    def submit(*args, **kwargs) -> Job:
+        submitted.append(Job(*args, **kwargs))
+        return submitted[-1]
+
+    yield submit
+    for job in submitted:
+        job.cancel()
+
+
+@pytest.mark.parametrize(
+    "script, launcher, resources",
+    [
+        ("single_node.sbatch", "srun", ["--ntasks=2"]),
+        ("multi_node.sbatch", "srun", ["--nodes=1", "--ntasks-per-node=2"]),
+        ("multi_node.sbatch", "mpiexec", ["--nodes=1", "--ntasks-per-node=2"]),
+    ],
+)
+def test_a_run_completes(jobs, tmp_path, tiny_hyperparams, script, launcher, resources):
+    job = jobs(tmp_path, script, launcher, tiny_hyperparams, *resources, steps=2000)
+    job.wait_completed()
+    assert generations_recorded(job.run_dir) == ALL_GENERATIONS
+    log = job.log()
+    assert log.count("new run") == 1 and "--resume" not in log
+    assert f"evo: {launcher} " in log
+    assert "help-pmix" not in log  # srun without PMIX_MCA_psec=native: one PMIx warning per rank
+
+
+@pytest.mark.parametrize(
+    "scope, launcher",
+    [("--batch", "mpiexec"), ("--batch", "srun"), ("--full", "mpiexec"), ("--full", "srun")],
+)
+def test_usr1_checkpoints_requeues_and_resumes(jobs, tmp_path, tiny_hyperparams, scope, launcher):
+    """scancel --batch: the script forwards USR1 to the launcher, which forwards it to the
+    ranks. --full: every rank also gets it from SLURM directly, two or three times in all."""
+    job = jobs(tmp_path, "single_node.sbatch", launcher, tiny_hyperparams, "--ntasks=2")
+    job.wait_for_generation(1)
+    time.sleep(1.0)  # inside generation 2
+    signal = subprocess.run(["scancel", "--signal=USR1", scope, job.id], capture_output=True, text=True, timeout=30)
+    assert signal.returncode == 0, signal.stderr
+    job.wait_requeue_hold()
+    first_part = job.log()
+    assert "checkpoint of generation 1" in first_part
+    assert "checkpoint written; requeueing job" in first_part  # the script saw exit status 75
+    assert "while stopping" not in first_part and "aborting" not in first_part
+    job.wait_completed()
+    assert "resumed from" in job.log()
+    assert generations_recorded(job.run_dir) == ALL_GENERATIONS
+
+
+def preempt(job: Job, tmp_path: Path) -> str:
+    """Submits a job to the urgent partition, which pre-empts ``job``; returns its id."""
+    urgent = subprocess.run(
+        ["sbatch", "--parsable", "-p", "urgent", "-n", "1", "--mem=100M", f"--output={tmp_path}/urgent-%j.out"]
+        + ["--wrap", "echo urgent job ran"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert urgent.returncode == 0, urgent.stderr
+    return urgent.stdout.strip()
+
+
+def test_preemption_with_srun_checkpoints_within_the_grace_time(jobs, tmp_path, tiny_hyperparams):
+    """The recommended setting: LAUNCHER=srun on a default SLURM. The pre-emption's SIGTERM
+    reaches every rank: a checkpoint at once, well before the GraceTime ends."""
+    job = jobs(tmp_path, "single_node.sbatch", "srun", tiny_hyperparams, "--ntasks=2", steps=16000)
+    job.wait_for_generation(1)
+    time.sleep(1.0)
+    preempted = time.monotonic()
+    urgent = preempt(job, tmp_path)
+    job.wait_until(lambda info: info["Restarts"] != "0", GRACE_TIME + 60, "the pre-emption's requeue")
+    assert time.monotonic() - preempted < GRACE_TIME  # it stopped by itself, not when the grace ended
+    log = job.log()
+    assert "stopped by SIGTERM: checkpoint of generation 1" in log
+    assert "checkpoint written; requeueing job" in log
+    assert (tmp_path / f"urgent-{urgent}.out").read_text().strip() == "urgent job ran"
+    job.wait_requeue_hold()
+    job.wait_completed()
+    assert generations_recorded(job.run_dir) == ALL_GENERATIONS
+
+
+def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_path, tiny_hyperparams):
+    """What the README warns of: SLURM 22.05 signals job steps only, so the batch script's
+    mpiexec hears nothing until the GraceTime is over and the job is killed. The next part
+    resumes from the last generation's checkpoint; no generation is recorded twice."""
+    job = jobs(tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", steps=16000, generations=6)
+    job.wait_for_generation(1)
+    preempted = time.monotonic()
+    preempt(job, tmp_path)
+    job.wait_until(lambda info: info["Restarts"] != "0", GRACE_TIME + 90, "the pre-emption's requeue")
+    assert time.monotonic() - preempted >= GRACE_TIME - 2
+    log = job.log()
+    assert "DUE TO PREEMPTION" in log
+    assert "checkpoint written; requeueing job" not in log  # SLURM requeued it, not the script
+    job.wait_requeue_hold()
+    job.wait_completed()
+    assert "resumed from" in job.log()
+    assert generations_recorded(job.run_dir) == {g: [0, 1] for g in range(1, 7)}
+
+
+@pytest.mark.parametrize("launcher", ["mpiexec", "srun"])
+def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs, tmp_path, tiny_hyperparams, launcher):
+    """With SlurmctldParameters=preempt_send_user_signal, the pre-emption sends the job's
+    --signal=B:USR1 to the batch script at once, which forwards it to the launcher."""
+    job = jobs(tmp_path, "single_node.sbatch", launcher, tiny_hyperparams, "--ntasks=2", steps=16000)
+    job.wait_for_generation(1)
+    time.sleep(1.0)
+    preempted = time.monotonic()
+    preempt(job, tmp_path)
+    job.wait_until(lambda info: info["Restarts"] != "0", GRACE_TIME + 60, "the pre-emption's requeue")
+    assert time.monotonic() - preempted < GRACE_TIME
+    log = job.log()
+    assert "pre-emption signal, asking the job to checkpoint" in log
+    assert "stopped by SIGUSR1: checkpoint of generation 1" in log
+    assert "checkpoint written; requeueing job" in log
+    job.wait_requeue_hold()
+    job.wait_completed()
+    assert generations_recorded(job.run_dir) == ALL_GENERATIONS
