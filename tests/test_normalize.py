@@ -2,6 +2,7 @@
 VecNormalize wraps the training envs, its statistics move with the weights through the real
 loop bit for bit, survive a checkpoint, and evaluation sees them frozen."""
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -145,3 +146,45 @@ def test_evaluation_uses_the_statistics_frozen():
         observation = np.array([[0.3, -0.9, 4.0]], dtype=np.float32)
         assert np.array_equal(evaluation.normalize_obs(observation), member.normalizer.normalize_obs(observation))
     member.close()
+
+
+@pytest.mark.e2e
+def test_a_normalised_run_exploits_across_ranks_and_resumes_with_its_statistics(tmp_path):
+    """pbt_rl_truct.py on 2 ranks x 2 normalised Pendulum members: a checkpoint holds each
+    recipient with its donor's statistics; --resume carries every member's statistics on."""
+    from tests.conftest import mpiexec
+
+    run_dir = tmp_path / "run"
+    budget = ["--agent-training-steps", "256", "--run-dir", str(run_dir)]
+    first = mpiexec(
+        2,
+        ["pbt_rl_truct.py", *NORMALIZED, "--num-agents", "4", "--total-generations", "2", "--eval-episodes", "1"]
+        + ["--seed", "5", *budget],
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+    assert [exploit["generation"] for exploit in lineage] == [1, 2]
+
+    def saved(generation):
+        directory = ckpt.generation_dir(run_dir, generation)
+        return {m: ckpt.load_payload(directory / ckpt.member_filename(m))["normalization"].numpy() for m in range(4)}
+
+    at_two = saved(2)
+    last = lineage[-1]  # the checkpoint is taken after generation 2's exchange
+    assert at_two[last["recipient"]].tobytes() == at_two[last["donor"]].tobytes()
+    assert len({tuple(stats.tolist()) for stats in at_two.values()}) == 3
+    obs_count = 2 * 3  # the observation count's place: after Pendulum's mean (3) and var (3)
+    # SB3's epsilon, 2 env resets, 2 generations x 256 env steps
+    assert all(stats[obs_count] == pytest.approx(1e-4 + 2 + 512, abs=1e-9) for stats in at_two.values())
+
+    second = mpiexec(2, ["pbt_rl_truct.py", "--resume", "--total-generations", "3", "--run-dir", str(run_dir)])
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed from" in second.stdout
+    at_three = saved(3)
+    (exploit,) = [
+        e for e in map(json.loads, (run_dir / "lineage.jsonl").read_text().splitlines()) if e["generation"] == 3
+    ]
+    for member, stats in at_three.items():
+        source = exploit["donor"] if member == exploit["recipient"] else member
+        # trained on from the restored statistics: fresh envs' reset (2) and 256 more steps
+        assert stats[obs_count] == pytest.approx(at_two[source][obs_count] + 2 + 256, abs=1e-9), member
