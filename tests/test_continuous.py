@@ -1,5 +1,5 @@
-"""Continuous control: rl-baselines3-zoo's tuned settings resolve, the new YAML keys reach SB3,
-normalisation is refused until evo supports it, and the MuJoCo extra is named when missing."""
+"""Continuous control: rl-baselines3-zoo's tuned settings resolve (normalisation included), the
+new YAML keys reach SB3, and the MuJoCo extra is named when missing."""
 
 import sys
 
@@ -84,20 +84,33 @@ def test_mujoco_blocks_are_zoo_s_v3_settings(tmp_path):
 
 
 @pytest.mark.parametrize("env_id", ["MountainCarContinuous-v0", *MUJOCO])
-def test_normalisation_is_refused_until_supported(tmp_path, env_id):
-    (problem,) = problems(["--env-id", env_id], tmp_path)
-    assert "normalisation is not supported yet" in problem and "--hyperparams normalize:false" in problem
+def test_zoo_s_normalised_blocks_resolve_with_normalisation(tmp_path, env_id):
+    agent = parse(["--env-id", env_id], tmp_path).agent
+    assert agent.normalize == {"norm_obs": True, "norm_reward": True} and agent.normalizes
+    assert parse(["--env-id", env_id, *NO_NORMALIZE], tmp_path / "off").agent.normalizes is False
 
 
 def test_normalize_takes_a_bool_or_zoo_s_mapping(tmp_path):
     config = parse(["--env-id", "Pendulum-v1"], tmp_path / "a")
     assert config.agent.normalize == {"norm_obs": False, "norm_reward": False}
-    (problem,) = problems(["--env-id", "Pendulum-v1", "--hyperparams", "normalize:{norm_reward: false}"], tmp_path)
-    assert problem.startswith("normalize {'norm_obs': True, 'norm_reward': False} for Pendulum-v1")
+    config = parse(["--env-id", "Pendulum-v1", "--hyperparams", "normalize:{norm_reward: false}"], tmp_path / "b")
+    assert config.agent.normalize == {"norm_obs": True, "norm_reward": False}
+    assert parse(["--hyperparams", "normalize:true"], tmp_path / "c").agent.normalize == {
+        "norm_obs": True,
+        "norm_reward": True,
+    }
     (problem,) = problems(["--hyperparams", "normalize:3"], tmp_path)
     assert problem == "--hyperparams.normalize must be bool or mapping, got 3 (int)"
     found = problems(["--hyperparams", "normalize:{norm_ob: false}"], tmp_path)
     assert "--hyperparams.normalize: unknown key 'norm_ob'; did you mean 'norm_obs'?" in found
+
+
+def test_procgen_images_are_not_observation_normalised(tmp_path):
+    (problem,) = problems(["--env-id", "bigfish", "--hyperparams", "normalize:true"], tmp_path)
+    assert "observation normalisation is for vector observations" in problem
+    assert "normalize:{norm_obs: false, norm_reward: true}" in problem
+    rewards_only = parse(["--env-id", "bigfish", "--hyperparams", "normalize:{norm_obs: false}"], tmp_path / "r")
+    assert rewards_only.agent.normalize == {"norm_obs": False, "norm_reward": True}
 
 
 @pytest.mark.parametrize(

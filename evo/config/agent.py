@@ -51,19 +51,20 @@ def build_agent(
         microbatch_size=microbatch_size,
         use_sde=settings.get("use_sde", False),
         sde_sample_freq=settings.get("sde_sample_freq", -1),
-        normalize=_normalize(settings, env_id, problems),
+        normalize=_normalize(settings, env_id, game, problems),
     )
 
 
-def _normalize(settings: dict[str, Any], env_id: str, problems: list[str]) -> dict[str, bool]:
-    """The YAML's ``normalize``, refused while evo cannot carry VecNormalize's statistics with a
-    member (they would be lost at every exploit): nothing may silently train without it."""
+def _normalize(settings: dict[str, Any], env_id: str, game: str | None, problems: list[str]) -> dict[str, bool]:
+    """The YAML's ``normalize`` (SB3's VecNormalize, whose statistics travel with a member).
+    Observations are normalised for vector observations only, as rl-baselines3-zoo does: a
+    Procgen game's images are scaled by the CNN policy."""
     normalize = settings.get("normalize", {"norm_obs": False, "norm_reward": False})
-    if any(normalize.values()):
+    if game and normalize["norm_obs"]:
         problems.append(
-            f"normalize {normalize} for {env_id}: normalisation is not supported yet (VecNormalize's running "
-            "statistics must travel with a member's weights at every exploit). The YAML sets it as "
-            "rl-baselines3-zoo tuned this env; to train without it anyway, pass --hyperparams normalize:false"
+            f"normalize {normalize} for {env_id}: observation normalisation is for vector observations, "
+            "not Procgen's images (the CNN policy scales them); use normalize:{norm_obs: false, norm_reward: true} "
+            "to normalise rewards only"
         )
     return normalize
 

@@ -1,7 +1,8 @@
 """Everything that talks MPI. Every function takes the communicator as an argument.
 
 Weights and optimizer state travel as flat numpy buffers with mpi4py's uppercase
-(buffer) calls; only small metadata (scores, hyperparameters, the plan) is pickled.
+(buffer) calls, and so do a member's normalisation statistics (a second, float64 buffer);
+only small metadata (scores, hyperparameters, the plan) is pickled.
 
 The donor map ``{recipient: donor}`` is the same on every rank (rank 0 decides it and
 broadcasts it). Donors are never recipients, so a donor's buffer can be sent while
@@ -142,13 +143,20 @@ def apply_exploits(
 
     ``members`` maps this rank's member ids to objects with ``buffer``, ``pack()``,
     ``load(buffer, hparams)`` and ``set_hparams(hparams)``: PPO agents and the toy's workers.
-    ``owner(member)`` is the rank that holds a member, for any placement.
+    A member may also hold ``stats`` (a PPO agent's normalisation statistics, packed by
+    ``pack()``): they follow the weights by the same transport, received into the recipient's
+    ``stats``, where its ``load`` reads them. Every member of a run has them or none has (one
+    config), so every rank makes the same calls. ``owner(member)`` is the rank that holds a
+    member, for any placement.
     """
     donors = weight_moves(exploits)
     for donor in set(donors.values()):
         if donor in members:
             members[donor].pack()
     exchange(comm, transport, donors, owner, {member: members[member].buffer for member in members}, scratch)
+    stats = {member: members[member].stats for member in members if getattr(members[member], "stats", None) is not None}
+    if stats:
+        exchange(comm, transport, donors, owner, stats)
     for exploit in exploits:
         member = members.get(exploit.recipient)
         if member is None:

@@ -38,6 +38,16 @@ from evo.core.result import MemberResult, Scores
 from evo.core.schedule import hparams_at
 from evo.core.space import EXPLORED
 from evo.sb3.envs import make_env
+from evo.sb3.normalize import (
+    follow_gamma,
+    freeze_into,
+    frozen,
+    load_statistics,
+    normalized,
+    pack_statistics,
+    renormalize_last_obs,
+    statistics_size,
+)
 from evo.sb3.policies import EXTRACTORS
 from evo.sb3.ppo import PPO
 
@@ -151,6 +161,8 @@ def build_model(
         config.start_level,
         env_kwargs=config.env_kwargs,
     )
+    if agent.normalizes:
+        env = normalized(env, agent.normalize, hparams["gamma"])
     policy, policy_kwargs = policy_arguments(agent, channels_last=config.cpu_tuning)
     model = PPO(
         policy,
@@ -194,6 +206,7 @@ def apply_hparams(model: PPO, hparams: dict[str, float]) -> None:
     model.gae_lambda = float(hparams["gae_lambda"])
     model.rollout_buffer.gamma = model.gamma
     model.rollout_buffer.gae_lambda = model.gae_lambda
+    follow_gamma(model)
 
 
 def effective_hparams(model: PPO) -> dict[str, float]:
@@ -371,7 +384,12 @@ def unpack(model: PPO, buffer: np.ndarray) -> None:
 
 @dataclass
 class Member:
-    """One PPO agent of the population, held by one rank."""
+    """One PPO agent of the population, held by one rank.
+
+    ``buffer`` is its weights and Adam state (float32, the model's tensors are views of it);
+    ``stats``, with observation/reward normalisation, its VecNormalize statistics (float64,
+    refreshed by :meth:`pack`); None without normalisation.
+    """
 
     member_id: int
     model: PPO
@@ -382,9 +400,18 @@ class Member:
     scores: list[float] = field(default_factory=list)
     """The member's score at the end of each generation so far."""
     select_on: str = "train"
+    stats: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.buffer = bind_flat(self.model, self.buffer)
+        normalizer = self.normalizer
+        if normalizer is not None:
+            self.stats = pack_statistics(normalizer, np.empty(statistics_size(normalizer), dtype=np.float64))
+
+    @property
+    def normalizer(self):
+        """The training envs' VecNormalize, or None."""
+        return self.model.get_vec_normalize_env()
 
     @property
     def env_steps(self) -> int:
@@ -403,6 +430,8 @@ class Member:
         """Mean return of ``eval_episodes`` deterministic episodes on the evaluation env (for
         Procgen, levels the member never trained on); NaN without evaluation."""
         if self.eval_episodes > 0 and self.eval_env is not None:
+            if self.stats is not None:
+                freeze_into(self.normalizer, self.eval_env)
             mean, _ = evaluate_policy(
                 self.model, self.eval_env, n_eval_episodes=self.eval_episodes, deterministic=True, warn=False
             )
@@ -419,19 +448,29 @@ class Member:
 
     def pack(self) -> np.ndarray:
         """The member's flat state, ready to send (no copy while the model's tensors are still
-        views of the buffer; if anything replaced them, they are bound again first)."""
+        views of the buffer; if anything replaced them, they are bound again first); with
+        normalisation, ``stats`` is refreshed too."""
         if not is_bound(self.model, self.buffer):
             logger.warning("member %d: state tensors were replaced; rebinding them to the flat buffer", self.member_id)
             bind_flat(self.model, self.buffer)
+        if self.stats is not None:
+            pack_statistics(self.normalizer, self.stats)
         return self.buffer
 
-    def load(self, buffer: np.ndarray, hparams: dict[str, float]) -> None:
-        """Become a copy of a donor (weights + optimizer state), then take ``hparams``.
+    def load(self, buffer: np.ndarray, hparams: dict[str, float], stats: np.ndarray | None = None) -> None:
+        """Become a copy of a donor (weights + optimizer state, and normalisation statistics),
+        then take ``hparams``. The donor's statistics are ``stats``, or, if None, what the
+        exchange received into this member's ``stats``.
 
         Episode statistics are cleared, so the next score reflects the new weights only.
         """
         if buffer is not self.buffer or not is_bound(self.model, self.buffer):
             unpack(self.model, buffer)
+        if self.stats is not None:
+            if stats is not None and stats is not self.stats:
+                np.copyto(self.stats, stats)
+            load_statistics(self.normalizer, self.stats)
+            renormalize_last_obs(self.model, self.normalizer)
         if self.model.ep_info_buffer is not None:
             self.model.ep_info_buffer.clear()
         self.set_hparams(hparams)
@@ -456,6 +495,7 @@ class Member:
             "episodes": torch.tensor(episodes, dtype=torch.float64).reshape(-1, 3),
             "scores": [float(score) for score in self.scores],
             "rng": rng,
+            "normalization": torch.from_numpy(self.stats.copy()) if self.stats is not None else None,
         }
 
     def restore(self, payload: dict) -> None:
@@ -469,6 +509,7 @@ class Member:
                 "the policy architecture changed since the checkpoint was written"
             )
         unpack(self.model, state)
+        self._restore_statistics(payload.get("normalization"))
         self.set_hparams(payload["hparams"])
         self.model.num_timesteps = int(payload["num_timesteps"])
         self.model._episode_num = int(payload["episode_num"])
@@ -480,6 +521,22 @@ class Member:
         )
         self.model.ep_success_buffer = deque(maxlen=window)
         self.scores = list(payload["scores"])
+
+    def _restore_statistics(self, saved: torch.Tensor | None) -> None:
+        if (saved is None) != (self.stats is None):
+            raise ValueError(
+                f"member {self.member_id}: the checkpoint was written {'without' if saved is None else 'with'} "
+                f"observation/reward normalisation, this run trains {'with' if saved is None else 'without'} it"
+            )
+        if saved is None:
+            return
+        if saved.numel() != self.stats.size or saved.dtype != torch.float64:
+            raise ValueError(
+                f"member {self.member_id}: checkpoint holds {saved.numel()} {saved.dtype} normalisation "
+                f"statistics, this env needs {self.stats.size} float64"
+            )
+        np.copyto(self.stats, saved.numpy())
+        load_statistics(self.normalizer, self.stats)
 
     def close(self) -> None:
         self.model.env.close()
@@ -539,4 +596,6 @@ def build_member(
             config.eval_start_level,
             env_kwargs=config.env_kwargs,
         )
+        if config.agent.normalize["norm_obs"]:
+            eval_env = frozen(eval_env, config.agent.normalize)
     return Member(member, model, dict(hparams), eval_env, config.eval_episodes, select_on=config.select_on)
