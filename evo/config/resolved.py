@@ -61,6 +61,8 @@ class AgentSettings:
     """With gSDE, draw a new noise matrix every this many steps (-1: at each rollout's start only)."""
     normalize: dict[str, bool] = field(default_factory=lambda: {"norm_obs": False, "norm_reward": False})
     """VecNormalize's ``norm_obs`` and ``norm_reward`` (zoo's ``normalize``); both false: none."""
+    target_kl: float | None = None
+    """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's); None: never."""
 
     @property
     def normalizes(self) -> bool:
