@@ -223,7 +223,7 @@ def _rollout_size(model: PPO) -> int:
     return int(model.n_steps * model.n_envs)
 
 
-def effective_hparams(model: PPO, names=EXPLORED) -> dict[str, float]:
+def effective_hparams(model: PPO, names: Iterable[str] = EXPLORED) -> dict[str, float]:
     """The values PPO will actually use, read from where SB3 reads them: the six, or ``names``
     (n_minibatches: how many minibatches ``train()`` cuts the rollout into; target_kl: inf
     when there is no early stop)."""
