@@ -67,6 +67,10 @@ def test_old_data_fades_so_a_change_of_best_choice_is_followed(monkeypatch):
 def test_a_batch_tries_untried_choices_and_spreads_its_picks():
     pb2 = PB2(SPACE, [(1, [0.5, 0.5, 1 / 3, 0.5], 1.0), (1, [0.2, 0.5, 1 / 3, 0.1], 0.5)])
     assert sorted(chosen_arms(pb2, 2, count=3)) == [0, 2, 3]  # the three arms never pulled come first
+    # and the recipients train with the bandit's choices, not the GP's favourite (n_epochs 5, the only one seen)
+    donors = [dict(learning_rate=1e-3, clip_range=0.2, n_epochs=5, batch_size=64)] * 3
+    explored = pb2.explore(2, donors, np.random.default_rng(0), (0.8, 1.2), 0.25)
+    assert sorted(new["n_epochs"] for new, _ in explored) == [3, 10, 20]
     bandit = DiscountedUCB(np.array([5.0, 5.0]), np.array([1.0, 0.9]))
     first = bandit.best()
     for _ in range(20):
