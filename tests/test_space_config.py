@@ -33,6 +33,13 @@ def test_choices_and_integer_ranges_join_the_six():
     assert config.agent.defaults["target_kl"] == math.inf  # absent: no early stop
 
 
+def test_the_six_may_be_choices_too():
+    config = config_with("{gamma: {choices: [0.95, 0.99, 0.995]}}")
+    assert config.agent.search_space["gamma"] == ParamSpace.categorical((0.95, 0.99, 0.995))
+    assert config.explored_names == EXPLORED  # no new column: gamma has one
+    assert any("type: int is for the counts" in p for p in problems_of("{gamma: {low: 0.9, high: 0.99, type: int}}"))
+
+
 def test_type_int_with_a_log_scale():
     space = config_with("{batch_size: {low: 32, high: 1024, type: int, scale: log}}").agent.search_space
     assert space["batch_size"] == ParamSpace(32, 1024, "log", "int")

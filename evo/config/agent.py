@@ -118,7 +118,8 @@ def _policy(name: str, env_id: str, game: str | None, problems: list[str]) -> st
 def _search_space(
     raw_space: dict[str, Any], ranges: dict[str, Sequence[float] | None], problems: list[str]
 ) -> dict[str, ParamSpace]:
-    """The YAML's search space, with the bounds given on the command line."""
+    """The YAML's search space for the six, with the bounds given on the command line (which
+    replace choices too)."""
     space: dict[str, ParamSpace] = {}
     for name in EXPLORED:
         entry = dict(raw_space.get(name, {}))
@@ -126,11 +127,18 @@ def _search_space(
         if bounds is not None:
             if bounds[0] >= bounds[1]:
                 continue  # reported by the flag's own check
+            entry.pop("choices", None)
             entry.update(low=bounds[0], high=bounds[1])
-        if "low" not in entry or "high" not in entry:
-            problems.append(f"search_space.{name} needs both low and high (got {entry or 'nothing'})")
+        if entry.get("type", "float") != "float":
+            problems.append(f"search_space.{name} takes real values; type: int is for the counts (n_epochs ...)")
             continue
-        param = ParamSpace(entry["low"], entry["high"], entry.get("scale", "linear"))
+        if "choices" in entry:
+            param = ParamSpace.categorical(entry["choices"])
+        elif "low" not in entry or "high" not in entry:
+            problems.append(f"search_space.{name} needs both low and high, or choices (got {entry or 'nothing'})")
+            continue
+        else:
+            param = ParamSpace(entry["low"], entry["high"], entry.get("scale", "linear"))
         found = param.problems(name)
         problems += found
         if not found:
