@@ -80,3 +80,17 @@ def test_pb2_mix_picks_n_epochs_with_its_bandit(tmp_path, tiny_hyperparams):
         assert any(c.startswith("n_epochs :") and "(pb2-mix bandit)" in c for c in exploit["changes"])
     history = last_manifest(run_dir)["pb2"]
     assert all(len(x) == len(EXPLORED) + 1 for _, x, _ in history["observations"])
+
+
+@pytest.mark.e2e
+def test_a_resumed_run_keeps_its_columns_and_its_choices(tmp_path, tiny_hyperparams):
+    run_dir = tmp_path / "run"
+    run_with_choices(run_dir, tiny_hyperparams, "--explore", "pb2")
+    header = (run_dir / "population.csv").read_text().splitlines()[0]
+    result = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume", "--total-generations", "4"])
+    assert result.returncode == 0, result.stderr[-4000:]
+    lines = (run_dir / "population.csv").read_text().splitlines()
+    assert lines[0] == header and len(lines) == 1 + 4 * 4
+    rows = read_population(run_dir)
+    assert {row["n_epochs"] for row in rows if row["generation"] == "4"} <= {str(c) for c in CHOICES}
+    assert [t for t, _, _ in last_manifest(run_dir)["pb2"]["observations"]][-4:] == [4] * 4
