@@ -28,7 +28,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from evo.core.space import EXPLORED  # noqa: E402
 from evo.rundir.history import RunDirError, RunHistory, ancestry, copies_by_generation, load_run  # noqa: E402
 
 DPI = 110
@@ -40,6 +39,11 @@ UNITS = {
     "gamma": "discount γ",
     "gae_lambda": "GAE λ",
     "vf_coef": "value-loss coefficient",
+    "n_epochs": "epochs per update",
+    "batch_size": "minibatch size",
+    "n_minibatches": "minibatches per epoch",
+    "max_grad_norm": "gradient-norm clip",
+    "target_kl": "KL early-stop target",
 }
 
 
@@ -94,25 +98,29 @@ def plot_scores(history: RunHistory):
 
 def plot_hparams(history: RunHistory):
     """One panel per explored hyperparameter: its value per member over env steps (each
-    value held during the generation it was trained with), exploits marked."""
-    names = list(EXPLORED)
+    value held during the generation it was trained with), exploits marked. A choice is drawn
+    at its position among the choices, each labelled with its value (target_kl's inf: none)."""
+    names = list(history.names)
+    space = history.space()
     columns = 2
     rows_count = math.ceil(len(names) / columns)
     fig, axes = plt.subplots(rows_count, columns, figsize=(11, 3.0 * rows_count), dpi=DPI, squeeze=False)
     colours = member_colours(len(history.members))
     scales = history.scales()
     for ax, name in zip(axes.flat, names, strict=False):
+        choices = list(space[name].get("choices") or [])
+        position = _choice_position(choices)
         for index, member in enumerate(history.members):
             series = history.series(member)
             starts = [history.row(r.generation - 1, member).env_steps if r.generation > 1 else 0 for r in series]
             xs = [x for r, start in zip(series, starts, strict=True) for x in (start, r.env_steps)]
-            ys = [r.hparams[name] for r in series for _ in (0, 1)]
+            ys = [position(r.hparams[name]) for r in series for _ in (0, 1)]
             ax.plot(xs, ys, color=colours[index], linewidth=1.2, label=f"member {member}", gid=f"member-{member}")
             copied = [r for r in series if r.donor is not None and r.donor != member]
             if copied:  # the value it took after the copy starts at the end of that generation
                 after = {(r.generation + 1): r for r in copied}
                 points = [
-                    (r.env_steps, history.row(g, member).hparams[name])
+                    (r.env_steps, position(history.row(g, member).hparams[name]))
                     for g, r in after.items()
                     if history.has(g, member)
                 ]
@@ -126,7 +134,9 @@ def plot_hparams(history: RunHistory):
                         edgecolors="black",
                         linewidths=0.4,
                     )
-        if scales.get(name) == "log":
+        if choices:
+            ax.set_yticks(range(len(choices)), ["none" if c == math.inf else f"{c:g}" for c in choices])
+        elif scales.get(name) == "log":
             ax.set_yscale("log")
         ax.set_title(UNITS.get(name, name) + f" ({name})", fontsize=10)
         ax.set_xlabel(STEPS_LABEL, fontsize=9)
@@ -150,6 +160,13 @@ def plot_hparams(history: RunHistory):
     fig.suptitle("Hyperparameter schedules found by PBT", fontsize=12)
     fig.tight_layout()
     return fig
+
+
+def _choice_position(choices: list[float]):
+    """Where a value is drawn: its index among ``choices``, or the value itself for a range."""
+    if not choices:
+        return lambda value: value
+    return lambda value: choices.index(value) if value in choices else math.nan
 
 
 def plot_lineage(history: RunHistory):

@@ -19,7 +19,6 @@ from pathlib import Path
 import yaml
 
 from evo.core.schedule import SCHEDULE_FORMAT
-from evo.core.space import EXPLORED
 from evo.rundir.history import RunDirError, best_member, load_run, schedule_of
 
 
@@ -45,7 +44,7 @@ def write_schedule(run_dir: str | Path, member: str | int = "best", out: str | P
         "schedule": [
             {
                 "env_steps": entry["env_steps"],
-                "hparams": {name: entry["hparams"][name] for name in EXPLORED},
+                "hparams": {name: entry["hparams"][name] for name in history.names},
                 "from": {"member": entry["member"], "generation": entry["generation"]},
             }
             for entry in schedule

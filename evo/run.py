@@ -26,7 +26,7 @@ from evo.core.pb2 import PB2
 from evo.core.plan import Exploit, generation_rng, plan_generation
 from evo.core.result import MemberResult, Scores
 from evo.core.selection import NO_PBT
-from evo.core.space import sample_hparams
+from evo.core.space import sample_hparams, typed
 from evo.logs import install_logging
 from evo.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, StepTimes, run_generations
 from evo.mpi import exchange
@@ -69,7 +69,7 @@ def initial_hparams(config: Config, member: int) -> dict[str, float]:
     if config.schedule:
         return dict(config.schedule[0][1])
     if config.initial_hparams == "defaults":
-        return {name: float(config.agent.defaults[name]) for name in config.agent.search_space}
+        return {name: typed(name, config.agent.defaults[name]) for name in config.agent.search_space}
     rng = np.random.default_rng([config.seed, member, INIT_STREAM])
     return sample_hparams(config.agent.search_space, rng)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from evo.config.resolved import AgentSettings
-from evo.core.space import EXPLORED, ParamSpace
+from evo.core.space import EXPLORED, EXTRA, ParamSpace, typed
 
 POLICIES = ("mlp", "impala", "nature")
 POLICY_ALIASES = {"mlppolicy": "mlp", "cnnpolicy": "nature", "impalacnn": "impala"}
@@ -37,17 +38,31 @@ def build_agent(
         )
     defaults = {name: settings.get(name) for name in EXPLORED}
     problems += [f"{name} has no default value in the YAML" for name, value in defaults.items() if value is None]
+    rollout = n_envs * max(n_steps, 1)
+    batch_size = _batch_size(settings, rollout, problems)
+    search_space = _search_space(settings.get("search_space", {}), ranges, problems)
+    extra = _extra_space(settings, settings.get("search_space", {}), rollout, batch_size, problems)
+    for name, param in extra.items():
+        defaults[name] = _extra_default(name, settings, rollout, batch_size)
+        if param.discrete and defaults[name] != param.clip(defaults[name]):
+            where = f"the choices {list(param.choices)}" if param.kind == "choice" else f"[{param.low}, {param.high}]"
+            shown = "none (no early stop)" if defaults[name] == math.inf else defaults[name]
+            problems.append(
+                f"search_space.{name}: the default {name} {shown} is not in {where}; add it, or set {name} "
+                "in the YAML to one of them (members start from it with --initial-hparams defaults)"
+            )
     return AgentSettings(
         policy=_policy(settings.get("policy", "mlp"), env_id, game, problems),
         n_envs=n_envs,
         n_steps=n_steps,
-        batch_size=_batch_size(settings, n_envs * max(n_steps, 1), problems),
+        batch_size=batch_size,
         n_epochs=settings.get("n_epochs", 10),
         max_grad_norm=settings.get("max_grad_norm", 0.5),
         normalize_advantage=settings.get("normalize_advantage", True),
         policy_kwargs=settings.get("policy_kwargs", {}),
         defaults=defaults,
-        search_space=_search_space(settings.get("search_space", {}), ranges, problems),
+        search_space={**search_space, **extra},
+        target_kl=settings.get("target_kl"),
         microbatch_size=microbatch_size,
         use_sde=settings.get("use_sde", False),
         sde_sample_freq=settings.get("sde_sample_freq", -1),
@@ -104,7 +119,8 @@ def _policy(name: str, env_id: str, game: str | None, problems: list[str]) -> st
 def _search_space(
     raw_space: dict[str, Any], ranges: dict[str, Sequence[float] | None], problems: list[str]
 ) -> dict[str, ParamSpace]:
-    """The YAML's search space, with the bounds given on the command line."""
+    """The YAML's search space for the six, with the bounds given on the command line (which
+    replace choices too)."""
     space: dict[str, ParamSpace] = {}
     for name in EXPLORED:
         entry = dict(raw_space.get(name, {}))
@@ -112,12 +128,68 @@ def _search_space(
         if bounds is not None:
             if bounds[0] >= bounds[1]:
                 continue  # reported by the flag's own check
+            entry.pop("choices", None)
             entry.update(low=bounds[0], high=bounds[1])
-        if "low" not in entry or "high" not in entry:
-            problems.append(f"search_space.{name} needs both low and high (got {entry or 'nothing'})")
+        if entry.get("type", "float") != "float":
+            problems.append(f"search_space.{name} takes real values; type: int is for the counts (n_epochs ...)")
             continue
-        param = ParamSpace(entry["low"], entry["high"], entry.get("scale", "linear"))
+        if "choices" in entry:
+            param = ParamSpace.categorical(entry["choices"])
+        elif "low" not in entry or "high" not in entry:
+            problems.append(f"search_space.{name} needs both low and high, or choices (got {entry or 'nothing'})")
+            continue
+        else:
+            param = ParamSpace(entry["low"], entry["high"], entry.get("scale", "linear"))
         found = param.problems(name)
+        problems += found
+        if not found:
+            space[name] = param
+    return space
+
+
+def _extra_default(name: str, settings: dict[str, Any], rollout: int, batch_size: int) -> float | int:
+    """The value an explored count or limit has when PBT does not sample it (target_kl: inf, no early stop)."""
+    if name == "n_minibatches":
+        return math.ceil(rollout / batch_size)
+    if name == "batch_size":
+        return batch_size
+    fallback = {"n_epochs": 10, "max_grad_norm": 0.5, "target_kl": math.inf}[name]
+    return typed(name, settings.get(name, fallback))
+
+
+def _extra_space(
+    settings: dict[str, Any], raw_space: dict[str, Any], rollout: int, batch_size: int, problems: list[str]
+) -> dict[str, ParamSpace]:
+    """The counts and limits the search space adds to the six (:data:`evo.core.space.EXTRA`),
+    checked against what PPO can run: batch sizes within the rollout, at least one epoch."""
+    if "batch_size" in raw_space and "n_minibatches" in raw_space:
+        problems.append(
+            "search_space gives both batch_size and n_minibatches; they say the same thing (n_minibatches = "
+            "n_envs * n_steps / batch_size): explore one of them"
+        )
+    limits = {
+        "n_epochs": (1, math.inf, "at least 1"),
+        "batch_size": (2, rollout, f"between 2 and n_envs * n_steps = {rollout}"),
+        "n_minibatches": (1, rollout // 2, f"between 1 and n_envs * n_steps / 2 = {rollout // 2}"),
+        "max_grad_norm": (0, math.inf, "positive"),
+        "target_kl": (0, math.inf, "positive (null in choices: no early stop)"),
+    }
+    space: dict[str, ParamSpace] = {}
+    for name in EXTRA:
+        if name not in raw_space:
+            continue
+        entry = raw_space[name]
+        if "choices" in entry:
+            param = ParamSpace.categorical(entry["choices"])
+        elif "low" in entry and "high" in entry:
+            param = ParamSpace(entry["low"], entry["high"], entry.get("scale", "linear"), entry.get("type", "float"))
+        else:
+            problems.append(f"search_space.{name} needs both low and high, or choices (got {entry or 'nothing'})")
+            continue
+        found = param.problems(name)
+        low, high, rule = limits[name]
+        if not found and not (param.low > 0 and low <= param.low and param.high <= high):
+            found.append(f"search_space.{name} is [{param.low}, {param.high}]; every value must be {rule}")
         problems += found
         if not found:
             space[name] = param

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from evo.config.envnames import procgen_game
-from evo.core.space import EXPLORED
+from evo.core.space import EXPLORED, EXTRA, INTEGER_NAMES
 
 # The built-in defaults ship inside the package (hyperparams/ppo.yml at the top of the repository is a
 # link to this file, the copy users read and edit).
@@ -36,6 +36,7 @@ AGENT_KEYS: dict[str, type | tuple[type, ...]] = {
     "microbatch_size": int,
     "n_epochs": int,
     "max_grad_norm": float,
+    "target_kl": float,
     "normalize_advantage": bool,
     "use_sde": bool,
     "sde_sample_freq": int,
@@ -54,7 +55,14 @@ POLICY_KWARGS_KEYS: dict[str, type | tuple[type, ...]] = {
     "features_dim": int,
 }
 NORMALIZE_KEYS: dict[str, type] = {"norm_obs": bool, "norm_reward": bool}
-SPACE_KEYS: dict[str, type] = {"low": float, "high": float, "scale": str}
+SPACE_KEYS: dict[str, type] = {"low": float, "high": float, "scale": str, "type": str, "choices": list}
+# Why on-policy n_steps stays out of the search space
+N_STEPS_REFUSED = (
+    "n_steps cannot be explored: it sizes the rollout buffer (n_envs * n_steps samples) that PPO allocates once "
+    "and that every generation's agent_training_steps is rounded to, so changing it mid-run would reallocate "
+    "the buffer and shift the members' generation boundaries; set n_steps as a fixed setting, and explore "
+    "batch_size or n_minibatches instead"
+)
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu")
 # --param-set NAME: (distribution mode, training levels) that the name stands for
 PARAM_SETS = {"easy": ("easy", 0), "easy-200": ("easy", 200), "hard": ("hard", 0), "hard-500": ("hard", 500)}
@@ -172,13 +180,58 @@ def _is_net_arch(net_arch: list | dict) -> bool:
 def _check_space(space: dict, where: str, problems: list[str]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, entry in space.items():
-        if name not in EXPLORED:
-            problems.append(_unknown_key(str(name), list(EXPLORED), where))
+        if name == "n_steps":
+            problems.append(f"{where}.n_steps: {N_STEPS_REFUSED}")
+        elif name not in EXPLORED + EXTRA:
+            problems.append(_unknown_key(str(name), list(EXPLORED + EXTRA), where))
         elif not isinstance(entry, dict):
-            problems.append(f"{where}.{name} must be a mapping like {{low: 0.1, high: 0.3, scale: linear}}")
+            problems.append(
+                f"{where}.{name} must be a mapping like {{low: 0.1, high: 0.3, scale: linear}}, "
+                "{low: 1, high: 20, type: int} or {choices: [3, 5, 10]}"
+            )
         else:
-            out[name] = _check_keys(entry, SPACE_KEYS, f"{where}.{name}", problems)
+            before = len(problems)
+            checked = _check_keys(entry, SPACE_KEYS, f"{where}.{name}", problems)
+            if "choices" in checked:
+                checked["choices"] = _check_choices(name, checked["choices"], f"{where}.{name}", problems)
+                if ranged := sorted({"low", "high", "type", "scale"} & set(checked)):
+                    problems.append(f"{where}.{name} gives choices and {', '.join(ranged)}; give choices or a range")
+            elif checked.get("scale") == "int":  # {scale: int} is {type: int} on a linear scale
+                checked.update(scale="linear", type="int")
+            if name in INTEGER_NAMES and "choices" not in checked and checked.get("type", "float") != "int":
+                problems.append(
+                    f"{where}.{name} takes whole numbers: give type: int (e.g. {{low: 1, high: 20, type: int}}) "
+                    "or choices"
+                )
+            if len(problems) == before:
+                out[name] = checked
     return out
+
+
+def _check_choices(name: str, values: list, where: str, problems: list[str]) -> list:
+    """The choices as numbers (whole numbers for the counts; ``null`` for target_kl is inf: no
+    early stop), or the reason they are not."""
+    checked: list = []
+    for value in values:
+        if value is None and name == "target_kl":
+            checked.append(math.inf)
+            continue
+        number = None if isinstance(value, bool) else _coerce(value, float, "", [])
+        if number is None or not math.isfinite(number):
+            allowed = "numbers (or null: no early stop)" if name == "target_kl" else "numbers"
+            problems.append(f"{where}.choices must all be {allowed}, got {values!r} (mixed types)")
+            return []
+        if name in INTEGER_NAMES:
+            if number != int(number):
+                problems.append(f"{where}.choices must be whole numbers for {name}, got {values!r}")
+                return []
+            number = int(number)
+        checked.append(number)
+    if not checked:
+        problems.append(f"{where}.choices is empty; list the values to choose from, e.g. [3, 5, 10]")
+    elif math.inf in checked[:-1]:
+        problems.append(f"{where}.choices: null (no early stop) is the loosest limit; put it last, got {values!r}")
+    return checked
 
 
 def load_hyperparams_file(path: Path, problems: list[str], flag: str = "--conf-file") -> dict[str, Any]:

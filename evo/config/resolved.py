@@ -23,7 +23,7 @@ from evo.config.declare import FIXED, OWN, RESTORED, declared, derived, must, op
 from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
 from evo.config.hyperparams import PARAM_SETS
 from evo.core.explore import EXPLORERS
-from evo.core.space import ParamSpace
+from evo.core.space import ParamSpace, hparam_names
 
 
 class ConfigError(ValueError):
@@ -61,6 +61,8 @@ class AgentSettings:
     """With gSDE, draw a new noise matrix every this many steps (-1: at each rollout's start only)."""
     normalize: dict[str, bool] = field(default_factory=lambda: {"norm_obs": False, "norm_reward": False})
     """VecNormalize's ``norm_obs`` and ``norm_reward`` (zoo's ``normalize``); both false: none."""
+    target_kl: float | None = None
+    """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's); None: never."""
 
     @property
     def normalizes(self) -> bool:
@@ -312,6 +314,15 @@ class Config:
     """The command-line values this run was started with (a resume starts from them)."""
     schedule: tuple[tuple[int, dict[str, float]], ...] = derived("the entries of --schedule FILE")
     """``(env_steps, hparams)`` entries, sorted; empty without one."""
+
+    @property
+    def explored_names(self) -> tuple[str, ...]:
+        """The hyperparameters every member carries and every record has a column for, fixed for
+        the run: the six, plus the counts and limits its search space (or replayed schedule) adds."""
+        names = set(self.agent.search_space)
+        if self.schedule:
+            names |= set(self.schedule[0][1])
+        return hparam_names(names)
 
     @property
     def members_per_rank(self) -> int:

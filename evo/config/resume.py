@@ -32,6 +32,7 @@ AGENT_RECORDED_SINCE: dict[str, Any] = {
     "use_sde": False,
     "sde_sample_freq": -1,
     "normalize": AgentSettings.__dataclass_fields__["normalize"].default_factory(),
+    "target_kl": None,
 }
 
 
@@ -63,13 +64,22 @@ def resume_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
     found = []
     for name in FIXED_ON_RESUME:
         if name == "agent":
-            found += _agent_differences({**AGENT_RECORDED_SINCE, **saved["agent"]}, new["agent"])
+            found += _agent_differences(_with_recorded_since(saved["agent"]), new["agent"])
         elif (before := saved.get(name, RECORDED_SINCE.get(name))) != new.get(name):
             found.append(
                 f"--resume: {name} was {before!r} in this run, the command gives {new.get(name)!r}; "
                 "a run resumes with the same value (drop the flag to keep it)"
             )
     return found
+
+
+def _with_recorded_since(agent: dict[str, Any]) -> dict[str, Any]:
+    """A saved run's agent settings, with what older runs did not record at its value then
+    (each search-space entry was a continuous range)."""
+    space = {
+        name: {"kind": "float", "choices": [], **entry} for name, entry in (agent.get("search_space") or {}).items()
+    }
+    return {**AGENT_RECORDED_SINCE, **agent, "search_space": space}
 
 
 def _agent_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:

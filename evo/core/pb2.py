@@ -32,6 +32,22 @@ the bookkeeping of the population's history.
 Before there are observations to fit (the first generation: its starting scores are not
 measured), recipients explore by the usual perturb/resample, marked "pb2 warm-up" in
 the lineage.
+
+PB2-Mix (Parker-Holder et al., NeurIPS 2021, "Tuning Mixed Input Hyperparameters on the Fly
+for Efficient Population Based AutoRL") when the search space holds choices (``kind="choice"``):
+the choices are picked first by a time-varying multi-armed bandit, one per categorical
+hyperparameter, then the continuous values by the GP-UCB above, conditioned on those choices.
+
+- the bandit: the paper uses TV.EXP3.M; here it is a time-discounted UCB (Garivier & Moulines'
+  D-UCB): each arm's mean standardised change in score, each observation weighted by
+  ``BANDIT_DISCOUNT`` per generation of age, plus sqrt(log(total weight) / arm's weight); an
+  arm never tried comes first. Deterministic and a function of the history alone, so the
+  checkpointed history restores it exactly. Within one generation's batch each pick counts as
+  one more pull at the arm's mean (its bonus shrinks), as the GP's batch step does;
+- conditioning: the GP is fitted on all observations with each choice's position among its
+  choices (index / (count - 1), they are ordered) as one more input column, and the UCB is
+  maximised over the continuous columns with the choice columns held at the bandit's picks;
+- integers (``kind="int"``) are continuous in the GP and rounded when the pick is mapped back.
 """
 
 from __future__ import annotations
@@ -54,6 +70,8 @@ logger = logging.getLogger(__name__)
 
 MIN_OBSERVATIONS = 2
 MAX_OBSERVATIONS = 256  # the most recent ones; older points have faded under the kernel anyway
+BANDIT_DISCOUNT = 0.8  # weight of an observation one generation older, in PB2-Mix's bandit
+BANDIT_EXPLORATION = 1.0  # the UCB bonus's weight, in standard deviations of the change in score
 
 
 @functools.cache
@@ -183,8 +201,38 @@ class PB2:
         return X, y
 
     def kappa(self) -> float:
-        """UCB's exploration weight: the GP-UCB schedule sqrt(0.2·d·log(2n)) (Kandasamy et al.)."""
-        return math.sqrt(0.2 * len(self.space) * math.log(2 * max(len(self.observations), 1)))
+        """UCB's exploration weight: the GP-UCB schedule sqrt(0.2·d·log(2n)) (Kandasamy et al.),
+        d the dimensions the GP searches (the choices are the bandit's)."""
+        dims = len(self.space) - len(self.categorical)
+        return math.sqrt(0.2 * dims * math.log(2 * max(len(self.observations), 1)))
+
+    @property
+    def categorical(self) -> dict[int, str]:
+        """Column -> name of each hyperparameter PB2-Mix's bandit chooses (``kind="choice"``)."""
+        return {i: name for i, (name, param) in enumerate(self.space.items()) if param.kind == "choice"}
+
+    def choose(self, generation: int, count: int) -> list[dict[int, float]]:
+        """PB2-Mix's bandit: for each of ``count`` recipients, the unit coordinate of each
+        choice column (see the module docstring)."""
+        picks: list[dict[int, float]] = [{} for _ in range(count)]
+        if not self.categorical:
+            return picks
+        _, y = self._data()
+        spread = float(np.std(y)) if len(y) else 0.0
+        rewards = (y - float(np.mean(y))) / (spread if spread > 1e-12 else 1.0) if len(y) else y
+        ages = np.array([generation - t for t, _, _ in self.observations], dtype=float)
+        weights = BANDIT_DISCOUNT**ages
+        for column, name in self.categorical.items():
+            arms = len(self.space[name].choices)
+            pulled = np.array(
+                [self.space[name].index(self.space[name].from_unit(x[column])) for _, x, _ in self.observations]
+            )
+            bandit = DiscountedUCB.fit(arms, pulled, rewards, weights)
+            for pick in picks:
+                arm = bandit.best()
+                pick[column] = arm / max(arms - 1, 1)
+                bandit.pretend_pull(arm)
+        return picks
 
     def suggest(self, generation: int, count: int, rng: np.random.Generator) -> list[np.ndarray] | None:
         """``count`` points in [0, 1]^d for one generation's recipients (GP-BUCB batch), or
@@ -194,6 +242,7 @@ class PB2:
             return None
         from sklearn.gaussian_process import GaussianProcessRegressor
 
+        choices = self.choose(generation, count)
         # The fitted kernel is signal + white noise. UCB ranks the latent function, so the
         # noise goes into ``alpha`` (per point) instead: the same posterior mean, a std
         # without the observation noise, and picks of this batch can be added as exact.
@@ -205,7 +254,8 @@ class PB2:
         latent = GaussianProcessRegressor(signal, alpha=alpha, optimizer=None).fit(X, y)
         picks = []
         for _ in range(count):
-            picks.append(maximise_ucb(latent, now, kappa, len(self.space), rng, X[:, :-1]))
+            fixed = choices[len(picks)]
+            picks.append(maximise_ucb(latent, now, kappa, len(self.space), rng, X[:, :-1], fixed=fixed))
             if len(picks) < count:  # the batch step: the pick "observed" at its predicted mean
                 point = np.append(picks[-1], now)[None, :]
                 X, y = np.vstack([X, point]), np.append(y, latent.predict(point))
@@ -239,7 +289,9 @@ class PB2:
                 new, changes = dict(hparams), []
                 for (name, param), unit in zip(self.space.items(), picks[i], strict=True):
                     new[name] = param.from_unit(float(unit))
-                    changes.append(Change(name, float(hparams[name]), new[name], "pb2"))
+                    how = "pb2-mix bandit" if param.kind == "choice" else "pb2"
+                    old = hparams[name] if param.discrete else float(hparams[name])
+                    changes.append(Change(name, old, new[name], how))
             results.append((new, changes))
         return results
 
@@ -263,22 +315,77 @@ class PB2:
 
 
 def maximise_ucb(
-    gp, time: float, kappa: float, dims: int, rng: np.random.Generator, seen: np.ndarray, candidates: int = 512
+    gp,
+    time: float,
+    kappa: float,
+    dims: int,
+    rng: np.random.Generator,
+    seen: np.ndarray,
+    candidates: int = 512,
+    fixed: Mapping[int, float] | None = None,
 ) -> np.ndarray:
     """argmax over [0, 1]^dims of mean + kappa·std at ``time``: the best of random and
-    already-seen points, each of the top few refined by L-BFGS-B."""
+    already-seen points, each of the top few refined by L-BFGS-B. The columns in ``fixed``
+    (PB2-Mix's choices) are held at their values; the search runs over the others."""
     from scipy.optimize import minimize
 
+    fixed = dict(fixed or {})
+    free = [i for i in range(dims) if i not in fixed]
+
+    def full(units: np.ndarray) -> np.ndarray:
+        units = np.atleast_2d(units)
+        points = np.empty((units.shape[0], dims + 1))
+        points[:, free] = units
+        for column, value in fixed.items():
+            points[:, column] = value
+        points[:, -1] = time
+        return points
+
     def ucb(units: np.ndarray) -> np.ndarray:
-        points = np.hstack([np.atleast_2d(units), np.full((np.atleast_2d(units).shape[0], 1), time)])
-        mean, std = gp.predict(points, return_std=True)
+        mean, std = gp.predict(full(units), return_std=True)
         return mean + kappa * std
 
-    starts = np.vstack([rng.uniform(0.0, 1.0, size=(candidates, dims)), seen])
+    starts = np.vstack([rng.uniform(0.0, 1.0, size=(candidates, len(free))), seen[:, free]])
     values = ucb(starts)
     best_x, best_value = starts[int(np.argmax(values))], float(np.max(values))
     for start in starts[np.argsort(values)[-4:]]:
-        result = minimize(lambda u: -float(ucb(u)[0]), start, method="L-BFGS-B", bounds=[(0.0, 1.0)] * dims)
+        result = minimize(lambda u: -float(ucb(u)[0]), start, method="L-BFGS-B", bounds=[(0.0, 1.0)] * len(free))
         if -float(result.fun) > best_value:  # also when L-BFGS-B stops early: the point is still valid
             best_x, best_value = np.clip(result.x, 0.0, 1.0), -float(result.fun)
-    return np.asarray(best_x, dtype=float)
+    return full(np.asarray(best_x, dtype=float))[0, :-1]
+
+
+@dataclass
+class DiscountedUCB:
+    """A time-discounted UCB bandit over ``len(counts)`` arms (D-UCB, Garivier & Moulines 2011):
+    ``counts`` and ``sums`` are each arm's discounted number of pulls and sum of rewards."""
+
+    counts: np.ndarray
+    sums: np.ndarray
+
+    @classmethod
+    def fit(cls, arms: int, pulled: np.ndarray, rewards: np.ndarray, weights: np.ndarray) -> DiscountedUCB:
+        counts, sums = np.zeros(arms), np.zeros(arms)
+        np.add.at(counts, pulled.astype(int), weights)
+        np.add.at(sums, pulled.astype(int), weights * rewards)
+        return cls(counts, sums)
+
+    def scores(self) -> np.ndarray:
+        """Each arm's discounted mean plus its bonus; +inf for an arm never pulled."""
+        tried = self.counts > 1e-12
+        total = max(float(self.counts.sum()), math.e)
+        scores = np.full(len(self.counts), np.inf)
+        scores[tried] = self.sums[tried] / self.counts[tried] + BANDIT_EXPLORATION * np.sqrt(
+            math.log(total) / self.counts[tried]
+        )
+        return scores
+
+    def best(self) -> int:
+        """The arm with the highest score (ties to the lower index)."""
+        return int(np.argmax(self.scores()))
+
+    def pretend_pull(self, arm: int) -> None:
+        """Count a pick of this batch as one pull at the arm's current mean (its bonus shrinks)."""
+        mean = self.sums[arm] / self.counts[arm] if self.counts[arm] > 1e-12 else 0.0
+        self.counts[arm] += 1.0
+        self.sums[arm] += mean

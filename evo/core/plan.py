@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +38,8 @@ class Exploit:
             "donor": self.donor,
             "recipient_score": _finite_or_none(self.recipient_score),
             "donor_score": _finite_or_none(self.donor_score),
-            "old_hparams": self.old_hparams,
-            "new_hparams": self.new_hparams,
+            "old_hparams": _json_hparams(self.old_hparams),
+            "new_hparams": _json_hparams(self.new_hparams),
             "changes": list(self.changes),
         }
 
@@ -46,6 +47,11 @@ class Exploit:
 def weight_moves(exploits: Sequence[Exploit]) -> dict[int, int]:
     """The donor map ``{recipient: donor}`` of the exploits that copy another member."""
     return {e.recipient: e.donor for e in exploits if e.recipient != e.donor}
+
+
+def _json_hparams(hparams: dict[str, float]) -> dict[str, float | None]:
+    """Hyperparameters as standard JSON: target_kl's inf (no early stop) is written null."""
+    return {name: None if value in (math.inf, -math.inf) else value for name, value in hparams.items()}
 
 
 def _finite_or_none(value: float) -> float | None:

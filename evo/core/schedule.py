@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from evo.core.space import EXPLORED
+from evo.core.space import EXPLORED, EXTRA, hparam_names, typed
 
 SCHEDULE_FORMAT = 1
 
@@ -37,20 +37,27 @@ def load_schedule(path: str | Path) -> tuple[list[tuple[int, dict[str, float]]],
         if not isinstance(entry, dict) or "env_steps" not in entry or not isinstance(entry.get("hparams"), dict):
             raise ValueError(f"{where}: each entry needs env_steps and an hparams mapping")
         missing = [name for name in EXPLORED if name not in entry["hparams"]]
-        unknown = sorted(set(entry["hparams"]) - set(EXPLORED))
+        unknown = sorted(set(entry["hparams"]) - set(EXPLORED + EXTRA))
         if missing or unknown:
             raise ValueError(
-                f"{where}: hparams must give exactly {', '.join(EXPLORED)}"
+                f"{where}: hparams must give {', '.join(EXPLORED)}, and may add {', '.join(EXTRA)}"
                 + (f"; missing {', '.join(missing)}" if missing else "")
                 + (f"; unknown {', '.join(unknown)}" if unknown else "")
             )
+        names = hparam_names(entry["hparams"])
+        if schedule and names != tuple(schedule[0][1]):
+            raise ValueError(f"{where}: gives {', '.join(names)}; every entry must give the same hyperparameters")
         try:
             steps = int(entry["env_steps"])
-            hparams = {name: float(entry["hparams"][name]) for name in EXPLORED}
+            given = entry["hparams"]
+            hparams = {name: typed(name, math.inf if given[name] is None else given[name]) for name in names}
         except (TypeError, ValueError):
             raise ValueError(f"{where}: env_steps and the hyperparameters must be numbers") from None
-        if steps < 0 or not all(math.isfinite(v) for v in hparams.values()):
-            raise ValueError(f"{where}: env_steps must be >= 0 and every value finite")
+        finite = all(math.isfinite(v) or (name == "target_kl" and v == math.inf) for name, v in hparams.items())
+        if steps < 0 or not finite:
+            raise ValueError(
+                f"{where}: env_steps must be >= 0 and every value finite (target_kl may be null: no early stop)"
+            )
         schedule.append((steps, hparams))
     schedule.sort(key=lambda item: item[0])
     if schedule[0][0] != 0:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from evo.core.space import EXPLORED
+from evo.core.space import hparam_names, typed
 
 
 class RunDirError(ValueError):
@@ -60,10 +60,19 @@ class RunHistory:
         """``member``'s rows in generation order."""
         return sorted((row for row in self.rows if row.member == member), key=lambda row: row.generation)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The explored hyperparameters the run recorded (its population.csv columns)."""
+        return tuple(self.rows[0].hparams)
+
+    def space(self) -> dict[str, dict]:
+        """Each explored hyperparameter's search-space entry in config.yaml (empty if unknown)."""
+        space = (self.config.get("agent") or {}).get("search_space") or {}
+        return {name: dict(space.get(name) or {}) for name in self.names}
+
     def scales(self) -> dict[str, str]:
         """Each explored hyperparameter's search-space scale (for log axes)."""
-        space = (self.config.get("agent") or {}).get("search_space") or {}
-        return {name: (space.get(name) or {}).get("scale", "linear") for name in EXPLORED}
+        return {name: entry.get("scale", "linear") for name, entry in self.space().items()}
 
 
 def _float(text: str) -> float:
@@ -81,7 +90,9 @@ def load_run(run_dir: str | Path) -> RunHistory:
         )
     rows = []
     with population.open(newline="") as handle:
-        for line in csv.DictReader(handle):
+        reader = csv.DictReader(handle)
+        names = hparam_names(reader.fieldnames or ())
+        for line in reader:
             rows.append(
                 Row(
                     generation=int(line["generation"]),
@@ -89,7 +100,7 @@ def load_run(run_dir: str | Path) -> RunHistory:
                     env_steps=int(line["env_steps"]),
                     score=_float(line["score"]),
                     donor=int(line["donor"]) if line["donor"] not in ("", None) else None,
-                    hparams={name: float(line[name]) for name in EXPLORED},
+                    hparams={name: typed(name, float(line[name])) for name in names},
                 )
             )
     if not rows:

@@ -5,7 +5,9 @@
 - ``population.csv``: one row per member per generation: the score the member reached in
   that generation (``score``, the one selection used; ``score_train`` over training
   episodes and ``score_test`` over evaluation episodes, NaN without --eval-episodes), the
-  hyperparameters it trained with, and ``donor`` (the member it copied at the end of the
+  hyperparameters it trained with (a column for each of the six always explored, then one
+  for each count or limit the run's search space adds: the same columns for the whole run),
+  and ``donor`` (the member it copied at the end of the
   generation; empty when it kept its own weights).
 - ``lineage.jsonl``: one JSON object per exploit.
 - ``generations.csv``: per generation, wall time, env steps per second, and the slowest
@@ -33,21 +35,28 @@ import yaml
 from evo.config import Config
 from evo.core.plan import Exploit, weight_moves
 from evo.core.result import MemberResult
-from evo.core.space import EXPLORED
+from evo.core.space import EXPLORED, hparam_names
 from evo.rundir.checkpoint import atomic_write
 
 TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
-POPULATION_FIELDS = [
-    "generation",
-    "member",
-    "rank",
-    "env_steps",
-    "score",
-    "donor",
-    *EXPLORED,
-    "score_train",
-    "score_test",
-]
+
+
+def population_fields(names=EXPLORED) -> list[str]:
+    """population.csv's columns for a run exploring ``names``."""
+    return [
+        "generation",
+        "member",
+        "rank",
+        "env_steps",
+        "score",
+        "donor",
+        *hparam_names(names),
+        "score_train",
+        "score_test",
+    ]
+
+
+POPULATION_FIELDS = population_fields()  # a run that explores the six only
 LINE_END = "\n"  # every CSV here, also the rows appended after a resume (csv's default is "\r\n")
 PACKAGES = ("evo", "torch", "stable-baselines3", "gymnasium", "numpy", "mpi4py", "procgen-mirror", "tensorboard")
 
@@ -102,6 +111,8 @@ class RunRecords:
         self.population_path = self.run_dir / "population.csv"
         self.lineage_path = self.run_dir / "lineage.jsonl"
         self.lineage: list[dict] = list(lineage or [])
+        self.names = config.explored_names
+        self.fields = population_fields(self.names)
         self.population_step = population_step or 0
         command_line = (
             f"cd {shlex.quote(os.getcwd())} && "
@@ -113,7 +124,7 @@ class RunRecords:
             (self.run_dir / "command.txt").write_text(command_line)
             (self.run_dir / "versions.json").write_text(json.dumps(versions(), indent=2) + "\n")
             with self.population_path.open("w", newline="") as handle:
-                csv.DictWriter(handle, POPULATION_FIELDS, lineterminator=LINE_END).writeheader()
+                csv.DictWriter(handle, self.fields, lineterminator=LINE_END).writeheader()
             self.lineage_path.touch()
         else:
             with (self.run_dir / "command.txt").open("a") as handle:
@@ -131,7 +142,7 @@ class RunRecords:
         with self.population_path.open(newline="") as handle:
             rows = [row for row in csv.DictReader(handle) if int(row["generation"]) <= generation]
         text = io.StringIO()
-        writer = csv.DictWriter(text, POPULATION_FIELDS, lineterminator=LINE_END)
+        writer = csv.DictWriter(text, self.fields, lineterminator=LINE_END)
         writer.writeheader()
         writer.writerows(rows)
         atomic_write(self.population_path, text.getvalue().encode())
@@ -150,7 +161,7 @@ class RunRecords:
     def write_generation(self, generation: int, population: Sequence[MemberResult], exploits: list[Exploit]) -> None:
         donors = weight_moves(exploits)
         with self.population_path.open("a", newline="") as handle:
-            writer = csv.DictWriter(handle, POPULATION_FIELDS, lineterminator=LINE_END)
+            writer = csv.DictWriter(handle, self.fields, lineterminator=LINE_END)
             for result in population:
                 writer.writerow(
                     {
@@ -162,7 +173,7 @@ class RunRecords:
                         "score_train": result.score_train,
                         "score_test": result.score_test,
                         "donor": donors.get(result.member, ""),
-                        **{name: repr(result.hparams[name]) for name in EXPLORED},
+                        **{name: repr(result.hparams[name]) for name in self.names},
                     }
                 )
         with self.lineage_path.open("a") as handle:

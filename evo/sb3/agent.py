@@ -5,12 +5,20 @@ SB3 freezes some hyperparameters at construction: the learning rate lives in
 ``lr_schedule`` (the optimizer is reset from it at every ``train()``), ``gamma`` and
 ``gae_lambda`` are copied into the rollout buffer (``gamma`` is also used to bootstrap
 truncated episodes), and ``clip_range`` is a schedule. :func:`apply_hparams` is the only
-place that writes them.
+place that writes them. The counts and limits a search space may add (``n_epochs``,
+``batch_size`` / ``n_minibatches``, ``max_grad_norm``, ``target_kl``) are plain attributes that
+``train()`` reads at every call (SB3's and evo's microbatched one alike), so writing them there
+takes effect at the next update.
+
+What to re-check when SB3 changes: ``lr_schedule`` and ``update_learning_rate``, the rollout
+buffer's ``gamma`` / ``gae_lambda``, ``clip_range`` as a schedule, and that ``train()`` still
+reads ``n_epochs``, ``batch_size``, ``max_grad_norm`` and ``target_kl`` from the model.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import weakref
 from collections import deque
 from collections.abc import Iterable
@@ -36,7 +44,7 @@ from torch import nn
 from evo.config import AgentSettings, Config
 from evo.core.result import MemberResult, Scores
 from evo.core.schedule import hparams_at
-from evo.core.space import EXPLORED
+from evo.core.space import EXPLORED, hparam_names, typed
 from evo.sb3.envs import make_env
 from evo.sb3.normalize import (
     follow_gamma,
@@ -178,6 +186,7 @@ def build_model(
         ent_coef=hparams["ent_coef"],
         vf_coef=hparams["vf_coef"],
         max_grad_norm=agent.max_grad_norm,
+        target_kl=agent.target_kl,
         normalize_advantage=agent.normalize_advantage,
         use_sde=agent.use_sde,
         sde_sample_freq=agent.sde_sample_freq,
@@ -194,7 +203,10 @@ def build_model(
 
 
 def apply_hparams(model: PPO, hparams: dict[str, float]) -> None:
-    """Make ``hparams`` the values PPO uses from the next rollout and ``train()`` on."""
+    """Make ``hparams`` the values PPO uses from the next rollout and ``train()`` on (the six
+    always; ``n_epochs``, ``batch_size`` or ``n_minibatches``, ``max_grad_norm`` and
+    ``target_kl`` when given: n_minibatches splits the rollout into that many minibatches of
+    ceil(rollout / n) samples; target_kl = inf is SB3's None, no early stop)."""
     learning_rate = float(hparams["learning_rate"])
     model.learning_rate = learning_rate
     model.lr_schedule = FloatSchedule(ConstantSchedule(learning_rate))
@@ -206,13 +218,37 @@ def apply_hparams(model: PPO, hparams: dict[str, float]) -> None:
     model.gae_lambda = float(hparams["gae_lambda"])
     model.rollout_buffer.gamma = model.gamma
     model.rollout_buffer.gae_lambda = model.gae_lambda
+    if "n_epochs" in hparams:
+        model.n_epochs = typed("n_epochs", hparams["n_epochs"])
+    if "batch_size" in hparams:
+        model.batch_size = typed("batch_size", hparams["batch_size"])
+    if "n_minibatches" in hparams:
+        model.batch_size = math.ceil(_rollout_size(model) / typed("n_minibatches", hparams["n_minibatches"]))
+    if "max_grad_norm" in hparams:
+        model.max_grad_norm = float(hparams["max_grad_norm"])
+    if "target_kl" in hparams:
+        target_kl = float(hparams["target_kl"])
+        model.target_kl = target_kl if math.isfinite(target_kl) else None
     follow_gamma(model)
 
 
-def effective_hparams(model: PPO) -> dict[str, float]:
-    """The values PPO will actually use, read from where SB3 reads them."""
+def _rollout_size(model: PPO) -> int:
+    return int(model.n_steps * model.n_envs)
+
+
+def effective_hparams(model: PPO, names: Iterable[str] = EXPLORED) -> dict[str, float]:
+    """The values PPO will actually use, read from where SB3 reads them: the six, or ``names``
+    (n_minibatches: how many minibatches ``train()`` cuts the rollout into; target_kl: inf
+    when there is no early stop)."""
     progress = model._current_progress_remaining
-    return {
+    extra = {
+        "n_epochs": lambda: int(model.n_epochs),
+        "batch_size": lambda: int(model.batch_size),
+        "n_minibatches": lambda: math.ceil(_rollout_size(model) / model.batch_size),
+        "max_grad_norm": lambda: float(model.max_grad_norm),
+        "target_kl": lambda: math.inf if model.target_kl is None else float(model.target_kl),
+    }
+    found = {
         "learning_rate": float(model.lr_schedule(progress)),
         "ent_coef": float(model.ent_coef),
         "clip_range": float(model.clip_range(progress)),
@@ -220,6 +256,7 @@ def effective_hparams(model: PPO) -> dict[str, float]:
         "gae_lambda": float(model.rollout_buffer.gae_lambda),
         "vf_coef": float(model.vf_coef),
     }
+    return {name: found[name] if name in found else extra[name]() for name in names}
 
 
 # ---------------------------------------------------------------------------------------
@@ -476,7 +513,7 @@ class Member:
         self.set_hparams(hparams)
 
     def set_hparams(self, hparams: dict[str, float]) -> None:
-        self.hparams = {name: float(hparams[name]) for name in EXPLORED}
+        self.hparams = {name: typed(name, hparams[name]) for name in hparam_names(hparams)}
         apply_hparams(self.model, self.hparams)
 
     def state_payload(self, run_id: str, generation: int, rng: dict) -> dict:
