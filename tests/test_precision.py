@@ -220,30 +220,22 @@ def test_which_ops_run_in_bfloat16(tmp_path):
 @pytest.mark.e2e
 @needs_bf16
 def test_cartpole_pbt_in_bf16_reaches_500(tmp_path):
-    """CartPole's default PBT (2 members, 2 ranks) in bfloat16 reaches 500, as float32 does with
-    this seed and budget (8 generations of 4096 steps; measured in docs/performance.md)."""
+    """CartPole's default PBT (12 generations of 4096 steps, 2 members on 2 ranks, selecting on 10
+    evaluation episodes) in bfloat16 ends at 500, as the float32 run with this seed does (float32:
+    500 from generation 9 on; bfloat16: from generation 10; about 95 s here)."""
     run_dir = tmp_path / "run"
     flags = ["--env-id", "CartPole-v1", "--eval-episodes", "10", "--select-on", "test", "--seed", "0"]
     result = mpiexec(
         2,
-        [
-            "pbt_rl_truct.py",
-            *flags,
-            "--precision",
-            "bf16",
-            "--total-generations",
-            "8",
-            "--tb-writer",
-            "False",
-            "--run-dir",
-            str(run_dir),
-        ],
+        ["pbt_rl_truct.py", *flags, "--precision", "bf16", "--tb-writer", "False", "--run-dir", str(run_dir)],
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["precision"] == "bf16"
-    scores = [float(row["score_test"]) for row in read_rows(run_dir)]
-    assert max(scores) == 500.0, scores
+    rows = read_rows(run_dir)
+    last = max(int(row["generation"]) for row in rows)
+    assert last == 12
+    assert max(float(row["score_test"]) for row in rows if int(row["generation"]) == last) == 500.0
 
 
 @pytest.mark.e2e
