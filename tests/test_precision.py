@@ -114,19 +114,13 @@ def members(tmp_path, block: str):
 
 
 def collect(member):
-    """One rollout of ``member`` (trained on, then its weights put back): its buffer as collected,
-    the observation after it and whether that one starts an episode."""
-    start, model, collected = member.pack().copy(), member.model, {}
+    """One rollout of ``member``, not trained on: its buffer as collected, the observation after
+    it and whether that one starts an episode."""
+    model, collected = member.model, {}
     train = model.train
-
-    def keep_buffer():
-        collected["buffer"] = copy.deepcopy(model.rollout_buffer)
-        train()
-
-    model.train = keep_buffer
+    model.train = lambda: collected.setdefault("buffer", copy.deepcopy(model.rollout_buffer))
     member.train(model.n_steps * model.n_envs)
     model.train = train
-    member.load(start, member.hparams)
     return collected["buffer"], model._last_obs, model._last_episode_starts
 
 
