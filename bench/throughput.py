@@ -1,11 +1,12 @@
-"""PPO throughput of one agent: evo's agent vs stock SB3, same network and hyperparameters.
+"""PPO throughput of one agent: evo's agent vs stock SB3, and evo in float32 vs bfloat16.
 
-    python bench/throughput.py [--repeats 3] [--iterations 2] [--json FILE]
+    python bench/throughput.py [--repeats 3] [--iterations 2] [--json FILE] [--variants stock evo evo-bf16]
 
 Each measurement runs in a fresh process (allocator settings cannot be undone inside one),
-alternating stock and evo, and reports env steps per CPU second and per wall second of
+the variants alternating, and reports env steps per CPU second and per wall second of
 PPO (rollout + update) after one warm-up iteration, and the peak RSS. Torch uses one thread,
-as evo's ranks do.
+as evo's ranks do. ``evo-bf16`` is evo's agent with ``--precision bf16`` (only where the
+processor has native bfloat16); the processor's relevant flags are printed and recorded.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import markdown_table, median, write_json  # noqa: E402
+from evo.config.precision import REPORTED_FLAGS, cpu_flags, native_bf16  # noqa: E402
 
 # env, policy, n_envs, n_steps: small rollouts so that the benchmark runs in minutes
 CASES = {
@@ -33,7 +35,8 @@ CASES = {
 
 
 def build(case: str, variant: str):
-    """A PPO model for ``case``: 'stock' = plain SB3 constructor, 'evo' = evo's agent."""
+    """A PPO model for ``case``: 'stock' = plain SB3 constructor, 'evo' = evo's agent, 'evo-bf16' =
+    evo's agent in bfloat16."""
     import torch
 
     torch.set_num_threads(1)
@@ -48,9 +51,10 @@ def build(case: str, variant: str):
         f"{block}:\n  policy: {policy}\n  n_envs: {n_envs}\n  n_steps: {n_steps}\n  n_minibatches: 1\n"
     )
     argv = ["--env-id", env_id, "--hyperparams", str(hyperparams)] + (["--no-cpu-tuning"] if variant == "stock" else [])
+    argv += ["--precision", "bf16"] if variant == "evo-bf16" else []
     config = parse_config(argv, check_run_dir=False)
     hyperparams.unlink()
-    if variant == "evo":
+    if variant.startswith("evo"):
         from evo.sb3.agent import build_model
         from evo.sb3.cputune import tune_allocator
 
@@ -101,11 +105,12 @@ def forward_flops(policy) -> float:
     return float(sum(flops))
 
 
-def sgemm_gflops() -> float:
-    """A single-thread float32 matrix product (MKL): what this core sustains on dense maths."""
+def gemm_gflops(dtype: str = "float32") -> float:
+    """A single-thread matrix product: what this core sustains on dense maths in ``dtype``
+    (float32: MKL's sgemm; bfloat16: oneDNN's bf16 matmul)."""
     import torch
 
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    a, b = (torch.randn(2048, 2048).to(getattr(torch, dtype)) for _ in range(2))
     a @ b
     start = time.process_time()
     for _ in range(5):
@@ -131,7 +136,8 @@ def worker(case: str, variant: str, iterations: int) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "gflop_per_step": flops_per_step / 1e9,
         "gflops": steps * flops_per_step / cpu / 1e9,
-        "sgemm_gflops": sgemm_gflops(),
+        "sgemm_gflops": gemm_gflops("float32"),
+        "bf16_gemm_gflops": gemm_gflops("bfloat16") if native_bf16(cpu_flags()) else float("nan"),
     }
 
 
@@ -141,11 +147,23 @@ def measure(case: str, variant: str, iterations: int) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
 
+def processor() -> dict:
+    """The processor's name and the flags that decide how fast the network runs."""
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
+    flags = cpu_flags()
+    return {"model": name, "flags": {flag: flag in flags for flag in REPORTED_FLAGS}}
+
+
+VARIANTS = ("stock", "evo", "evo-bf16")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=1, help="PPO iterations measured after the warm-up")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--variants", nargs="+", default=None, choices=VARIANTS, help="default: all that run here")
     parser.add_argument("--json", help="write the raw records here")
     parser.add_argument("--worker", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -153,79 +171,88 @@ def main() -> None:
         print(json.dumps(worker(*args.worker, args.iterations)))
         return
 
+    cpu = processor()
+    variants = args.variants or [v for v in VARIANTS if v != "evo-bf16" or native_bf16(cpu_flags())]
+    print(f"processor: {cpu['model']}; " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in cpu["flags"].items()))
     records = []
     for repeat in range(args.repeats):
         for case in args.cases:
-            for variant in ("stock", "evo") if repeat % 2 == 0 else ("evo", "stock"):
-                record = measure(case, variant, args.iterations)
+            order = variants if repeat % 2 == 0 else variants[::-1]
+            for variant in order:
+                record = {**measure(case, variant, args.iterations), "repeat": repeat, "cpu": cpu}
                 records.append(record)
-                print(f"  {case:16s} {variant:5s} {record['steps_per_cpu_s']:8.1f} env-steps/CPU-s", file=sys.stderr)
-    rows, ceilings = [], []
+                print(f"  {case:16s} {variant:8s} {record['steps_per_cpu_s']:8.1f} env-steps/CPU-s", file=sys.stderr)
+
+    def stats(case: str, variant: str) -> dict:
+        mine = [r for r in records if r["case"] == case and r["variant"] == variant]
+        return {k: median([r[k] for r in mine]) for k in mine[0] if isinstance(mine[0][k], float)}
+
+    def pair_ratios(case: str, top: str, bottom: str) -> str:
+        by_repeat = {(r["variant"], r["repeat"]): r["steps_per_cpu_s"] for r in records if r["case"] == case}
+        return ", ".join(f"{by_repeat[top, k] / by_repeat[bottom, k]:.2f}" for k in range(args.repeats))
+
+    print(f"\nPPO throughput, one agent, 1 torch thread, medians of {args.repeats} alternating runs\n")
+    if "stock" in variants and "evo" in variants:
+        rows = []
+        for case in args.cases:
+            stock, evo = stats(case, "stock"), stats(case, "evo")
+            rows.append(
+                [
+                    case,
+                    stock["steps_per_cpu_s"],
+                    evo["steps_per_cpu_s"],
+                    evo["steps_per_cpu_s"] / stock["steps_per_cpu_s"],
+                    stock["steps_per_wall_s"],
+                    evo["steps_per_wall_s"],
+                    stock["peak_rss_mb"],
+                    evo["peak_rss_mb"],
+                ]
+            )
+        headers = ["case", "stock steps/CPU-s", "evo steps/CPU-s", "evo/stock", "stock steps/wall-s"]
+        headers += ["evo steps/wall-s", "stock peak RSS MB", "evo peak RSS MB"]
+        print(markdown_table(headers, rows) + "\n")
+    if "evo" in variants and "evo-bf16" in variants:
+        rows = []
+        for case in args.cases:
+            fp32, bf16 = stats(case, "evo"), stats(case, "evo-bf16")
+            rows.append(
+                [
+                    case,
+                    fp32["steps_per_cpu_s"],
+                    bf16["steps_per_cpu_s"],
+                    bf16["steps_per_cpu_s"] / fp32["steps_per_cpu_s"],
+                    pair_ratios(case, "evo-bf16", "evo"),
+                    fp32["peak_rss_mb"],
+                    bf16["peak_rss_mb"],
+                ]
+            )
+        headers = ["case", "evo fp32 steps/CPU-s", "evo bf16 steps/CPU-s", "bf16/fp32", "bf16/fp32 per pair"]
+        headers += ["fp32 peak RSS MB", "bf16 peak RSS MB"]
+        print(markdown_table(headers, rows) + "\n")
+
+    print(
+        "Compute: the network's multiply-add FLOPs per env step (a rollout forward, then forward and"
+        "\nbackward per epoch), the rate each variant reached, a one-thread matrix product of the same"
+        "\nprecision in the same processes (float32: sgemm; bfloat16: torch.matmul in bf16), and the"
+        "\nthroughput if every FLOP ran at that rate (nothing else costing anything)\n"
+    )
+    ceilings = []
+    baseline = "stock" if "stock" in variants else variants[0]
     for case in args.cases:
-        stats = {}
-        for variant in ("stock", "evo"):
-            mine = [r for r in records if r["case"] == case and r["variant"] == variant]
-            stats[variant] = {k: median([r[k] for r in mine]) for k in records[0] if k not in ("case", "variant")}
-        stock, evo = stats["stock"], stats["evo"]
-        rows.append(
-            [
-                case,
-                stock["steps_per_cpu_s"],
-                evo["steps_per_cpu_s"],
-                evo["steps_per_cpu_s"] / stock["steps_per_cpu_s"],
-                stock["steps_per_wall_s"],
-                evo["steps_per_wall_s"],
-                stock["peak_rss_mb"],
-                evo["peak_rss_mb"],
-            ]
-        )
-        sgemm = median([r["sgemm_gflops"] for r in records if r["case"] == case])
-        ceilings.append(
-            [
-                case,
-                evo["gflop_per_step"],
-                stock["gflops"],
-                evo["gflops"],
-                sgemm,
-                sgemm / evo["gflop_per_step"],
-                sgemm / evo["gflop_per_step"] / stock["steps_per_cpu_s"],
-            ]
-        )
-    print(f"PPO throughput, one agent, 1 torch thread, medians of {args.repeats} alternating runs\n")
-    print(
-        markdown_table(
-            [
-                "case",
-                "stock steps/CPU-s",
-                "evo steps/CPU-s",
-                "evo/stock",
-                "stock steps/wall-s",
-                "evo steps/wall-s",
-                "stock peak RSS MB",
-                "evo peak RSS MB",
-            ],
-            rows,
-        )
-    )
-    print(
-        "\nCompute: the network's multiply-add FLOPs per env step (a rollout forward, then forward and"
-        "\nbackward per epoch), the rate each variant reached, a one-thread sgemm in the same process,"
-        "\nand the throughput if every FLOP ran at that sgemm rate (nothing else costing anything)\n"
-    )
-    print(
-        markdown_table(
-            [
-                "case",
-                "GFLOP per env step",
-                "stock GFLOP/s",
-                "evo GFLOP/s",
-                "sgemm GFLOP/s",
-                "ceiling steps/CPU-s",
-                "ceiling / stock",
-            ],
-            ceilings,
-        )
-    )
+        reference = stats(case, baseline)["steps_per_cpu_s"]
+        for precision, gemm_key, measured in (
+            ("float32", "sgemm_gflops", [v for v in variants if v != "evo-bf16"]),
+            ("bfloat16", "bf16_gemm_gflops", [v for v in variants if v == "evo-bf16"]),
+        ):
+            if not measured:
+                continue
+            gemm = median([r[gemm_key] for r in records if r["case"] == case])
+            per_step = stats(case, measured[-1])["gflop_per_step"]
+            reached = ", ".join(f"{v} {stats(case, v)['gflops']:.3g}" for v in measured)
+            ceilings.append([case, precision, per_step, reached, gemm, gemm / per_step, gemm / per_step / reference])
+    headers = ["case", "precision", "GFLOP per env step", "GFLOP/s reached", "matmul GFLOP/s"]
+    headers += ["ceiling steps/CPU-s", f"ceiling / {baseline}"]
+    print(markdown_table(headers, ceilings))
     write_json(args.json, records)
 
 

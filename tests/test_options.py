@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from evo.config import Config, ConfigError, declare, parse_config
+from evo.config import precision as config_precision
 from evo.config.declare import DERIVED, FIXED, OPTION, declared
 from evo.config.options import (
     OPTION_BY_NAME,
@@ -200,13 +201,17 @@ def examples(tmp_path):
         "schedule": ["--schedule", str(schedule)],
         "checkpoint_every": ["--checkpoint-every", "2"],
         "keep_checkpoints": ["--keep-checkpoints", "3"],
+        "precision": ["--precision", "bf16"],
     }
 
 
 @pytest.mark.parametrize("option", TAKEN_FROM_RUN, ids=lambda option: option.flag_name)
-def test_resume_without_the_flag_gives_back_the_run_s_value(tmp_path, option):
+def test_resume_without_the_flag_gives_back_the_run_s_value(tmp_path, monkeypatch, option):
     """For every option of the run (walking the declarations): start with a non-default
     value, save config.yaml as a run does, resume without the flag: the same value."""
+    cpuinfo = tmp_path / "cpuinfo"  # --precision bf16 on any processor: one with native bfloat16
+    cpuinfo.write_text("flags\t\t: avx2 avx512f avx512_bf16\n")
+    monkeypatch.setattr(config_precision, "CPUINFO", cpuinfo)
     found = examples(tmp_path)
     assert option.name in found, f"give {option.flag_name} a non-default example in examples()"
     run_dir = tmp_path / "run"

@@ -48,6 +48,7 @@ from evo.config.options import (
     saved_options,
     str2bool,
 )
+from evo.config.precision import resolve_precision
 from evo.config.resolved import AgentSettings, Config, ConfigError
 from evo.config.resume import (
     AGENT_FREE_ON_RESUME,
@@ -191,7 +192,7 @@ def apply_param_set(args: argparse.Namespace, given: set[str], game: str | None,
 def cross_option_checks(
     args: argparse.Namespace, settings: dict[str, Any], game: str | None, world_size: int, problems: list[str]
 ) -> dict[str, Any]:
-    """Population, budget, Procgen levels, evaluation and schedule: the Config fields they resolve."""
+    """Population, budget, Procgen levels, evaluation, schedule and precision: the Config fields they resolve."""
     num_agents = checks.population(args.num_agents, world_size, problems)
     total_generations, agent_training_steps = checks.budget(args, settings, problems)
     checks.procgen_levels(args, game, problems)
@@ -202,6 +203,7 @@ def cross_option_checks(
         "agent_training_steps": agent_training_steps,
         "eval_start_level": checks.evaluation(args, game, problems),
         "schedule": checks.schedule(args.schedule, args.env_id, num_agents, problems),
+        "precision": resolve_precision(args.precision, settings.get("precision"), problems),
     }
 
 

@@ -34,6 +34,7 @@ AGENT_KEYS: dict[str, type | tuple[type, ...]] = {
     "n_minibatches": int,
     "batch_size": int,
     "microbatch_size": int,
+    "precision": str,
     "n_epochs": int,
     "max_grad_norm": float,
     "target_kl": float,

@@ -22,6 +22,7 @@ from typing import Any
 from evo.config.declare import FIXED, OWN, RESTORED, declared, derived, must, option, ordered_range, str2bool
 from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
 from evo.config.hyperparams import PARAM_SETS
+from evo.config.precision import PRECISIONS
 from evo.core.explore import EXPLORERS
 from evo.core.space import ParamSpace, hparam_names
 
@@ -272,6 +273,14 @@ class Config:
         flag="--no-cpu-tuning",
     )
     """Allocator settings and channels-last convolutions (no change to PPO's maths)."""
+    precision: str = option(
+        "bf16: the policy's network runs in bfloat16 autocast, forward and backward, in rollouts and updates "
+        "(weights, Adam state, checkpoints and exchanges stay float32); only on a processor with native "
+        "bfloat16 (avx512_bf16 or amx_bf16). Default: the YAML's precision, else fp32",
+        RESTORED,
+        choices=PRECISIONS,
+    )
+    """Resolved: the flag, else the YAML's ``precision``, else 'fp32'. A run may resume in the other one."""
     schedule_file: Path | None = option(
         "train one agent (--num-agents 1) on a hyperparameter schedule written by python -m evo.replay",
         RESTORED,

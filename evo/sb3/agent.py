@@ -179,6 +179,7 @@ def build_model(
         n_steps=agent.n_steps,
         batch_size=agent.batch_size,
         microbatch_size=agent.microbatch_size,
+        precision=config.precision,
         n_epochs=agent.n_epochs,
         gamma=hparams["gamma"],
         gae_lambda=hparams["gae_lambda"],

@@ -1,4 +1,5 @@
-"""Feature extractors: the IMPALA CNN of the Procgen paper (Espeholt et al. 2018; Cobbe et al. 2020)."""
+"""Feature extractors: the IMPALA CNN of the Procgen paper (Espeholt et al. 2018; Cobbe et al. 2020);
+and SB3's actor-critic policies with a ``precision`` (bfloat16 autocast for the network's body)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 
 import gymnasium as gym
 import torch
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, NatureCNN
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, MlpExtractor, NatureCNN
 from torch import nn
+
+from evo.sb3.precision import as_float32, autocast, body_dtype
 
 
 class ResidualBlock(nn.Module):
@@ -76,6 +80,60 @@ class NatureCNNChannelsLast(NatureCNN):
         if self.channels_last:
             observations = observations.contiguous(memory_format=torch.channels_last)
         return super().forward(observations)
+
+
+class MixedPrecisionMlpExtractor(MlpExtractor):
+    """SB3's MlpExtractor whose layers run under autocast to ``dtype`` (None: float32), returning float32."""
+
+    def __init__(self, *args, dtype: torch.dtype | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dtype = dtype
+
+    def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
+        with autocast(self.dtype):
+            latent = super().forward_actor(features)
+        return latent.float()
+
+    def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
+        with autocast(self.dtype):
+            latent = super().forward_critic(features)
+        return latent.float()
+
+
+class MixedPrecisionPolicy(ActorCriticPolicy):
+    """SB3's ActorCriticPolicy with ``precision``: 'bf16' runs the network's body (features
+    extractor and MLP extractor) in bfloat16 autocast and everything after it in float32; the
+    parameters stay float32 (evo/sb3/precision.py says which op runs in which dtype). 'fp32' is
+    SB3's policy: no autocast, and the casts to float32 return their input."""
+
+    def __init__(self, *args, precision: str = "fp32", **kwargs):
+        self.precision = precision
+        self.body_dtype = body_dtype(precision)
+        super().__init__(*args, **kwargs)
+
+    def _get_constructor_parameters(self) -> dict:
+        return {**super()._get_constructor_parameters(), "precision": self.precision}
+
+    def _build_mlp_extractor(self) -> None:
+        self.mlp_extractor = MixedPrecisionMlpExtractor(
+            self.features_dim,
+            net_arch=self.net_arch,
+            activation_fn=self.activation_fn,
+            device=self.device,
+            dtype=self.body_dtype,
+        )
+
+    def extract_features(self, obs, features_extractor=None):
+        with autocast(self.body_dtype):
+            features = super().extract_features(obs, features_extractor)
+        return as_float32(features)
+
+
+class MixedPrecisionCnnPolicy(MixedPrecisionPolicy):
+    """SB3's ActorCriticCnnPolicy (NatureCNN unless another extractor is given), with ``precision``."""
+
+    def __init__(self, *args, features_extractor_class=NatureCNN, **kwargs):
+        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
 
 
 EXTRACTORS = {"impala": ImpalaCNN, "nature": NatureCNNChannelsLast}

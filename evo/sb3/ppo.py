@@ -8,6 +8,10 @@ of ``microbatch_size`` samples whose gradients add up in ``.grad`` before the on
 step. The loss is a mean over the minibatch, so the gradient is the same sum, only added in
 another order (float rounding); advantage normalisation, the KL early stop and the logged
 statistics are those of the whole minibatch, as in SB3.
+
+And ``precision``: 'bf16' runs the policy's network in bfloat16 autocast wherever SB3 calls it
+(the rollout's forward, both ``train()`` paths, evaluation), through the policies of
+evo/sb3/policies.py that stand in for SB3's 'MlpPolicy' and 'CnnPolicy'.
 """
 
 from __future__ import annotations
@@ -22,15 +26,21 @@ from gymnasium import spaces
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.utils import explained_variance
 
+from evo.sb3.policies import MixedPrecisionCnnPolicy, MixedPrecisionPolicy
+
 
 class PPO(SB3PPO):
     """``stable_baselines3.PPO`` plus ``microbatch_size``: minibatches larger than it are
     back-propagated in pieces of that many samples. 0 (or a size >= batch_size) runs SB3's own
-    ``train()`` unchanged."""
+    ``train()`` unchanged. And ``precision`` ('fp32' or 'bf16'), handed to the policy: 'MlpPolicy'
+    and 'CnnPolicy' name SB3's policies with a precision (evo/sb3/policies.py)."""
 
-    def __init__(self, *args, microbatch_size: int = 0, **kwargs):
+    policy_aliases = {"MlpPolicy": MixedPrecisionPolicy, "CnnPolicy": MixedPrecisionCnnPolicy}
+
+    def __init__(self, *args, microbatch_size: int = 0, precision: str = "fp32", policy_kwargs=None, **kwargs):
         self.microbatch_size = microbatch_size
-        super().__init__(*args, **kwargs)
+        self.precision = precision
+        super().__init__(*args, policy_kwargs={**(policy_kwargs or {}), "precision": precision}, **kwargs)
 
     def train(self) -> None:
         if not 0 < self.microbatch_size < self.batch_size:
