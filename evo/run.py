@@ -302,10 +302,37 @@ def ppo_hooks(
         train=train,
         score=score,
         plan=plan,
-        records=lambda report: write_records(comm, config, members, records, pb2, report),
+        records=lambda report: after_exchange(comm, config, members, records, pb2, report),
         snapshot=lambda generation, run_state: snapshot(config, members, generation, run_state),
         save=lambda saved: save_checkpoint(comm, config, *saved),
     )
+
+
+def after_exchange(
+    comm,
+    config: Config,
+    members: Mapping[int, Member],
+    records: RunRecords | None,
+    pb2: PB2 | None,
+    report: GenerationReport,
+) -> dict | None:
+    """Recipients carry their donors' training scores over, then the records are written."""
+    carry_donor_scores(comm, members, report)
+    return write_records(comm, config, members, records, pb2, report)
+
+
+def carry_donor_scores(comm, members: Mapping[int, Member], report: GenerationReport) -> None:
+    """Collective: each recipient on this rank takes its donor's training score of the
+    generation (rank 0 knows the population and broadcasts them), so that until it finishes
+    an episode with its new weights it is scored by what those weights last scored, not NaN."""
+    donor_scores = None
+    if report.population is not None:
+        by_id = {result.member: result.score_train for result in report.population}
+        donor_scores = {donor: by_id[donor] for donor in set(report.donors.values())}
+    donor_scores = exchange.broadcast(comm, donor_scores)
+    for recipient, donor in report.donors.items():
+        if recipient in members:
+            members[recipient].carry_score(donor_scores[donor])
 
 
 def write_records(

@@ -6,7 +6,9 @@
   that generation (``score``, the one selection used; ``score_train`` over training
   episodes and ``score_test`` over evaluation episodes, NaN without --eval-episodes), the
   hyperparameters it trained with, and ``donor`` (the member it copied at the end of the
-  generation; empty when it kept its own weights).
+  generation; empty when it kept its own weights); ``score_train_stale`` is 1 when
+  ``score_train`` was carried over, not measured (no training episode finished since the
+  member's weights last changed hands).
 - ``lineage.jsonl``: one JSON object per exploit.
 - ``generations.csv``: per generation, wall time, env steps per second, and the slowest
   rank's seconds training, scoring, waiting for the other ranks and exchanging weights.
@@ -47,6 +49,7 @@ POPULATION_FIELDS = [
     *EXPLORED,
     "score_train",
     "score_test",
+    "score_train_stale",
 ]
 LINE_END = "\n"  # every CSV here, also the rows appended after a resume (csv's default is "\r\n")
 PACKAGES = ("evo", "torch", "stable-baselines3", "gymnasium", "numpy", "mpi4py", "procgen-mirror", "tensorboard")
@@ -161,6 +164,7 @@ class RunRecords:
                         "score": result.score,
                         "score_train": result.score_train,
                         "score_test": result.score_test,
+                        "score_train_stale": int(result.score_train_stale),
                         "donor": donors.get(result.member, ""),
                         **{name: repr(result.hparams[name]) for name in EXPLORED},
                     }
