@@ -200,6 +200,7 @@ def examples(tmp_path):
         "schedule": ["--schedule", str(schedule)],
         "checkpoint_every": ["--checkpoint-every", "2"],
         "keep_checkpoints": ["--keep-checkpoints", "3"],
+        "progress_interval": ["--progress-interval", "5"],
     }
 
 

@@ -132,11 +132,27 @@ class ScheduleCallback(BaseCallback):
         return True
 
 
-def training_callbacks(member: Member, should_stop, schedule=()) -> CallbackList:
-    """What runs inside ``learn`` for a member: the stop check, and a replayed schedule if any."""
+class ProgressCallback(BaseCallback):
+    """Counts the member's env steps into a progress reporter (rank 0's members only):
+    ``advance(n_envs)`` after every vectorised step."""
+
+    def __init__(self, reporter):
+        super().__init__()
+        self.reporter = reporter
+
+    def _on_step(self) -> bool:
+        self.reporter.advance(self.model.n_envs)
+        return True
+
+
+def training_callbacks(member: Member, should_stop, schedule=(), progress=None) -> CallbackList:
+    """What runs inside ``learn`` for a member: the stop check, a replayed schedule if any,
+    and the generation's progress report on rank 0 (``progress``: a reporter with ``advance``)."""
     callbacks: list[BaseCallback] = [StopCallback(should_stop)]
     if schedule:
         callbacks.append(ScheduleCallback(member, schedule))
+    if progress is not None:
+        callbacks.append(ProgressCallback(progress))
     return CallbackList(callbacks)
 
 
