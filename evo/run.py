@@ -28,7 +28,7 @@ from evo.core.progress import Progress, ProgressReporter
 from evo.core.result import MemberResult, Scores
 from evo.core.selection import NO_PBT
 from evo.core.space import sample_hparams
-from evo.logs import install_logging
+from evo.logs import install_logging, output_is_terminal
 from evo.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, StepTimes, run_generations
 from evo.mpi import exchange
 from evo.rundir.checkpoint import (
@@ -282,7 +282,9 @@ def progress_reporter(config: Config, start: int, local_members: int) -> Progres
     rollout = config.agent.rollout_steps
     per_member = -(-config.agent_training_steps // rollout) * rollout
     progress = Progress(local_members * per_member, config.total_generations, generation=start)
-    return ProgressReporter(progress, config.progress_interval, logger.info)
+    return ProgressReporter(
+        progress, config.progress_interval, logger.info, sys.stdout, terminal=output_is_terminal(sys.stdout)
+    )
 
 
 def ppo_hooks(

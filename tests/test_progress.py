@@ -16,11 +16,6 @@ class FakeClock:
         return self.now
 
 
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 def test_eta_of_the_generation_and_of_the_run_on_a_fake_clock():
     clock = FakeClock()
     progress = Progress(steps_per_generation=10_000, total_generations=5, clock=clock, generation=1)
@@ -83,8 +78,8 @@ def describe_at(done: int, total: int, rate: float) -> str:
 def test_a_terminal_gets_a_bar_redrawn_in_place_and_cleared_at_the_end():
     clock = FakeClock()
     lines = []
-    terminal = Terminal()
-    reporter = ProgressReporter(Progress(1000, 3, clock=clock), 30, lines.append, stream=terminal)
+    terminal = io.StringIO()
+    reporter = ProgressReporter(Progress(1000, 3, clock=clock), 30, lines.append, stream=terminal, terminal=True)
     reporter.begin(1)
     for _ in range(10):
         clock.now += 0.25
@@ -96,3 +91,18 @@ def test_a_terminal_gets_a_bar_redrawn_in_place_and_cleared_at_the_end():
     assert drawn.rsplit("\r", 1)[-1].startswith("[############............] gen 1/3  rank 0 env steps 500/1,000 (50%)")
     reporter.end()
     assert terminal.getvalue().endswith("\r\x1b[K")
+
+
+def test_a_pipe_is_not_a_terminal_and_a_rank_s_pseudo_terminal_needs_its_launcher_s():
+    from evo.logs import output_is_terminal
+
+    class PseudoTerminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert not output_is_terminal(io.StringIO())
+    # pytest's parent (the shell or CI runner) decides: a pseudo-terminal alone is not enough
+    import os
+
+    parent = os.readlink(f"/proc/{os.getppid()}/fd/1")
+    assert output_is_terminal(PseudoTerminal()) == parent.startswith(("/dev/pts/", "/dev/tty"))

@@ -106,8 +106,9 @@ def describe(progress: Progress) -> str:
 
 
 class ProgressReporter:
-    """Shows a :class:`Progress`: on a terminal a bar redrawn in place at most every 0.5 s;
-    otherwise (a file, a SLURM log) a line every ``interval`` seconds through ``log``."""
+    """Shows a :class:`Progress`: on a terminal (``terminal``) a bar redrawn in place on
+    ``stream`` at most every 0.5 s; otherwise (a file, a SLURM log) a line every ``interval``
+    seconds through ``log``."""
 
     def __init__(
         self,
@@ -115,11 +116,12 @@ class ProgressReporter:
         interval: float,
         log: Callable[[str], None],
         stream: TextIO | None = None,
+        terminal: bool = False,
         clock: Clock | None = None,
     ):
         self.progress = progress
         self.stream = stream if stream is not None else sys.stdout
-        self.terminal = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.terminal = terminal
         self.interval = TERMINAL_REDRAW_S if self.terminal else interval
         self.log = log
         self.clock = clock or progress.clock
