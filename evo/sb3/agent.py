@@ -37,6 +37,7 @@ from evo.config import AgentSettings, Config
 from evo.core.result import MemberResult, Scores
 from evo.core.schedule import hparams_at
 from evo.core.space import EXPLORED
+from evo.sb3 import envstate
 from evo.sb3.envs import make_env
 from evo.sb3.normalize import (
     follow_gamma,
@@ -538,6 +539,7 @@ class Member:
             "carried_score": float(self.carried_score),
             "rng": rng,
             "normalization": torch.from_numpy(self.stats.copy()) if self.stats is not None else None,
+            "envs": envstate.capture(self.model),
         }
 
     def restore(self, payload: dict) -> None:
@@ -564,6 +566,9 @@ class Member:
         self.model.ep_success_buffer = deque(maxlen=window)
         self.scores = list(payload["scores"])
         self.carried_score = float(payload.get("carried_score", float("nan")))
+        saved_envs = payload.get("envs")
+        if saved_envs is not None and not envstate.restore(self.model, saved_envs):
+            logger.warning("member %d: its envs differ from the checkpoint's; starting fresh episodes", self.member_id)
 
     def _restore_statistics(self, saved: torch.Tensor | None) -> None:
         if (saved is None) != (self.stats is None):
