@@ -106,3 +106,24 @@ def test_a_pipe_is_not_a_terminal_and_a_rank_s_pseudo_terminal_needs_its_launche
 
     parent = os.readlink(f"/proc/{os.getppid()}/fd/1")
     assert output_is_terminal(PseudoTerminal()) == parent.startswith(("/dev/pts/", "/dev/tty"))
+
+
+def test_the_first_rollout_of_a_generation_ends_with_a_line_even_before_the_interval():
+    """PPO's update counts no step (minutes on CPU for bigfish): the first line must not wait for it."""
+    clock = FakeClock()
+    lines = []
+    reporter = ProgressReporter(Progress(491_520, 50, clock=clock), 30, lines.append, stream=io.StringIO())
+    reporter.begin(1)
+    for _ in range(20):
+        clock.now += 1
+        reporter.advance(512)
+    assert lines == []
+    reporter.rollout_ended()  # 20 s in: the first rollout is collected
+    assert len(lines) == 1 and "10,240/491,520" in lines[0]
+    clock.now += 10
+    reporter.rollout_ended()  # the next one, 10 s later: not yet due
+    assert len(lines) == 1
+    reporter.begin(2)
+    clock.now += 5
+    reporter.rollout_ended()
+    assert len(lines) == 2 and lines[1].startswith("gen 2/50")

@@ -127,10 +127,12 @@ class ProgressReporter:
         self.clock = clock or progress.clock
         self.shown = 0.0
         self.bar_shown = False
+        self.lines = 0  # shown in this generation
 
     def begin(self, generation: int) -> None:
         self.progress.begin(generation)
         self.shown = self.clock()
+        self.lines = 0
 
     def advance(self, steps: int) -> None:
         """Count ``steps``; report if ``interval`` has passed since the last report."""
@@ -140,7 +142,17 @@ class ProgressReporter:
             self.shown = now
             self.show()
 
+    def rollout_ended(self) -> None:
+        """A rollout is collected and PPO's update starts, during which no step is counted (on
+        CPU, minutes for a large rollout): report now if due, or if the generation has shown
+        nothing yet, so the first line comes after the first rollout, not after its update."""
+        now = self.clock()
+        if self.lines == 0 or now - self.shown >= self.interval:
+            self.shown = now
+            self.show()
+
     def show(self) -> None:
+        self.lines += 1
         line = describe(self.progress)
         if self.terminal:
             filled = int(BAR_WIDTH * self.progress.fraction)

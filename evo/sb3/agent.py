@@ -135,7 +135,7 @@ class ScheduleCallback(BaseCallback):
 
 class ProgressCallback(BaseCallback):
     """Counts the member's env steps into a progress reporter (rank 0's members only):
-    ``advance(n_envs)`` after every vectorised step."""
+    ``advance(n_envs)`` after every vectorised step, ``rollout_ended()`` before each update."""
 
     def __init__(self, reporter):
         super().__init__()
@@ -144,6 +144,9 @@ class ProgressCallback(BaseCallback):
     def _on_step(self) -> bool:
         self.reporter.advance(self.model.n_envs)
         return True
+
+    def _on_rollout_end(self) -> None:
+        self.reporter.rollout_ended()
 
 
 def training_callbacks(member: Member, should_stop, schedule=(), progress=None) -> CallbackList:
