@@ -125,5 +125,8 @@ def test_the_first_rollout_of_a_generation_ends_with_a_line_even_before_the_inte
     assert len(lines) == 1
     reporter.begin(2)
     clock.now += 5
-    reporter.rollout_ended()
+    reporter.rollout_ended()  # a short first rollout: quiet
+    assert len(lines) == 1
+    clock.now += 6
+    reporter.rollout_ended()  # 11 s into generation 2, nothing shown yet
     assert len(lines) == 2 and lines[1].startswith("gen 2/50")

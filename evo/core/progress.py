@@ -22,6 +22,8 @@ from typing import TextIO
 Clock = Callable[[], float]
 BAR_WIDTH = 24
 TERMINAL_REDRAW_S = 0.5
+FIRST_LINE_AFTER_S = 10.0
+"""A generation's first rollout that ends later than this gets a line (see ``rollout_ended``)."""
 
 
 @dataclass
@@ -145,9 +147,11 @@ class ProgressReporter:
     def rollout_ended(self) -> None:
         """A rollout is collected and PPO's update starts, during which no step is counted (on
         CPU, minutes for a large rollout): report now if due, or if the generation has shown
-        nothing yet, so the first line comes after the first rollout, not after its update."""
+        nothing yet after 10 s, so the first line comes after the first rollout, not after its
+        update (short generations stay quiet)."""
         now = self.clock()
-        if self.lines == 0 or now - self.shown >= self.interval:
+        first = self.lines == 0 and now - self.progress.started >= min(self.interval, FIRST_LINE_AFTER_S)
+        if first or now - self.shown >= self.interval:
             self.shown = now
             self.show()
 
