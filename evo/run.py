@@ -24,10 +24,11 @@ import torch
 from evo.config import Config, ConfigError, parse_config
 from evo.core.pb2 import PB2
 from evo.core.plan import Exploit, generation_rng, plan_generation
+from evo.core.progress import Progress, ProgressReporter
 from evo.core.result import MemberResult, Scores
 from evo.core.selection import NO_PBT
 from evo.core.space import sample_hparams, typed
-from evo.logs import install_logging
+from evo.logs import install_logging, output_is_terminal
 from evo.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, StepTimes, run_generations
 from evo.mpi import exchange
 from evo.rundir.checkpoint import (
@@ -177,7 +178,8 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
     manifest = checkpoint.manifest if checkpoint is not None else {}
     # PB2's history of the population, on rank 0 where the plan is decided; in every checkpoint
     pb2 = PB2.from_state(config.agent.search_space, manifest.get("pb2")) if config.explore == "pb2" else None
-    hooks = ppo_hooks(comm, config, members, records, pb2)
+    reporter = progress_reporter(config, start, len(members)) if comm.Get_rank() == 0 else None
+    hooks = ppo_hooks(comm, config, members, records, pb2, reporter)
     settings = LoopSettings(start, config.total_generations, config.transport, config.checkpoint_every)
     scratch = np.empty_like(next(iter(members.values())).buffer) if config.transport == "collective" else None
     stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
@@ -272,13 +274,36 @@ def log_start(config: Config, start: int, checkpoint: Checkpoint | None) -> None
         )
 
 
+def progress_reporter(config: Config, start: int, local_members: int) -> ProgressReporter | None:
+    """Rank 0's progress report during a generation (None with --progress-interval 0): its
+    members' env steps stand for the generation's (each member trains whole rollouts)."""
+    if config.progress_interval <= 0:
+        return None
+    rollout = config.agent.rollout_steps
+    per_member = -(-config.agent_training_steps // rollout) * rollout
+    progress = Progress(local_members * per_member, config.total_generations, generation=start)
+    return ProgressReporter(
+        progress, config.progress_interval, logger.info, sys.stdout, terminal=output_is_terminal(sys.stdout)
+    )
+
+
 def ppo_hooks(
-    comm, config: Config, members: Mapping[int, Member], records: RunRecords | None, pb2: PB2 | None
+    comm,
+    config: Config,
+    members: Mapping[int, Member],
+    records: RunRecords | None,
+    pb2: PB2 | None,
+    reporter: ProgressReporter | None = None,
 ) -> Hooks:
-    """The PPO run's steps of the generation loop: train, score, plan, records, checkpoints."""
+    """The PPO run's steps of the generation loop: train, score, plan, records, checkpoints;
+    with ``reporter`` (rank 0), the generation's progress while its members train."""
+    first = min(members)
 
     def train(member: Member, should_stop) -> None:
-        member.train(config.agent_training_steps, callback=training_callbacks(member, should_stop, config.schedule))
+        if reporter is not None and member.member_id == first:
+            reporter.begin(reporter.progress.generation + 1)
+        callback = training_callbacks(member, should_stop, config.schedule, reporter)
+        member.train(config.agent_training_steps, callback=callback)
 
     def score(member: Member) -> Scores:
         scores = member.evaluate()
@@ -302,10 +327,41 @@ def ppo_hooks(
         train=train,
         score=score,
         plan=plan,
-        records=lambda report: write_records(comm, config, members, records, pb2, report),
+        records=lambda report: after_exchange(comm, config, members, records, pb2, report, reporter),
         snapshot=lambda generation, run_state: snapshot(config, members, generation, run_state),
         save=lambda saved: save_checkpoint(comm, config, *saved),
     )
+
+
+def after_exchange(
+    comm,
+    config: Config,
+    members: Mapping[int, Member],
+    records: RunRecords | None,
+    pb2: PB2 | None,
+    report: GenerationReport,
+    reporter: ProgressReporter | None = None,
+) -> dict | None:
+    """Recipients carry their donors' training scores over, the progress report of the
+    generation ends, then the records are written."""
+    carry_donor_scores(comm, members, report)
+    if reporter is not None:
+        reporter.end()
+    return write_records(comm, config, members, records, pb2, report)
+
+
+def carry_donor_scores(comm, members: Mapping[int, Member], report: GenerationReport) -> None:
+    """Collective: each recipient on this rank takes its donor's training score of the
+    generation (rank 0 knows the population and broadcasts them), so that until it finishes
+    an episode with its new weights it is scored by what those weights last scored, not NaN."""
+    donor_scores = None
+    if report.population is not None:
+        by_id = {result.member: result.score_train for result in report.population}
+        donor_scores = {donor: by_id[donor] for donor in set(report.donors.values())}
+    donor_scores = exchange.broadcast(comm, donor_scores)
+    for recipient, donor in report.donors.items():
+        if recipient in members:
+            members[recipient].carry_score(donor_scores[donor])
 
 
 def write_records(

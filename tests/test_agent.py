@@ -263,3 +263,46 @@ def test_schedule_callback_puts_each_entry_in_effect_from_its_env_step(config):
             assert effective[name] == pytest.approx(value), (start, name)
     assert seen[2][1]["learning_rate"] == pytest.approx(1e-3)  # 256 >= 200: the second entry
     assert member.model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(2e-4)
+
+
+def test_a_recipient_with_no_finished_episode_keeps_its_donors_score_marked_stale(config, tmp_path):
+    """The rule of "Which score?": no NaN for lack of a finished episode after an exploit."""
+    from evo.rundir import checkpoint as ckpt
+    from evo.sb3.agent import rng_state
+
+    donor = build_member(config, 0, config.agent.defaults, None)
+    recipient = build_member(config, 1, config.agent.defaults, None)
+    donor.train(512)
+    recipient.train(512)
+    assert not recipient.score_train_stale and np.isfinite(recipient.training_score())
+    donor_score = donor.training_score()
+
+    recipient.load(donor.pack().copy(), recipient.hparams)
+    assert np.isnan(recipient.training_score())  # nothing carried yet: as before
+    recipient.carry_score(donor_score)  # what the run does after the exchange
+    scores = recipient.evaluate()
+    assert scores.score == scores.score_train == donor_score and scores.score_train_stale
+
+    # the carried score and the flag survive a checkpoint (a resume scores as the uninterrupted run)
+    path = tmp_path / "member_1.pt"
+    ckpt.atomic_write(path, ckpt.dump_payload(recipient.state_payload("run-a", 2, rng_state())))
+    fresh = build_member(config, 1, config.agent.defaults, None)
+    fresh.restore(ckpt.load_payload(path))
+    assert fresh.training_score() == donor_score and fresh.score_train_stale
+
+    # once an episode finishes with the new weights, they are scored by it, not by the carried score
+    recipient.train(512)
+    returns = [info["r"] for info in recipient.model.ep_info_buffer][-10:]
+    assert returns and not recipient.score_train_stale
+    assert recipient.training_score() == pytest.approx(np.mean(returns))
+    assert not recipient.evaluate().score_train_stale
+
+
+def test_a_member_keeps_scoring_its_own_episodes_when_none_finish_in_a_generation(config):
+    """Without an exploit the member's own earlier episodes still score it: not stale."""
+    member = build_member(config, 0, config.agent.defaults, None)
+    member.train(512)
+    before = member.training_score()
+    assert member.training_score() == before and not member.score_train_stale
+    fresh = build_member(config, 1, config.agent.defaults, None)
+    assert np.isnan(fresh.training_score()) and not fresh.score_train_stale  # never scored: NaN, not carried

@@ -129,3 +129,42 @@ def test_launch_checks_root_and_cores():
     assert "add --oversubscribe" in cores and "--num-agents 4" in cores
     assert launch_problems(4, True, ok_env, 0, 2, True) == []
     assert launch_problems(4, False, {**ok_env, "SLURM_JOB_ID": "7"}, 0, 2, True) == []
+
+
+def test_a_restored_member_continues_its_episodes_in_progress_bit_exactly(tmp_path):
+    """The training envs travel in the checkpoint as plain data (loaded with weights_only=True):
+    a resumed member continues the episodes in progress instead of restarting every env at
+    once, and trains on exactly as the uninterrupted member does."""
+    hp = tmp_path / "long.yml"
+    hp.write_text("CartPole-v1:\n  n_envs: 8\n  n_steps: 32\n  n_minibatches: 4\n  n_epochs: 2\n")
+    config = parse_config(["--hyperparams", str(hp)], check_run_dir=False)
+    member = build_member(config, 0, config.agent.defaults, None)
+    member.train(300)
+    path = tmp_path / "member_0.pt"
+    ckpt.atomic_write(path, ckpt.dump_payload(member.state_payload("run-a", 1, rng_state())))
+    payload = ckpt.load_payload(path)  # weights_only=True
+    assert payload["envs"] is not None
+
+    resumed = build_member(config, 0, config.agent.defaults, None, env_seed=12345)  # fresh envs, as on --resume
+    resumed.restore(payload)
+    in_progress = [env.unwrapped.state for env in member.model.env.envs]
+    assert all(np.array_equal(a, b.unwrapped.state) for a, b in zip(in_progress, resumed.model.env.envs, strict=True))
+    rng = rng_state()
+    set_rng_state(rng)
+    member.train(1024)
+    set_rng_state(rng)
+    resumed.train(1024)
+    assert [e["r"] for e in resumed.model.ep_info_buffer] == [e["r"] for e in member.model.ep_info_buffer]
+    for a, b in zip(state_tensors(member.model), state_tensors(resumed.model), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_envs_that_are_not_plain_data_are_left_out_of_the_checkpoint():
+    from evo.sb3 import envstate
+
+    config = parse_config(["--env-id", "bigfish", "--num-envs", "2"], check_run_dir=False)
+    member = build_member(config, 0, config.agent.defaults, None)
+    assert envstate.capture(member.model) is None  # Procgen's games live in C++: fresh episodes on resume
+    member.close()
+    with pytest.raises(envstate.Unsupported):
+        envstate.to_plain(object())

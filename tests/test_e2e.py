@@ -208,3 +208,53 @@ def test_strategy_none_trains_the_same_population_without_pbt(tmp_path, tiny_hyp
         start = initial_hparams(config, int(row["member"]))
         assert {name: float(row[name]) for name in EXPLORED} == pytest.approx(start)
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["strategy"] == "none"
+
+
+@pytest.mark.e2e
+def test_progress_lines_appear_during_each_generation(tmp_path, tiny_hyperparams):
+    """stdout is a pipe here, as in a SLURM log: rank 0 logs a progress line every second
+    (--progress-interval 1) while a generation of a few seconds trains."""
+    import re
+
+    run_dir = tmp_path / "run"
+    result = mpiexec(
+        2,
+        [
+            "pbt_rl_truct.py",
+            "--num-agents",
+            "2",
+            "--total-generations",
+            "2",
+            "--agent-training-steps",
+            "4096",
+            "--progress-interval",
+            "1",
+            "--hyperparams",
+            str(tiny_hyperparams),
+            "--tb-writer",
+            "False",
+            "--run-dir",
+            str(run_dir),
+        ],
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    generation_lines = [i for i, line in enumerate(lines) if re.search(r"INFO gen \d/2  env steps/member", line)]
+    assert len(generation_lines) == 2, result.stdout
+    progress = re.compile(
+        r"INFO gen (\d)/2  rank 0 env steps ([\d,]+)/4,096 \(\d+%\)  [\d,]+ env-steps/s  "
+        r"ETA generation (\d+s|\d+m\d\ds|\?), run (\d+s|\d+m\d\ds|\?)$"
+    )
+    found = {1: [], 2: []}
+    for index, line in enumerate(lines):
+        match = progress.search(line)
+        if match:
+            generation = int(match.group(1))
+            assert index < generation_lines[generation - 1], "a progress line after its generation ended"
+            if generation == 2:
+                assert index > generation_lines[0], "generation 2's progress before generation 1 ended"
+            found[generation].append(int(match.group(2).replace(",", "")))
+    assert found[1] and found[2], result.stdout
+    for steps in found.values():
+        assert steps == sorted(steps) and 0 < steps[-1] <= 4096
+    assert "\r" not in result.stdout  # a pipe gets log lines, never the terminal's bar

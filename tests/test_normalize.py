@@ -113,8 +113,8 @@ def test_member_round_trips_its_statistics_bit_exactly(tmp_path):
     assert statistics_bytes(fresh) != statistics_bytes(member)
     fresh.restore(payload)
     assert statistics_bytes(fresh) == statistics_bytes(member)
-    fresh.train(128)  # and it trains on from there
-    assert statistics(fresh.normalizer)[0].count == statistics(member.normalizer)[0].count + 2 + 128
+    fresh.train(128)  # and it trains on from there, continuing the episodes in progress (no reset)
+    assert statistics(fresh.normalizer)[0].count == statistics(member.normalizer)[0].count + 128
 
     plain = build_member(config_of(TINY_PENDULUM), 3, config.agent.defaults, None)
     with pytest.raises(ValueError, match="written with observation/reward normalisation, this run trains without"):
@@ -186,5 +186,5 @@ def test_a_normalised_run_exploits_across_ranks_and_resumes_with_its_statistics(
     ]
     for member, stats in at_three.items():
         source = exploit["donor"] if member == exploit["recipient"] else member
-        # trained on from the restored statistics: fresh envs' reset (2) and 256 more steps
-        assert stats[obs_count] == pytest.approx(at_two[source][obs_count] + 2 + 256, abs=1e-9), member
+        # trained on from the restored statistics and envs (episodes continue, no reset): 256 more steps
+        assert stats[obs_count] == pytest.approx(at_two[source][obs_count] + 256, abs=1e-9), member

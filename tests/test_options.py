@@ -202,6 +202,7 @@ def examples(tmp_path):
         "checkpoint_every": ["--checkpoint-every", "2"],
         "keep_checkpoints": ["--keep-checkpoints", "3"],
         "precision": ["--precision", "bf16"],
+        "progress_interval": ["--progress-interval", "5"],
     }
 
 

@@ -327,3 +327,54 @@ def test_launcher_runs_the_script(tmp_path, tiny_hyperparams):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert generations_recorded(tmp_path / "run") == {1: [0, 1]}
+
+
+def test_long_episodes_no_score_is_lost_to_an_exploit_or_a_resume(tmp_path):
+    """8 envs x 32 steps per generation while CartPole's episodes grow to hundreds of steps: a
+    recipient often finishes no episode in the generation after its exploit. It is scored by
+    the score its new weights carried (marked stale), never NaN; and since the training envs
+    travel in the checkpoint, the run stopped by SIGUSR1 and resumed records exactly what the
+    uninterrupted run records (no more stale scores)."""
+    hyperparams = tmp_path / "long.yml"
+    hyperparams.write_text("CartPole-v1:\n  n_envs: 8\n  n_steps: 32\n  n_minibatches: 4\n  n_epochs: 10\n")
+    args = [
+        "pbt_rl_truct.py",
+        "--num-agents",
+        "4",
+        "--total-generations",
+        "30",
+        "--agent-training-steps",
+        "256",
+        "--tb-writer",
+        "False",
+        "--hyperparams",
+        str(hyperparams),
+        "--seed",
+        "5",
+    ]
+    uninterrupted = mpiexec(2, [*args, "--run-dir", str(tmp_path / "whole")])
+    assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
+
+    run_dir = tmp_path / "stopped"
+    job = start(2, [*args, "--run-dir", str(run_dir)])
+    try:
+        wait_for(lambda: (run_dir / "population.csv").exists() and len(rows(run_dir)) >= 4 * 12, 240, "generation 12")
+        job.send_signal(signal.SIGUSR1)
+        job.communicate(timeout=90)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 75
+    stopped_at = max(generations_recorded(run_dir))
+    assert 12 <= stopped_at < 30
+    resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    whole, interrupted = rows(tmp_path / "whole"), rows(run_dir)
+    for population in (whole, interrupted):
+        assert len(population) == 4 * 30
+        assert not [row for row in population if row["score"] == "nan"]
+    stale = [(row["generation"], row["member"]) for row in whole if row["score_train_stale"] == "1"]
+    assert stale, "the test must reach generations where a recipient finishes no episode"
+    assert [(row["generation"], row["member"]) for row in interrupted if row["score_train_stale"] == "1"] == stale
+    assert interrupted == whole  # the envs' episodes in progress continued through the checkpoint

@@ -304,6 +304,14 @@ class Config:
         type=int,
         check=must(lambda n: n >= 1, "keep at least 1"),
     )
+    progress_interval: float = option(
+        "seconds between progress lines during a generation when stdout is not a terminal (a terminal "
+        "gets a live bar): rank 0's env steps, env-steps/s, the ETA of the generation and of the run; 0: off",
+        RESTORED,
+        default=30.0,
+        type=float,
+        check=must(lambda s: s >= 0, "must be >= 0 seconds (0 turns progress reports off)"),
+    )
     resume: bool = option(
         "continue the run in --run-dir (or runs/--exp-name) from its last complete checkpoint; "
         "flags not given again keep the run's values, --total-generations may extend it",

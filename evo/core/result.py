@@ -13,11 +13,14 @@ NAN = float("nan")
 class Scores:
     """A member's scores at the end of a generation: ``score`` is the one selection uses;
     ``score_train`` (training episodes) and ``score_test`` (evaluation episodes) are NaN
-    when not measured."""
+    when not measured. ``score_train_stale``: ``score_train`` is carried, not measured (the
+    member finished no training episode since its weights last changed hands: it is the last
+    training score those weights had)."""
 
     score: float
     score_train: float = NAN
     score_test: float = NAN
+    score_train_stale: bool = False
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,20 @@ class MemberResult:
     score_train: float = NAN
     score_test: float = NAN
     hparams: Mapping[str, float] = field(default_factory=dict)
+    score_train_stale: bool = False
 
     @classmethod
     def of(cls, member: int, rank: int, env_steps: int, scores: Scores, hparams: Mapping[str, float]) -> MemberResult:
-        return cls(member, rank, env_steps, scores.score, scores.score_train, scores.score_test, dict(hparams))
+        return cls(
+            member,
+            rank,
+            env_steps,
+            scores.score,
+            scores.score_train,
+            scores.score_test,
+            dict(hparams),
+            scores.score_train_stale,
+        )
 
     @property
     def scored(self) -> bool:

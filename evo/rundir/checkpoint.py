@@ -9,7 +9,8 @@ Layout, one directory per generation boundary::
 A member file is a ``torch.save`` of plain data and tensors (loaded back with
 ``weights_only=True``): the flat policy + Adam state, the observation/reward normalisation
 statistics (float64, or None without normalisation), hyperparameters, counters, recent episode
-returns, score history and the rank's RNG states. Every file is written to a
+returns, score history, the carried training score, the training envs as plain data
+(``evo.sb3.envstate``; None for envs that are not) and the rank's RNG states. Every file is written to a
 temporary name, fsynced and renamed. The manifest lists every file with its size and
 SHA-256, the generation, the run id, the lineage so far and the config; a checkpoint is
 complete only when its manifest exists and every file matches it, so a crash at any instant

@@ -7,8 +7,9 @@
   episodes and ``score_test`` over evaluation episodes, NaN without --eval-episodes), the
   hyperparameters it trained with (a column for each of the six always explored, then one
   for each count or limit the run's search space adds: the same columns for the whole run),
-  and ``donor`` (the member it copied at the end of the
-  generation; empty when it kept its own weights).
+  and ``donor`` (the member it copied at the end of the generation; empty when it kept its
+  own weights); ``score_train_stale`` is 1 when ``score_train`` was carried over, not
+  measured (no training episode finished since the member's weights last changed hands).
 - ``lineage.jsonl``: one JSON object per exploit.
 - ``generations.csv``: per generation, wall time, env steps per second, and the slowest
   rank's seconds training, scoring, waiting for the other ranks and exchanging weights.
@@ -53,6 +54,7 @@ def population_fields(names=EXPLORED) -> list[str]:
         *hparam_names(names),
         "score_train",
         "score_test",
+        "score_train_stale",
     ]
 
 
@@ -172,6 +174,7 @@ class RunRecords:
                         "score": result.score,
                         "score_train": result.score_train,
                         "score_test": result.score_test,
+                        "score_train_stale": int(result.score_train_stale),
                         "donor": donors.get(result.member, ""),
                         **{name: repr(result.hparams[name]) for name in self.names},
                     }

@@ -45,6 +45,7 @@ from evo.config import AgentSettings, Config
 from evo.core.result import MemberResult, Scores
 from evo.core.schedule import hparams_at
 from evo.core.space import EXPLORED, hparam_names, typed
+from evo.sb3 import envstate
 from evo.sb3.envs import make_env
 from evo.sb3.normalize import (
     follow_gamma,
@@ -140,11 +141,30 @@ class ScheduleCallback(BaseCallback):
         return True
 
 
-def training_callbacks(member: Member, should_stop, schedule=()) -> CallbackList:
-    """What runs inside ``learn`` for a member: the stop check, and a replayed schedule if any."""
+class ProgressCallback(BaseCallback):
+    """Counts the member's env steps into a progress reporter (rank 0's members only):
+    ``advance(n_envs)`` after every vectorised step, ``rollout_ended()`` before each update."""
+
+    def __init__(self, reporter):
+        super().__init__()
+        self.reporter = reporter
+
+    def _on_step(self) -> bool:
+        self.reporter.advance(self.model.n_envs)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self.reporter.rollout_ended()
+
+
+def training_callbacks(member: Member, should_stop, schedule=(), progress=None) -> CallbackList:
+    """What runs inside ``learn`` for a member: the stop check, a replayed schedule if any,
+    and the generation's progress report on rank 0 (``progress``: a reporter with ``advance``)."""
     callbacks: list[BaseCallback] = [StopCallback(should_stop)]
     if schedule:
         callbacks.append(ScheduleCallback(member, schedule))
+    if progress is not None:
+        callbacks.append(ProgressCallback(progress))
     return CallbackList(callbacks)
 
 
@@ -439,6 +459,9 @@ class Member:
     """The member's score at the end of each generation so far."""
     select_on: str = "train"
     stats: np.ndarray | None = field(default=None, repr=False)
+    carried_score: float = float("nan")
+    """The training score its weights had when they last changed hands (an exploit: the
+    donor's at that moment); its training score while it has finished no episode since."""
 
     def __post_init__(self) -> None:
         self.buffer = bind_flat(self.model, self.buffer)
@@ -459,10 +482,25 @@ class Member:
         self.model.learn(total_timesteps=steps, reset_num_timesteps=False, callback=callback, progress_bar=False)
 
     def training_score(self) -> float:
-        """Mean return of the last 10 finished training episodes (NaN if none)."""
+        """Mean return of the last 10 training episodes finished since the weights last changed
+        hands; with none, the score the weights carried over (see :attr:`score_train_stale`),
+        NaN if they never had one."""
         episodes = list(self.model.ep_info_buffer or [])[-SCORE_WINDOW:]
         returns = [info["r"] for info in episodes]
-        return float(np.mean(returns)) if returns else float("nan")
+        return float(np.mean(returns)) if returns else self.carried_score
+
+    @property
+    def score_train_stale(self) -> bool:
+        """Whether :meth:`training_score` is carried over rather than measured: no training
+        episode finished since the weights last changed hands, so the weights are scored by
+        the last score they had (when episodes are long against a generation, a recipient
+        may finish none in the generation after its exploit; NaN would rank it last)."""
+        return not self.model.ep_info_buffer and not np.isnan(self.carried_score)
+
+    def carry_score(self, score: float) -> None:
+        """The training score the weights this member now holds had (a donor's at its
+        exploit): the member's training score until it finishes an episode."""
+        self.carried_score = float(score)
 
     def test_score(self) -> float:
         """Mean return of ``eval_episodes`` deterministic episodes on the evaluation env (for
@@ -479,7 +517,12 @@ class Member:
     def evaluate(self) -> Scores:
         """Both scores, and ``score``: the one selection uses (``select_on``)."""
         train, test = self.training_score(), self.test_score()
-        return Scores(score=test if self.select_on == "test" else train, score_train=train, score_test=test)
+        return Scores(
+            score=test if self.select_on == "test" else train,
+            score_train=train,
+            score_test=test,
+            score_train_stale=self.score_train_stale,
+        )
 
     def score(self) -> float:
         return self.evaluate().score
@@ -500,7 +543,8 @@ class Member:
         then take ``hparams``. The donor's statistics are ``stats``, or, if None, what the
         exchange received into this member's ``stats``.
 
-        Episode statistics are cleared, so the next score reflects the new weights only.
+        Episode statistics are cleared, so the next score reflects the new weights only; until
+        an episode finishes, the score is what :meth:`carry_score` gives (NaN without it).
         """
         if buffer is not self.buffer or not is_bound(self.model, self.buffer):
             unpack(self.model, buffer)
@@ -511,6 +555,7 @@ class Member:
             renormalize_last_obs(self.model, self.normalizer)
         if self.model.ep_info_buffer is not None:
             self.model.ep_info_buffer.clear()
+        self.carried_score = float("nan")
         self.set_hparams(hparams)
 
     def set_hparams(self, hparams: dict[str, float]) -> None:
@@ -532,8 +577,10 @@ class Member:
             "n_updates": int(self.model._n_updates),
             "episodes": torch.tensor(episodes, dtype=torch.float64).reshape(-1, 3),
             "scores": [float(score) for score in self.scores],
+            "carried_score": float(self.carried_score),
             "rng": rng,
             "normalization": torch.from_numpy(self.stats.copy()) if self.stats is not None else None,
+            "envs": envstate.capture(self.model),
         }
 
     def restore(self, payload: dict) -> None:
@@ -559,6 +606,10 @@ class Member:
         )
         self.model.ep_success_buffer = deque(maxlen=window)
         self.scores = list(payload["scores"])
+        self.carried_score = float(payload.get("carried_score", float("nan")))
+        saved_envs = payload.get("envs")
+        if saved_envs is not None and not envstate.restore(self.model, saved_envs):
+            logger.warning("member %d: its envs differ from the checkpoint's; starting fresh episodes", self.member_id)
 
     def _restore_statistics(self, saved: torch.Tensor | None) -> None:
         if (saved is None) != (self.stats is None):
