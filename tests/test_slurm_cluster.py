@@ -250,7 +250,12 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
     """What the README warns of: SLURM 22.05 signals job steps only, so the batch script's
     mpiexec hears nothing until the GraceTime is over and the job is killed. The next part
     resumes from the last generation's checkpoint; no generation is recorded twice."""
-    job = jobs(tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", steps=16000, generations=6)
+    # The job must outlast the GraceTime after generation 1, or it ends by itself before the kill
+    # (and SLURM records TIMEOUT): 13 generations left take well over 20 s even on an idle machine.
+    generations = 14
+    job = jobs(
+        tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", steps=16000, generations=generations
+    )
     job.wait_for_generation(1)
     preempted = time.monotonic()
     preempt(job, tmp_path)
@@ -262,7 +267,7 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
     job.wait_requeue_hold()
     job.wait_completed()
     assert "resumed from" in job.log()
-    assert generations_recorded(job.run_dir) == {g: [0, 1] for g in range(1, 7)}
+    assert generations_recorded(job.run_dir) == {g: [0, 1] for g in range(1, generations + 1)}
 
 
 @pytest.mark.parametrize("launcher", ["mpiexec", "srun"])
