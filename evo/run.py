@@ -321,6 +321,7 @@ def ppo_hooks(
             config.perturb_factors,
             config.resample_probability,
             pb2=pb2,
+            ties=config.ties,
         )
 
     return Hooks(

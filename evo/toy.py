@@ -150,6 +150,7 @@ def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed:
             exploit=exploit,
             explore_hparams=explore,
             pb2=pb2,
+            ties="copy",  # the paper's toy: both workers start equal, and the first exploit copies anyway
         )
         lineage.extend(e.to_json() for e in exploits)
         return exploits

@@ -180,6 +180,7 @@ def examples(tmp_path):
         "truncation_fraction": ["--truncation-fraction", "0.5"],
         "perturb_factors": ["--perturb-factors", "0.5", "2"],
         "resample_probability": ["--resample-probability", "0.5"],
+        "ties": ["--ties", "copy"],
         "eval_episodes": ["--eval-episodes", "3"],
         "initial_hparams": ["--initial-hparams", "defaults"],
         "seed": ["--seed", "7"],

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from evo.core.selection import ranking, select, truncation, truncation_count, winner_takes_all
+from evo.core.selection import keep_tied, ranking, select, truncation, truncation_count, winner_takes_all
 
 SIZES = range(1, 10)
 
@@ -126,7 +126,7 @@ def test_the_plan_knows_members_by_id_whatever_their_ids_and_order(ids, strategy
     for scores in score_sets(len(ids), rng):
         population = id_population(ids, scores)
         by_id = {r.member: r for r in population}
-        plan = plan_generation(3, population, strategy, space, generation_rng(0, 3), fraction)
+        plan = plan_generation(3, population, strategy, space, generation_rng(0, 3), fraction, ties="copy")
         donors = weight_moves(plan)
         # selection invariants, on ids: the same as selecting over the scores sorted by id
         ordered = sorted(ids)
@@ -139,7 +139,7 @@ def test_the_plan_knows_members_by_id_whatever_their_ids_and_order(ids, strategy
             assert exploit.donor_score == by_id[exploit.donor].score or math.isnan(exploit.donor_score)
             assert exploit.old_hparams == by_id[exploit.recipient].hparams
         shuffled = [population[i] for i in np.random.default_rng(1).permutation(len(population))]
-        again = plan_generation(3, shuffled, strategy, space, generation_rng(0, 3), fraction)
+        again = plan_generation(3, shuffled, strategy, space, generation_rng(0, 3), fraction, ties="copy")
         assert [e.to_json() for e in again] == [e.to_json() for e in plan]
 
 
@@ -164,3 +164,58 @@ def test_ids_are_never_positions_for_selection_and_pb2():
     assert pb2.baselines == {12: 4.0, 0: 3.0, 9: 2.0, 5: 4.0}
     with pytest.raises(ValueError, match="repeat"):
         plan_generation(1, population + population[:1], "wta", space, generation_rng(0, 1))
+
+
+def test_keep_tied_maps_only_tied_recipients_to_themselves():
+    nan = float("nan")
+    scores = [5.0, 5.0, 1.0, nan, nan, 2.0]
+    donors = {1: 0, 2: 0, 3: 4, 5: 0}
+    assert keep_tied(donors, scores) == {1: 1, 2: 0, 3: 3, 5: 0}  # 1 ties 0; 3 and 4 are both NaN
+    assert keep_tied({3: 0}, scores) == {3: 0}  # NaN never ties a number
+    assert keep_tied({}, scores) == {}
+
+
+def tie_plan(strategy, scores, ties):
+    from evo.core.plan import generation_rng, plan_generation
+    from evo.core.space import ParamSpace
+
+    population = id_population(list(range(len(scores))), scores)
+    space = {"lr": ParamSpace(1e-3, 1.0, "log")}
+    return plan_generation(5, population, strategy, space, generation_rng(0, 5), 0.25, ties=ties)
+
+
+@pytest.mark.parametrize("strategy", ["wta", "truncation"])
+def test_a_population_failing_alike_copies_nobody_by_default(strategy):
+    """Acrobot's every member at -500: winner-takes-all used to copy member 0, chosen only by
+    its index, into the whole population. With the default tie rule nobody copies, and every
+    recipient explores its own hyperparameters."""
+    from evo.core.plan import weight_moves
+
+    scores = [-500.0] * 8
+    plan = tie_plan(strategy, scores, "explore")
+    assert plan and weight_moves(plan) == {}
+    for exploit in plan:
+        assert exploit.donor == exploit.recipient
+        assert exploit.old_hparams == {"lr": 0.01 * (exploit.recipient + 1)}  # its own, not member 0's
+        assert exploit.new_hparams != exploit.old_hparams
+    copied = weight_moves(tie_plan(strategy, scores, "copy"))
+    assert copied and set(copied.values()) <= {0, 1}  # the old rule: the lowest indices win the tie
+    assert set(copied) == {e.recipient for e in plan}  # the same recipients, only the copy differs
+
+
+def test_truncation_copies_where_the_donor_is_better_and_explores_where_it_ties():
+    from evo.core.plan import weight_moves
+
+    scores = [3.0, 3.0, 3.0, 1.0, 2.0, 2.0, 2.0, 3.0]  # bottom 2: members 3 and 6; top 2: 0 and 1
+    plan = tie_plan("truncation", scores, "explore")
+    assert {e.recipient for e in plan} == {3, 6}
+    assert set(weight_moves(plan)) == {3, 6}  # scores 1 and 2 are below every top member's 3
+    scores = [2.0, 2.0, 2.0, 2.0, 1.0, 2.0, 2.0, 2.0]
+    plan = {e.recipient: e for e in tie_plan("truncation", scores, "explore")}
+    assert weight_moves(plan.values()) == {4: plan[4].donor}  # member 4 is worse: it copies
+    assert plan[7].donor == 7  # member 7 ties every top member: it keeps its weights
+
+
+def test_an_unknown_tie_rule_is_refused():
+    with pytest.raises(ValueError, match="tie rule 'coin'"):
+        tie_plan("wta", [1.0, 2.0], "coin")

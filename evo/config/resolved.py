@@ -24,6 +24,7 @@ from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_me
 from evo.config.hyperparams import PARAM_SETS
 from evo.config.precision import PRECISIONS
 from evo.core.explore import EXPLORERS
+from evo.core.selection import TIE_RULES
 from evo.core.space import ParamSpace, hparam_names
 
 
@@ -153,6 +154,14 @@ class Config:
         default=0.25,
         type=float,
         check=must(lambda p: 0 <= p <= 1, "must be in [0, 1]"),
+    )
+    ties: str = option(
+        "a recipient whose score ties its donor's (e.g. every member failing alike): 'explore' keeps its own "
+        "weights and explores its own hyperparameters, as a tie is no evidence the donor is better; 'copy' "
+        "copies the donor like any other recipient",
+        RESTORED,
+        default="explore",
+        choices=TIE_RULES,
     )
     eval_episodes: int = option(
         "0: score = mean return of the last 10 training episodes; N>0: N deterministic eval episodes",

@@ -12,7 +12,7 @@ import numpy as np
 from evo.core.explore import explore
 from evo.core.pb2 import PB2
 from evo.core.result import MemberResult, by_member
-from evo.core.selection import select
+from evo.core.selection import TIE_RULES, keep_tied, select
 from evo.core.space import SearchSpace
 
 SELECTION_STREAM = 0x5E1EC7
@@ -75,6 +75,7 @@ def plan_generation(
     exploit: bool = True,
     explore_hparams: bool = True,
     pb2: PB2 | None = None,
+    ties: str = "explore",
 ) -> list[Exploit]:
     """Decide who copies whom and each recipient's new hyperparameters.
 
@@ -87,6 +88,10 @@ def plan_generation(
     itself: no weights move); with ``explore_hparams=False`` recipients keep their donor's
     hyperparameters unchanged. With neither, the plan is empty (independent training).
 
+    ``ties`` decides for a recipient whose score equals its donor's: ``"explore"`` (the
+    default) keeps its own weights and explores its own hyperparameters, ``"copy"`` copies
+    the donor like any other recipient (the rule before there was a choice).
+
     With ``pb2`` (an :class:`evo.core.pb2.PB2` kept across generations), recipients explore by
     PB2's GP bandit instead of random perturbation; the generation's results go into its
     history first, and its baselines follow the weights that move.
@@ -95,7 +100,12 @@ def plan_generation(
     results = {result.member: result for result in ordered}
     if exploit:
         ids = [result.member for result in ordered]  # selection ranks positions; map them back to ids
-        chosen = select(strategy, [result.score for result in ordered], truncation_fraction, rng)
+        scores = [result.score for result in ordered]
+        chosen = select(strategy, scores, truncation_fraction, rng)
+        if ties == "explore":
+            chosen = keep_tied(chosen, scores)
+        elif ties != "copy":
+            raise ValueError(f"unknown tie rule {ties!r}; use one of {TIE_RULES}")
         donors = {ids[recipient]: ids[donor] for recipient, donor in chosen.items()}
     elif explore_hparams:
         donors = {member: member for member in results}
