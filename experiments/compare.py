@@ -1,42 +1,65 @@
-"""Did PBT help? PBT (truncation), PBT-WTA, PB2, random search and one default PPO agent,
-on the same env-step budget per member, over several seeds.
+"""Did PBT help? Population methods against random search and single PPO agents on the same
+env-step budget per member, over several seeds. Three studies:
 
-    python experiments/compare.py                 # or: make compare  (~30 min on 2 cores)
+    python experiments/compare.py                      # or: make compare  (~30 min on 2 cores)
+    python experiments/compare.py --study continuous   # or: make compare-continuous  (~2 h)
+    python experiments/compare.py --study ties         # the tie rule where ties happen (~15 min)
     python experiments/compare.py --seeds 0 --envs CartPole-v1 --generations 4   # a quick look
 
-Every run is a real evo run under mpiexec (``runs/compare/runs/<env>/<method>-seed<N>``):
+``classic`` is CartPole-v1 and Acrobot-v1 with pbt, pbt-wta, pb2, random and single.
+``continuous`` is Pendulum-v1 and HalfCheetah-v5 (the mujoco extra) with pbt, pb2, random
+(all over the mixed space: the six floats and ``n_epochs`` from {5, 10, 20}), zoo's tuned
+single agent and SB3's default single agent, 5 seeds. ``ties`` runs winner-takes-all and
+truncation under both tie rules (``--ties explore``, evo's default, and ``--ties copy``) on
+Acrobot-v1, where whole populations fail alike.
 
-============  ===================================================================
-pbt           ``pbt_rl_truct.py``: truncation, perturb/resample explore
-pbt-wta       ``pbt_rl_wta.py``: winner takes all
-pb2           ``pbt_rl_truct.py --explore pb2``
-random        ``pbt_rl_truct.py --strategy none``: the same population, no exploit/explore
-single        one agent with the env's default (tuned) hyperparameters, ``--num-agents 1``
-============  ===================================================================
+Every run is a real evo run under mpiexec (``<out>/runs/<env>/<method>-seed<N>``):
+
+=================  ==============================================================================
+pbt                ``pbt_rl_truct.py``: truncation, perturb/resample explore
+pbt-ties-copy      the same with ``--ties copy``: a recipient that ties its donor copies it anyway
+pbt-wta            ``pbt_rl_wta.py``: winner takes all
+pbt-wta-ties-copy  the same with ``--ties copy``
+pb2                ``pbt_rl_truct.py --explore pb2`` (PB2-Mix when the space has choices)
+random             ``pbt_rl_truct.py --strategy none``: the same population, no exploit/explore
+single, zoo        one agent with the env's YAML hyperparameters (zoo's tuned ones for continuous
+                   control), ``--num-agents 1 --initial-hparams defaults``
+sb3-default        one agent with SB3's own PPO defaults (``experiments/sb3-defaults.yml``)
+=================  ==============================================================================
 
 All are scored the same way: ``--eval-episodes`` deterministic episodes per member and
 generation, which also drive selection (``--select-on test``). The script writes
-``results.json`` (one record per run), ``results.md`` (the table: final best and median
-score, total env steps until the population's best reached the env's reward threshold,
-wall time) and ``compare.png`` (best score vs the population's total env steps). Finished
-runs are kept: run it again after an interruption (Ctrl-C or SIGTERM stop the runs in
-progress) and it continues with the missing ones; an interrupted run resumes from its
-checkpoint, and its wall time then counts only the part after the resume.
+``results.json`` (one record per run), ``results.md`` (the tables: final best and median
+score, area under the best-score curve, total env steps until the population's best reached
+the threshold, wall time, ties and copies; then per env a bootstrap confidence interval per
+method and a paired comparison of every method with the study's reference over seeds) and
+``compare.png`` (best score vs the population's total env steps, mean and min–max band over
+seeds). Finished runs are kept: run it again after an interruption (Ctrl-C or SIGTERM stop
+the runs in progress) and it continues with the missing ones; an interrupted run resumes from
+its checkpoint, and its wall time then counts only the part after the resume.
+
+On a cluster each (method, seed) run is one job: ``--list`` prints the jobs with their
+indices, ``--job N`` runs just job N (in a SLURM array: ``--job $SLURM_ARRAY_TASK_ID``), and
+``--report-only`` builds the tables from the finished runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import shlex
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
@@ -44,15 +67,85 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from evo.launch import available_cores, find_mpiexec, is_open_mpi, launch_problems  # noqa: E402
 from evo.rundir.history import load_run  # noqa: E402
+from experiments.stats import area_under_curve, bootstrap_mean_ci, sign_flip_p, smallest_p  # noqa: E402
 
+
+@dataclass(frozen=True)
+class Method:
+    """How one method runs: the entry script, its flags, and whether it is one agent (one
+    rank, no population) or a population over the study's search space."""
+
+    script: str
+    flags: tuple[str, ...] = ()
+    single: bool = False
+
+
+DEFAULTS = ("--strategy", "none", "--initial-hparams", "defaults")
 METHODS = {
-    "pbt": ("pbt_rl_truct.py", []),
-    "pbt-wta": ("pbt_rl_wta.py", []),
-    "pb2": ("pbt_rl_truct.py", ["--explore", "pb2"]),
-    "random": ("pbt_rl_truct.py", ["--strategy", "none"]),
-    "single": ("pbt_rl_truct.py", ["--strategy", "none", "--num-agents", "1", "--initial-hparams", "defaults"]),
+    "pbt": Method("pbt_rl_truct.py"),
+    "pbt-ties-copy": Method("pbt_rl_truct.py", ("--ties", "copy")),
+    "pbt-wta": Method("pbt_rl_wta.py"),
+    "pbt-wta-ties-copy": Method("pbt_rl_wta.py", ("--ties", "copy")),
+    "pb2": Method("pbt_rl_truct.py", ("--explore", "pb2")),
+    "random": Method("pbt_rl_truct.py", ("--strategy", "none")),
+    "single": Method("pbt_rl_truct.py", DEFAULTS, single=True),
+    "zoo": Method("pbt_rl_truct.py", DEFAULTS, single=True),
+    "sb3-default": Method("pbt_rl_truct.py", (*DEFAULTS, "--conf-file", "experiments/sb3-defaults.yml"), single=True),
 }
-ENVS = ("CartPole-v1", "Acrobot-v1")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per member: generations x env steps, scored on eval_episodes episodes each generation."""
+
+    generations: int
+    steps: int
+    eval_episodes: int
+
+
+@dataclass(frozen=True)
+class Study:
+    envs: tuple[str, ...]
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    budgets: dict[str, Budget]
+    out: str
+    reference: str = "pbt"  # the method the paired comparisons are made against
+    space_flags: tuple[str, ...] = ()  # given to every population method
+    thresholds: dict[str, float] = field(default_factory=dict)  # over gymnasium's own
+
+
+# A categorical next to the six floats: PB2 over a mixed space, and the same space for PBT and
+# random search. Zoo's values (10 on Pendulum, 20 on HalfCheetah) are among the choices.
+MIXED_SPACE = ("--hyperparams", "search_space:{n_epochs: {choices: [5, 10, 20]}}")
+STUDIES = {
+    "classic": Study(
+        envs=("CartPole-v1", "Acrobot-v1"),
+        methods=("pbt", "pbt-wta", "pb2", "random", "single"),
+        seeds=(0, 1, 2),
+        budgets={"CartPole-v1": Budget(8, 4096, 5), "Acrobot-v1": Budget(8, 4096, 5)},
+        out="compare",
+    ),
+    "continuous": Study(
+        envs=("Pendulum-v1", "HalfCheetah-v5"),
+        methods=("pbt", "pb2", "random", "zoo", "sb3-default"),
+        seeds=(0, 1, 2, 3, 4),
+        # Pendulum: zoo's 1e5 steps; HalfCheetah: 37k of zoo's 1e6 steps, what two hours allow
+        budgets={"Pendulum-v1": Budget(10, 8192, 5), "HalfCheetah-v5": Budget(6, 6144, 3)},
+        out="compare-continuous",
+        space_flags=MIXED_SPACE,
+        # Pendulum has no threshold in gymnasium; HalfCheetah's 4800 is for 1e6 steps and more
+        thresholds={"Pendulum-v1": -200.0, "HalfCheetah-v5": 1000.0},
+    ),
+    "ties": Study(
+        envs=("Acrobot-v1",),
+        methods=("pbt-wta", "pbt-wta-ties-copy", "pbt", "pbt-ties-copy"),
+        seeds=(0, 1, 2, 3, 4),
+        budgets={"Acrobot-v1": Budget(8, 4096, 5)},
+        out="compare-ties",
+        reference="pbt-wta",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +156,7 @@ class Job:
     ranks: int
     command: tuple[str, ...]
     run_dir: Path
+    generations: int = 0
 
     @property
     def name(self) -> str:
@@ -71,7 +165,9 @@ class Job:
 
 @dataclass
 class Result:
-    """One run's numbers, from its population.csv (``curve``: total env steps, best score)."""
+    """One run's numbers, from its population.csv (``curve``: total env steps, best score)
+    and lineage.jsonl (``ties``: recipients whose score equalled their donor's; ``copies``:
+    weight copies)."""
 
     env_id: str
     method: str
@@ -82,50 +178,65 @@ class Result:
     steps_to_threshold: int | None
     wall_s: float
     curve: list[tuple[int, float]]
+    auc: float = math.nan
+    ties: int = 0
+    copies: int = 0
 
 
-def reward_threshold(env_id: str) -> float | None:
-    """The env's own "solved" score, from its gymnasium registration."""
+def reward_threshold(env_id: str, study: Study | None = None) -> float | None:
+    """The study's threshold for the env, else the env's own "solved" score from its
+    gymnasium registration (None if it has none)."""
     import gymnasium
 
+    if study is not None and env_id in study.thresholds:
+        return study.thresholds[env_id]
     return gymnasium.spec(env_id).reward_threshold
+
+
+def budget_of(args: argparse.Namespace, env_id: str) -> Budget:
+    """The study's budget for the env, with --generations/--steps/--eval-episodes over it."""
+    base = args.study.budgets.get(env_id, Budget(8, 4096, 5))
+    return Budget(
+        args.generations or base.generations, args.steps or base.steps, args.eval_episodes or base.eval_episodes
+    )
 
 
 def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
     jobs = []
     for seed in args.seeds:  # seed outermost: an interrupted study still has every method
         for env_id in args.envs:
+            budget = budget_of(args, env_id)
             for method in args.methods:
-                script, extra = METHODS[method]
-                single = method == "single"
-                ranks = 1 if single else args.ranks
+                spec = METHODS[method]
+                ranks = 1 if spec.single else args.ranks
                 flags = [
                     "--env-id",
                     env_id,
                     "--total-generations",
-                    str(args.generations),
+                    str(budget.generations),
                     "--agent-training-steps",
-                    str(args.steps),
+                    str(budget.steps),
                     "--eval-episodes",
-                    str(args.eval_episodes),
+                    str(budget.eval_episodes),
                     "--select-on",
                     "test",
                     "--seed",
                     str(seed),
-                    *([] if single else ["--num-agents", str(args.members)]),
-                    *extra,
+                    *([] if spec.single else ["--num-agents", str(args.members), *args.study.space_flags]),
+                    *spec.flags,
                 ]
                 run_dir = runs / env_id / f"{method}-seed{seed}"
-                jobs.append(Job(env_id, method, seed, ranks, (script, *flags, "--run-dir", str(run_dir)), run_dir))
+                command = (spec.script, *flags, "--run-dir", str(run_dir))
+                jobs.append(Job(env_id, method, seed, ranks, command, run_dir, budget.generations))
     return jobs
 
 
-def is_finished(job: Job, generations: int) -> bool:
+def is_finished(job: Job) -> bool:
     try:
         history = load_run(job.run_dir)
     except Exception:
         return False
-    return max(history.generations) >= generations and (job.run_dir / "wall_s").is_file()
+    return max(history.generations) >= job.generations and (job.run_dir / "wall_s").is_file()
 
 
 @dataclass
@@ -151,16 +262,16 @@ def start(job: Job, mpiexec: str, logs: Path) -> Running:
     return Running(process, log, time.perf_counter())
 
 
-def run_all(jobs: list[Job], cores: int, mpiexec: str, logs: Path, generations: int) -> list[str]:
+def run_all(jobs: list[Job], cores: int, mpiexec: str, logs: Path, study: Study) -> list[str]:
     """Run the unfinished jobs, at most ``cores`` ranks at a time; returns the failures."""
-    pending = [job for job in jobs if not is_finished(job, generations)]
+    pending = [job for job in jobs if not is_finished(job)]
     done = len(jobs) - len(pending)
     if done:
         print(f"{done} of {len(jobs)} runs already finished; running the other {len(pending)}", flush=True)
     running: dict[Job, Running] = {}
     failures = []
     try:
-        _loop(pending, running, failures, done, len(jobs), cores, mpiexec, logs)
+        _loop(pending, running, failures, done, len(jobs), cores, mpiexec, logs, study)
     except KeyboardInterrupt:
         print("interrupted: stopping the runs in progress; run the same command again to continue", flush=True)
         raise
@@ -173,7 +284,7 @@ def run_all(jobs: list[Job], cores: int, mpiexec: str, logs: Path, generations: 
     return failures
 
 
-def _loop(pending, running, failures, done, total, cores, mpiexec, logs) -> None:
+def _loop(pending, running, failures, done, total, cores, mpiexec, logs, study) -> None:
     while pending or running:
         busy = sum(job.ranks for job in running)
         for job in list(pending):  # in order, but a one-rank run may fill a free core
@@ -195,7 +306,7 @@ def _loop(pending, running, failures, done, total, cores, mpiexec, logs) -> None
                 print(f"[{done}/{total}] {job.name}: FAILED (exit {status}), log {run.log.name}", flush=True)
                 continue
             (job.run_dir / "wall_s").write_text(f"{wall:.1f}\n")
-            result = summarise(job, reward_threshold(job.env_id))
+            result = summarise(job, reward_threshold(job.env_id, study))
             print(
                 f"[{done}/{total}] {job.name}: best {result.final_best:.1f}, median {result.final_median:.1f}, "
                 f"{wall:.0f} s",
@@ -218,6 +329,7 @@ def summarise(job: Job, threshold: float | None) -> Result:
             reached = total
     last = [history.row(history.generations[-1], m).score for m in history.members]
     wall_file = job.run_dir / "wall_s"
+    ties, copies = lineage_counts(job.run_dir / "lineage.jsonl")
     return Result(
         job.env_id,
         job.method,
@@ -228,7 +340,23 @@ def summarise(job: Job, threshold: float | None) -> Result:
         steps_to_threshold=reached,
         wall_s=float(wall_file.read_text()) if wall_file.is_file() else float("nan"),
         curve=curve,
+        auc=area_under_curve(curve),
+        ties=ties,
+        copies=copies,
     )
+
+
+def lineage_counts(path: Path) -> tuple[int, int]:
+    """(recipients whose score equalled their donor's, weight copies) in a run's lineage; a
+    tie kept under ``--ties explore`` is written with the recipient as its own donor."""
+    ties = copies = 0
+    if not path.is_file():
+        return 0, 0
+    for line in path.read_text().splitlines():
+        exploit = json.loads(line)
+        ties += exploit["recipient_score"] == exploit["donor_score"]
+        copies += exploit["recipient"] != exploit["donor"]
+    return ties, copies
 
 
 def _mean_std(values: list[float]) -> str:
@@ -237,16 +365,19 @@ def _mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
-def table(results: list[Result], envs, methods) -> str:
+def _label(env_id: str, study: Study | None) -> str:
+    threshold = reward_threshold(env_id, study)
+    return env_id if threshold is None else f"{env_id} (≥ {threshold:g})"
+
+
+def table(results: list[Result], envs, methods, study: Study | None = None) -> str:
     """The markdown table, one row per env and method (mean ± std over seeds)."""
     lines = [
-        "| env | method | members | seeds | final best | final median | total env steps to threshold "
-        "(median of the seeds that reached it) | reached | wall time (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| env | method | members | seeds | final best | final median | area under best curve | total env steps "
+        "to threshold (median of the seeds that reached it) | reached | wall time (s) | ties / copies per run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for env_id in envs:
-        threshold = reward_threshold(env_id)
-        label = env_id if threshold is None else f"{env_id} (≥ {threshold:g})"
         for method in methods:
             rows = [r for r in results if r.env_id == env_id and r.method == method]
             if not rows:
@@ -254,17 +385,60 @@ def table(results: list[Result], envs, methods) -> str:
             reached = [r.steps_to_threshold for r in rows if r.steps_to_threshold is not None]
             steps = f"{statistics.median(reached):,.0f}" if reached else "—"
             lines.append(
-                f"| {label} | {method} | {rows[0].members} | {len(rows)} | "
+                f"| {_label(env_id, study)} | {method} | {rows[0].members} | {len(rows)} | "
                 f"{_mean_std([r.final_best for r in rows])} | {_mean_std([r.final_median for r in rows])} | "
-                f"{steps} | {len(reached)}/{len(rows)} | {statistics.mean(r.wall_s for r in rows):.0f} |"
+                f"{_mean_std([r.auc for r in rows])} | {steps} | {len(reached)}/{len(rows)} | "
+                f"{statistics.mean(r.wall_s for r in rows):.0f} | "
+                f"{statistics.mean(r.ties for r in rows):.1f} / {statistics.mean(r.copies for r in rows):.1f} |"
             )
     return "\n".join(lines) + "\n"
 
 
-def plot(results: list[Result], envs, methods, path: Path) -> None:
-    """Best score vs the population's total env steps: mean over seeds, min–max band."""
-    import numpy as np
+def _ci(mean: float, low: float, high: float) -> str:
+    return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
 
+
+def comparisons(results: list[Result], envs, methods, reference: str, seed: int = 0) -> str:
+    """Per env and method: the final best and the area under the best curve with 95 %
+    bootstrap intervals over seeds, and the paired difference from ``reference`` over the
+    seeds both ran (mean, bootstrap interval, wins/losses, the sign-flip test's p)."""
+    rng = np.random.default_rng(seed)
+    lines = [
+        f"| env | method | seeds | final best, mean [95 % CI] | area under best curve [95 % CI] | "
+        f"final best minus {reference}'s, same seed [95 % CI] | better / worse than {reference} | p (sign flip) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for env_id in envs:
+        runs = {(r.method, r.seed): r for r in results if r.env_id == env_id}
+        for method in methods:
+            rows = [r for (m, _), r in sorted(runs.items()) if m == method]
+            if not rows:
+                continue
+            best = _ci(*bootstrap_mean_ci([r.final_best for r in rows], rng))
+            auc = _ci(*bootstrap_mean_ci([r.auc for r in rows], rng))
+            paired = [(r.final_best, runs[(reference, r.seed)].final_best) for r in rows if (reference, r.seed) in runs]
+            if method == reference or not paired:
+                versus = "—", "—", "—"
+            else:
+                differences = [a - b for a, b in paired]
+                wins = sum(d > 0 for d in differences)
+                losses = sum(d < 0 for d in differences)
+                versus = (
+                    _ci(*bootstrap_mean_ci(differences, rng)),
+                    f"{wins} / {losses} of {len(paired)}",
+                    f"{sign_flip_p(differences):.3f}",
+                )
+            lines.append(f"| {env_id} | {method} | {len(rows)} | {best} | {auc} | " + " | ".join(versus) + " |")
+    seeds = len({r.seed for r in results})
+    note = (
+        f"\nWith {seeds} paired seeds the two-sided sign-flip test cannot give p below {smallest_p(seeds):.3f}; "
+        "intervals are percentile bootstraps over seeds (10,000 resamples).\n"
+    )
+    return "\n".join(lines) + "\n" + note
+
+
+def plot(results: list[Result], envs, methods, path: Path, study: Study | None = None) -> None:
+    """Best score vs the population's total env steps: mean over seeds, min–max band."""
     from evo.plot import DPI, plt  # matplotlib, headless
 
     figure, axes = plt.subplots(1, len(envs), figsize=(6.5 * len(envs), 4.5), squeeze=False)
@@ -279,7 +453,7 @@ def plot(results: list[Result], envs, methods, path: Path) -> None:
             best = np.array([[r.curve[i][1] for i in range(length)] for r in runs])
             ax.plot(steps, best.mean(axis=0), marker="o", ms=3, color=colours[method], label=f"{method} ({len(runs)})")
             ax.fill_between(steps, best.min(axis=0), best.max(axis=0), color=colours[method], alpha=0.15)
-        threshold = reward_threshold(env_id)
+        threshold = reward_threshold(env_id, study)
         if threshold is not None:
             ax.axhline(threshold, color="grey", linestyle=":", linewidth=1)
         ax.set_title(env_id)
@@ -300,18 +474,33 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="experiments/compare.py", description=__doc__.split("\n\n")[0].replace("\n", " ")
     )
-    parser.add_argument("--envs", nargs="+", default=list(ENVS), help="gymnasium ids")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--study", choices=list(STUDIES), default="classic", help="which study (default: classic)")
+    parser.add_argument("--envs", nargs="+", help="gymnasium ids (default: the study's)")
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), help="(default: the study's)")
+    parser.add_argument("--seeds", nargs="+", type=int, help="(default: the study's)")
     parser.add_argument("--members", type=int, default=4, help="population size of the PBT, PB2 and random runs")
     parser.add_argument("--ranks", type=int, default=2, help="MPI ranks per population run")
-    parser.add_argument("--generations", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=4096, help="env steps per member per generation")
-    parser.add_argument("--eval-episodes", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "compare", help="where runs and results go")
+    parser.add_argument("--generations", type=int, help="for every env (default: the study's budget per env)")
+    parser.add_argument("--steps", type=int, help="env steps per member per generation, for every env")
+    parser.add_argument("--eval-episodes", type=int, help="for every env (default: the study's)")
+    parser.add_argument("--out", type=Path, help="where runs and results go (default: runs/<the study's name>)")
     parser.add_argument("--cores", type=int, default=available_cores(), help="ranks running at once")
-    parser.add_argument("--report-only", action="store_true", help="only rebuild the table and plot")
+    parser.add_argument("--report-only", action="store_true", help="only rebuild the tables and plot")
+    parser.add_argument("--list", action="store_true", help="print the jobs (index, ranks, command) and exit")
+    parser.add_argument("--job", type=int, help="run only job N of --list (e.g. one job of a SLURM array)")
     args = parser.parse_args(argv)
+    study = args.study = STUDIES[args.study]
+    args.envs = args.envs or list(study.envs)
+    args.methods = args.methods or list(study.methods)
+    args.seeds = args.seeds if args.seeds is not None else list(study.seeds)
+    args.out = args.out or ROOT / "runs" / study.out
+    problems = _problems(args)
+    if problems:
+        parser.error("; ".join(problems))
+    return args
+
+
+def _problems(args: argparse.Namespace) -> list[str]:
     problems = []
     for env_id in args.envs:
         try:
@@ -321,50 +510,79 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.members < 2 or args.members % args.ranks:
         problems.append(f"--members {args.members}: use a multiple of --ranks {args.ranks}, at least 2")
     for flag in ("ranks", "generations", "steps", "eval_episodes", "cores"):
-        if getattr(args, flag) < 1:
-            problems.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be at least 1")
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            problems.append(f"--{flag.replace('_', '-')} {value}: must be at least 1")
+    jobs = len(args.seeds) * len(args.envs) * len(args.methods)
+    if args.job is not None and not 0 <= args.job < jobs:
+        problems.append(f"--job {args.job}: this study has jobs 0 to {jobs - 1} (see --list)")
+    return problems
+
+
+def list_jobs(jobs: list[Job]) -> None:
+    for index, job in enumerate(jobs):
+        print(f"{index}\t{job.ranks}\t" + shlex.join(["python", *job.command]))
+
+
+def run_jobs(args: argparse.Namespace, jobs: list[Job]) -> int | list[str]:
+    """Run the study's unfinished jobs (or only --job N): the failures, or an exit status."""
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        print("compare: error: no mpiexec found; `make install` puts one in .venv/bin", file=sys.stderr)
+        return 2
+    problems = launch_problems(args.ranks, True, os.environ, os.getuid(), args.cores, is_open_mpi(mpiexec))
     if problems:
-        parser.error("; ".join(problems))
-    return args
+        print("compare: error: cannot start MPI:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+        return 2
+    budgets = ", ".join(f"{env} {b.generations} x {b.steps}" for env in args.envs for b in [budget_of(args, env)])
+    print(
+        f"{len(jobs)} runs: {', '.join(args.methods)} on {', '.join(args.envs)}, seeds {args.seeds}; "
+        f"generations x env steps per member: {budgets}; runs in {args.out / 'runs'}",
+        flush=True,
+    )
+    started = time.perf_counter()
+    signal.signal(signal.SIGTERM, _interrupt)  # like Ctrl-C: stop the runs, keep what is done
+    try:
+        failures = run_all(jobs, args.cores, mpiexec, args.out / "logs", args.study)
+    except KeyboardInterrupt:
+        return 130
+    print(f"all runs done in {time.perf_counter() - started:.0f} s", flush=True)
+    return failures
+
+
+def report(args: argparse.Namespace, jobs: list[Job]) -> list[Result]:
+    """results.json, results.md and compare.png from the finished runs."""
+    results = [summarise(job, reward_threshold(job.env_id, args.study)) for job in jobs if is_finished(job)]
+    if not results:
+        return results
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+    markdown = table(results, args.envs, args.methods, args.study)
+    markdown += "\n" + comparisons(results, args.envs, args.methods, args.study.reference)
+    (args.out / "results.md").write_text(markdown)
+    plot(results, args.envs, args.methods, args.out / "compare.png", args.study)
+    print(markdown)
+    print(f"wrote {args.out / 'results.md'}, {args.out / 'results.json'} and {args.out / 'compare.png'}")
+    return results
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    runs = args.out / "runs"
-    jobs = jobs_for(args, runs)
-    failures = []
+    jobs = jobs_for(args, args.out / "runs")
+    if args.list:
+        list_jobs(jobs)
+        return 0
+    failures: list[str] = []
     if not args.report_only:
-        mpiexec = find_mpiexec()
-        if mpiexec is None:
-            print("compare: error: no mpiexec found; `make install` puts one in .venv/bin", file=sys.stderr)
-            return 2
-        problems = launch_problems(args.ranks, True, os.environ, os.getuid(), args.cores, is_open_mpi(mpiexec))
-        if problems:
-            print("compare: error: cannot start MPI:\n  - " + "\n  - ".join(problems), file=sys.stderr)
-            return 2
-        print(
-            f"{len(jobs)} runs: {', '.join(args.methods)} on {', '.join(args.envs)}, seeds {args.seeds}; "
-            f"{args.generations} generations x {args.steps} env steps per member; runs in {runs}",
-            flush=True,
-        )
-        started = time.perf_counter()
-        signal.signal(signal.SIGTERM, _interrupt)  # like Ctrl-C: stop the runs, keep what is done
-        try:
-            failures = run_all(jobs, args.cores, mpiexec, args.out / "logs", args.generations)
-        except KeyboardInterrupt:
-            return 130
-        print(f"all runs done in {time.perf_counter() - started:.0f} s", flush=True)
-    results = [summarise(job, reward_threshold(job.env_id)) for job in jobs if is_finished(job, args.generations)]
-    if not results:
+        outcome = run_jobs(args, [jobs[args.job]] if args.job is not None else jobs)
+        if isinstance(outcome, int):
+            return outcome
+        failures = outcome
+        if args.job is not None:
+            return 1 if failures else 0
+    if not report(args, jobs):
         print("compare: no finished runs to report", file=sys.stderr)
         return 1
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
-    markdown = table(results, args.envs, args.methods)
-    (args.out / "results.md").write_text(markdown)
-    plot(results, args.envs, args.methods, args.out / "compare.png")
-    print(markdown)
-    print(f"wrote {args.out / 'results.md'}, {args.out / 'results.json'} and {args.out / 'compare.png'}")
     if failures:
         print("failed runs:\n  " + "\n  ".join(failures), file=sys.stderr)
         return 1
