@@ -21,7 +21,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot compare test test-fast lint bench clean
+.PHONY: install run toy plot compare compare-continuous compare-ties test test-fast lint bench clean
 
 install: $(STAMP)
 
@@ -51,6 +51,16 @@ plot: install
 # 3 seeds (~30 min on 2 cores): runs/compare/{results.md,results.json,compare.png}
 compare: install
 	$(MPI_ENV) $(BIN)/python experiments/compare.py $(ARGS)
+
+# PBT, PB2 (mixed space), random search, zoo's tuned agent and SB3's default agent on Pendulum-v1
+# and HalfCheetah-v5, 5 seeds (~1.5 h on 2 cores; installs the mujoco extra): runs/compare-continuous
+compare-continuous:
+	$(MAKE) install EXTRAS=mujoco
+	$(MPI_ENV) $(BIN)/python experiments/compare.py --study continuous $(ARGS)
+
+# the tie rule (--ties explore vs copy) under winner-takes-all and truncation on Acrobot-v1, 5 seeds
+compare-ties: install
+	$(MPI_ENV) $(BIN)/python experiments/compare.py --study ties $(ARGS)
 
 test: install
 	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
