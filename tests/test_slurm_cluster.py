@@ -288,3 +288,35 @@ def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs
     job.wait_requeue_hold()
     job.wait_completed()
     assert generations_recorded(job.run_dir) == ALL_GENERATIONS
+
+
+def test_the_comparison_study_runs_as_a_slurm_array(cluster, tmp_path):
+    """docs/results.md's cluster recipe: one array task per (method, seed) run with
+    `compare.py --job $SLURM_ARRAY_TASK_ID`, then `--report-only` builds the table."""
+    import json
+    import sys
+
+    out = tmp_path / "study"
+    study = [sys.executable, "experiments/compare.py", "--study", "continuous", "--envs", "Pendulum-v1"]
+    study += ["--methods", "pbt", "zoo", "--seeds", "0", "--generations", "1", "--steps", "2048"]
+    study += ["--eval-episodes", "1", "--out", str(out)]
+    listed = subprocess.run([*study, "--list"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 2, listed.stderr
+    wrap = " ".join(study) + " --job $SLURM_ARRAY_TASK_ID"
+    submitted = subprocess.run(
+        ["sbatch", "--wait", "--array=0-1", "--ntasks=2", "--mem=3G", "--time=10"]
+        + [f"--output={tmp_path}/task-%a.out", "--wrap", wrap],
+        cwd=ROOT,
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    logs = "\n".join(path.read_text()[-2000:] for path in sorted(tmp_path.glob("task-*.out")))
+    assert submitted.returncode == 0, submitted.stderr + logs
+    for method in ("pbt", "zoo"):
+        assert (out / "runs" / "Pendulum-v1" / f"{method}-seed0" / "wall_s").is_file(), logs
+    assert not (out / "results.md").exists()  # each task ran its own run only
+    report = subprocess.run([*study, "--report-only"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert sorted(r["method"] for r in json.loads((out / "results.json").read_text())) == ["pbt", "zoo"]
