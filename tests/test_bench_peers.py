@@ -1,0 +1,111 @@
+"""bench/proctree.py: the process-tree measurement, on a real tree of processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench.proctree import descendants, parse_stat, parse_status_kb
+from tests.conftest import ROOT
+
+MB = 1_000_000
+
+# A tree of real processes: two children that each hold 80 MB for a while, one that burns
+# about 0.6 s of CPU, and a daemon (forked twice, so that its parent exits at once) that
+# would sleep for a minute: it outlives the command and must be reported and ended.
+TREE = textwrap.dedent(
+    """
+    import os, subprocess, sys, time
+
+    hold = "x = b'1' * 80_000_000; import time; time.sleep(1.5)"
+    burn = "import time\\nend = time.process_time() + 0.6\\nwhile time.process_time() < end: pass"
+    daemon = (
+        "import os, sys, time\\n"
+        "if os.fork() == 0:\\n"
+        "    open(sys.argv[1], 'w').write(str(os.getpid()))\\n"
+        "    time.sleep(60)\\n"
+    )
+    children = [subprocess.Popen([sys.executable, "-c", code]) for code in (hold, hold, burn)]
+    subprocess.run([sys.executable, "-c", daemon, sys.argv[1]], check=True)
+    for child in children:
+        child.wait()
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
+    """
+)
+
+
+def measure_in_child(command: list[str], tmp_path: Path) -> dict:
+    """bench.proctree.measure run in a fresh Python (it makes its process a subreaper, which
+    pytest's own process should not become)."""
+    code = (
+        "import json, sys; from bench.proctree import measure; "
+        f"print(json.dumps(measure({command!r}, interval=0.1, timeout=60).to_dict()))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_measure_sees_every_process_of_the_tree_and_ends_what_is_left(tmp_path):
+    daemon_pid_file = tmp_path / "daemon.pid"
+    script = tmp_path / "tree.py"
+    script.write_text(TREE)
+    usage = measure_in_child([sys.executable, str(script), str(daemon_pid_file)], tmp_path)
+
+    assert usage["returncode"] == 0
+    names = [peak["name"] for peak in usage["peaks"]]
+    assert len(names) == usage["processes"] >= 5  # the script, 3 children, the daemon (its parent may be missed)
+    holders = [peak for peak in usage["peaks"] if peak["peak_rss_kb"] * 1024 >= 80 * MB]
+    assert len(holders) == 2
+    assert usage["peak_rss_mb"] >= 160 + 3 * 5  # the two holders, and a few MB for every other python
+    assert usage["peak_rss_mb"] == pytest.approx(sum(p["peak_rss_kb"] for p in usage["peaks"]) * 1024 / MB)
+    assert usage["concurrent_rss_mb"] <= usage["peak_rss_mb"]
+    assert usage["cpu_s"] >= 0.6
+    assert usage["cpu_reaped_s"] >= 0.6  # every process here is waited for
+    assert 1.5 <= usage["wall_s"] < 30
+    assert len(usage["left_behind"]) == 1  # the daemon
+    daemon = int(daemon_pid_file.read_text())
+    assert not Path(f"/proc/{daemon}").exists(), "the daemon outlived the measurement"
+
+
+def test_measure_reports_a_failing_command(tmp_path):
+    usage = measure_in_child([sys.executable, "-c", "import sys; sys.exit(3)"], tmp_path)
+    assert usage["returncode"] == 3
+    assert usage["processes"] <= 1
+    assert usage["left_behind"] == []
+
+
+def test_parse_stat_reads_names_with_spaces_and_parentheses():
+    line = "4242 (ray::Impl (x) y) S 17 4242 4242 0 -1 4194560 1 0 0 0 250 50 3 4 20 0 7 0 98765 100 200 0\n"
+    info = parse_stat(line)
+    assert (info.pid, info.name, info.ppid) == (4242, "ray::Impl (x) y", 17)
+    assert (info.start_ticks, info.cpu_ticks) == (98765, 300)
+
+
+def test_parse_stat_of_this_process():
+    info = parse_stat(Path("/proc/self/stat").read_text())
+    assert (info.pid, info.ppid) == (os.getpid(), os.getppid())
+    assert info.start_ticks > 0 and info.cpu_ticks >= 0
+
+
+def test_parse_status_kb():
+    status = "Name:\tpython\nVmHWM:\t  123456 kB\nVmRSS:\t   2345 kB\n"
+    assert parse_status_kb(status, "VmHWM") == 123456
+    assert parse_status_kb(status, "VmRSS") == 2345
+    assert parse_status_kb("Name:\tkthreadd\n", "VmRSS") == 0
+
+
+def test_descendants_walks_the_whole_subtree_only():
+    parents = {10: 1, 11: 10, 12: 10, 13: 11, 14: 13, 20: 1, 21: 20}
+    assert descendants(10, parents) == [11, 12, 13, 14]
+    assert descendants(20, parents) == [21]
+    assert descendants(14, parents) == []
+    assert descendants(10, {k: v for k, v in parents.items() if k != 11}) == [12]  # a cut link hides its subtree
