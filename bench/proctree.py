@@ -21,7 +21,9 @@ miss most of the cost.
   peak RSS the kernel keeps for the process (so a peak between two samples is not lost), and
   ``VmRSS``. The summed peak is the sum over processes of each one's own peak; it counts a
   page shared by several processes (libraries, shared memory) once per process, as summing
-  ``ps`` would. The largest sum of ``VmRSS`` seen in one sample is kept too.
+  ``ps`` would. Kept too, from the samples: the largest sum of ``VmRSS`` at one moment, and
+  the largest sum of ``Pss`` (``/proc/<pid>/smaps_rollup``: each shared page divided among
+  the processes that map it), what the tree occupied at its fullest, each page once.
 - **Processes left behind**: whatever of the tree is still alive when the command exits is
   recorded by name, then terminated (SIGTERM, then SIGKILL) and reaped, so the next
   measurement starts clean and the CPU time they used is counted.
@@ -77,6 +79,8 @@ class TreeUsage:
     """Sum over the tree's processes of each one's peak RSS (VmHWM), in MB (10^6 bytes)."""
     concurrent_rss_mb: float
     """The largest sum of the tree's current RSS seen in one sample, in MB."""
+    concurrent_pss_mb: float
+    """The largest sum of the tree's current PSS seen in one sample, in MB."""
     processes: int
     returncode: int
     left_behind: tuple[str, ...] = ()
@@ -96,6 +100,7 @@ class TreeUsage:
             "cpu_sampled_s": self.cpu_sampled_s,
             "peak_rss_mb": self.peak_rss_mb,
             "concurrent_rss_mb": self.concurrent_rss_mb,
+            "concurrent_pss_mb": self.concurrent_pss_mb,
             "processes": self.processes,
             "returncode": self.returncode,
             "left_behind": list(self.left_behind),
@@ -165,6 +170,15 @@ def read_rss_kb(pid: int) -> tuple[int, int]:
     return parse_status_kb(status, "VmHWM"), parse_status_kb(status, "VmRSS")
 
 
+def read_pss_kb(pid: int) -> int:
+    """The proportional set size of ``pid`` in kB, 0 if it is gone or the kernel has no
+    ``smaps_rollup``."""
+    try:
+        return parse_status_kb(Path(f"/proc/{pid}/smaps_rollup").read_text(), "Pss")
+    except OSError:
+        return 0
+
+
 class TreeSampler:
     """Keeps, for every process ever seen below ``root``, the largest RSS it reached."""
 
@@ -175,12 +189,13 @@ class TreeSampler:
         self.peaks_kb: dict[tuple[int, int], int] = {}
         self.cpu_ticks: dict[tuple[int, int], int] = {}
         self.concurrent_kb = 0
+        self.concurrent_pss_kb = 0
 
     def sample(self) -> list[ProcessInfo]:
         """Read the tree once; return its live processes (``exclude``'s subtrees left out)."""
         processes = read_processes()
         parents = {pid: info.ppid for pid, info in processes.items() if pid not in self.exclude}
-        live, current = [], 0
+        live, current, current_pss = [], 0, 0
         for pid in descendants(self.root, parents):
             info = processes[pid]
             peak, rss = read_rss_kb(pid)
@@ -191,8 +206,10 @@ class TreeSampler:
             self.peaks_kb[key] = max(self.peaks_kb.get(key, 0), peak, rss)
             self.cpu_ticks[key] = max(self.cpu_ticks.get(key, 0), info.cpu_ticks)
             current += rss
+            current_pss += read_pss_kb(pid)
             live.append(info)
         self.concurrent_kb = max(self.concurrent_kb, current)
+        self.concurrent_pss_kb = max(self.concurrent_pss_kb, current_pss)
         return live
 
     def cpu_s(self) -> float:
@@ -257,6 +274,7 @@ def measure(
         cpu_s=max(reaped, sampled),
         peak_rss_mb=sum(sampler.peaks_kb.values()) * 1024 / 1e6,
         concurrent_rss_mb=sampler.concurrent_kb * 1024 / 1e6,
+        concurrent_pss_mb=sampler.concurrent_pss_kb * 1024 / 1e6,
         processes=len(sampler.peaks_kb),
         returncode=returncode,
         left_behind=tuple(info.name for info in left),

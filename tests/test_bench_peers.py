@@ -68,6 +68,7 @@ def test_measure_sees_every_process_of_the_tree_and_ends_what_is_left(tmp_path):
     assert usage["peak_rss_mb"] >= 160 + 3 * 5  # the two holders, and a few MB for every other python
     assert usage["peak_rss_mb"] == pytest.approx(sum(p["peak_rss_kb"] for p in usage["peaks"]) * 1024 / MB)
     assert usage["concurrent_rss_mb"] <= usage["peak_rss_mb"]
+    assert 160 <= usage["concurrent_pss_mb"] <= usage["concurrent_rss_mb"]  # the holders' bytes are their own
     assert usage["cpu_s"] >= 0.6
     assert usage["cpu_reaped_s"] >= 0.6  # every process here is waited for
     assert 1.5 <= usage["wall_s"] < 30
