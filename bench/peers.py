@@ -66,6 +66,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", nargs="+", choices=SYSTEMS, default=list(SYSTEMS), help="systems to run")
     parser.add_argument("--seed", type=int, default=0, help="repeat r runs every system with seed + r")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed")
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=1,
+        help="times a failed run is run again before the benchmark stops (default 1: Ray's start-up gives up "
+        "after 30 s, which a heavily loaded machine can exceed); the failures are in the JSON",
+    )
     parser.add_argument("--json", help="write the settings, processor, records and summary here")
     args = parser.parse_args(argv)
     if args.cores is None:
@@ -82,6 +89,8 @@ def check_args(args: argparse.Namespace) -> list[str]:
     for name in ("repeats", "generations", "steps", "members", "eval_episodes", "cores"):
         if getattr(args, name) < 1:
             problems.append(f"--{name.replace('_', '-')} is {getattr(args, name)}; give 1 or more")
+    if args.retries < 0:
+        problems.append(f"--retries is {args.retries}; give 0 or more")
     if args.members < 2 and any(system in args.only for system in ("evo", *RAY_SYSTEMS)):
         problems.append(f"--members {args.members}: PBT needs a population of 2 or more")
     if any(system in args.only for system in RAY_SYSTEMS):
@@ -208,6 +217,20 @@ def outcome(system: str, folder: Path, log: Path) -> dict:
         }
     found = json.loads(log.read_text().strip().splitlines()[-1])
     return {"exploits": 0, **found}
+
+
+def run_measured(system: str, args: argparse.Namespace, spec_path: Path, repeat: int) -> dict:
+    """Run ``system`` until it succeeds, at most ``1 + args.retries`` times; the successful
+    run's record, with the end of every failed attempt's output in ``failed_attempts``."""
+    failures = []
+    while True:
+        try:
+            return {**run_once(system, args, spec_path, repeat), "failed_attempts": failures}
+        except RuntimeError as error:
+            if len(failures) >= args.retries:
+                raise
+            failures.append(str(error))
+            print(f"  repeat {repeat} {system}: failed, running it again. {error}", file=sys.stderr, flush=True)
 
 
 def run_once(system: str, args: argparse.Namespace, spec_path: Path, repeat: int) -> dict:
@@ -368,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         spec_path.write_text(json.dumps(spec, indent=1))
         for repeat in range(args.repeats):
             for system in rotation(args.only, repeat):
-                record = run_once(system, args, spec_path, repeat)
+                record = run_measured(system, args, spec_path, repeat)
                 records.append(record)
                 print(
                     f"  repeat {repeat} {system:10s} {record['wall_s']:7.1f} s wall {record['cpu_s']:7.1f} CPU-s "

@@ -151,9 +151,10 @@ def test_arguments_need_rays_python_only_for_ray(tmp_path, capsys):
 
 def test_arguments_collect_every_problem(capsys):
     with pytest.raises(SystemExit):
-        args_for(["--only", "evo", "--members", "1", "--steps", "0", "--repeats", "0"])
+        args_for(["--only", "evo", "--members", "1", "--steps", "0", "--repeats", "0", "--retries", "-1"])
     error = capsys.readouterr().err
     assert "--steps is 0" in error and "--repeats is 0" in error and "population of 2" in error
+    assert "--retries is -1" in error
     assert args_for(["--only", "sb3-single", "--members", "1"]).members == 1
 
 
@@ -267,3 +268,21 @@ def test_ray_stays_out_of_evo():
             assert not any(name.endswith("ray_pbt") for name in names), path
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"ray' not in pyproject and "'ray" not in pyproject
+
+
+def test_a_failed_run_is_run_again_and_the_failure_kept(monkeypatch):
+    args = args_for(["--only", "sb3-single", "--retries", "1"])
+    outcomes = [RuntimeError("sb3-single exited with 1"), {"system": "sb3-single", "wall_s": 1.0}]
+
+    def run_once(system, args, spec_path, repeat):
+        result = outcomes.pop(0)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    monkeypatch.setattr(peers, "run_once", run_once)
+    record = peers.run_measured("sb3-single", args, Path("spec.json"), 0)
+    assert record["wall_s"] == 1.0 and record["failed_attempts"] == ["sb3-single exited with 1"]
+    outcomes[:] = [RuntimeError("first"), RuntimeError("second")]
+    with pytest.raises(RuntimeError, match="second"):
+        peers.run_measured("sb3-single", args, Path("spec.json"), 0)
