@@ -16,12 +16,19 @@ RANKS ?= 4
 ARGS ?=
 PYTEST_ARGS ?=
 
+# Ray Tune, for `make bench-peers` only: its own virtualenv, never a dependency of evo
+RAY_VENV ?= .venv-ray
+RAY_STAMP := $(RAY_VENV)/.installed-stamp
+RAY_VERSION := 2.60.0
+# ray[tune] wants pyarrow, whose newest releases need NumPy 2; 21.0.0 runs with evo's NumPy 1.26
+RAY_PYARROW := 21.0.0
+
 # Open MPI refuses to start as root unless told; we only set this when you are root.
 ifeq ($(shell id -u),0)
 MPI_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot compare compare-continuous compare-ties test test-fast lint bench clean
+.PHONY: install run toy plot compare compare-continuous compare-ties test test-fast lint bench bench-peers clean
 
 install: $(STAMP)
 
@@ -74,8 +81,25 @@ bench: install
 	$(BIN)/python bench/throughput.py --json bench/results/throughput.json
 	$(MPI_ENV) $(BIN)/python bench/overhead.py --json bench/results/overhead.json
 
+# evo against Ray Tune's PBT (synchronous and asynchronous) on make run's work, with one evo and
+# one stock SB3 agent for the ideal; ~25 min on 2 cores: docs/performance.md
+bench-peers: install $(RAY_STAMP)
+	mkdir -p bench/results
+	$(MPI_ENV) $(BIN)/python bench/peers.py --ray-python $(RAY_VENV)/bin/python --json bench/results/peers.json $(ARGS)
+
+# Ray's virtualenv: torch first and pinned (as for evo), then Ray and the same SB3, gymnasium
+# and NumPy as evo's .venv, so that both sides train with the same code
+$(RAY_STAMP): $(STAMP)
+	test -x $(RAY_VENV)/bin/python || $(PYTHON) -m venv $(RAY_VENV)
+	$(RAY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RAY_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(RAY_VENV)/bin/python -m pip install --quiet 'ray[tune]==$(RAY_VERSION)' pyarrow==$(RAY_PYARROW) \
+		$$($(BIN)/python -c 'from importlib.metadata import version as v; \
+			print(*(f"{n}=={v(n)}" for n in ("stable-baselines3", "gymnasium", "numpy")))')
+	touch $@
+
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(RAY_VENV) .pytest_cache .ruff_cache

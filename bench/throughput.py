@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import markdown_table, median, write_json  # noqa: E402
-from evo.config.precision import REPORTED_FLAGS, cpu_flags, native_bf16  # noqa: E402
+from bench.common import markdown_table, median, processor, write_json  # noqa: E402
+from evo.config.precision import cpu_flags, native_bf16  # noqa: E402
 
 # env, policy, n_envs, n_steps: small rollouts so that the benchmark runs in minutes
 CASES = {
@@ -145,14 +145,6 @@ def measure(case: str, variant: str, iterations: int) -> dict:
     command = [sys.executable, __file__, "--worker", case, variant, "--iterations", str(iterations)]
     output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
     return json.loads(output.strip().splitlines()[-1])
-
-
-def processor() -> dict:
-    """The processor's name and the flags that decide how fast the network runs."""
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
-    flags = cpu_flags()
-    return {"model": name, "flags": {flag: flag in flags for flag in REPORTED_FLAGS}}
 
 
 VARIANTS = ("stock", "evo", "evo-bf16")
