@@ -10,7 +10,8 @@ selects on; evo's CartPole search space (learning rate, ent_coef, clip_range, ga
 gae_lambda, vf_coef, on their scales), truncation / quantile fraction 0.25, resample
 probability 0.25, perturbation x0.8 / x1.2, a perturbation every generation. Systems:
 
-  evo          mpiexec -n MEMBERS pbt_rl_truct.py --eval-episodes E --select-on test (make run)
+  evo          mpiexec -n RANKS pbt_rl_truct.py --num-agents MEMBERS --eval-episodes E --select-on test
+               (make run's work; RANKS defaults to the cores Ray gets, so both run 2 members at a time)
   ray-async    Ray Tune's PopulationBasedTraining, asynchronous (bench/ray_pbt.py)
   ray-sync     the same, synch=True
   evo-single   one evo agent (mpiexec -n 1, --num-agents 1 --strategy none), same work
@@ -59,7 +60,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="runs of every system (default 3)")
     parser.add_argument("--generations", type=int, default=10, help="PBT generations (default 10)")
     parser.add_argument("--steps", type=int, default=4096, help="env steps per member per generation (default 4096)")
-    parser.add_argument("--members", type=int, default=4, help="population size; evo runs one rank each (default 4)")
+    parser.add_argument("--members", type=int, default=4, help="population size (default 4)")
+    parser.add_argument(
+        "--ranks",
+        type=int,
+        default=None,
+        help="evo's MPI ranks (default: --cores, the CPUs Ray gets; members are spread over them, as "
+        "Ray runs --cores trials at a time); --ranks 4 is make run's one rank per member",
+    )
     parser.add_argument("--eval-episodes", type=int, default=10, help="evaluation episodes per score (default 10)")
     parser.add_argument("--cores", type=int, default=None, help="CPUs Ray may use, and the ideal's C (default: all)")
     parser.add_argument("--ray-python", help="the python of Ray's virtualenv (make bench-peers: .venv-ray/bin/python)")
@@ -77,6 +85,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.cores is None:
         args.cores = len(os.sched_getaffinity(0))
+    if args.ranks is None:
+        args.ranks = min(args.cores, args.members)
     problems = check_args(args)
     if problems:
         parser.error("\n  " + "\n  ".join(problems))
@@ -89,6 +99,8 @@ def check_args(args: argparse.Namespace) -> list[str]:
     for name in ("repeats", "generations", "steps", "members", "eval_episodes", "cores"):
         if getattr(args, name) < 1:
             problems.append(f"--{name.replace('_', '-')} is {getattr(args, name)}; give 1 or more")
+    if args.ranks < 1 or args.members % args.ranks:
+        problems.append(f"--ranks {args.ranks}: give a divisor of --members {args.members}")
     if args.retries < 0:
         problems.append(f"--retries is {args.retries}; give 0 or more")
     if args.members < 2 and any(system in args.only for system in ("evo", *RAY_SYSTEMS)):
@@ -176,7 +188,7 @@ def command(system: str, args: argparse.Namespace, spec_path: Path, folder: Path
     evo_flags = ["--seed", str(seed), "--run-dir", str(folder / "run")]
     if system == "evo":
         work = work_argv(args, args.members)
-        return [*mpiexec, str(args.members), sys.executable, "pbt_rl_truct.py", *work, *evo_flags]
+        return [*mpiexec, str(args.ranks), sys.executable, "pbt_rl_truct.py", *work, *evo_flags]
     if system == "evo-single":
         single = [*work_argv(args, 1), "--strategy", "none", "--initial-hparams", "defaults"]
         return [*mpiexec, "1", sys.executable, "pbt_rl_truct.py", *single, *evo_flags]

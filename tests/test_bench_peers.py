@@ -158,6 +158,12 @@ def test_arguments_collect_every_problem(capsys):
     assert args_for(["--only", "sb3-single", "--members", "1"]).members == 1
 
 
+def test_ranks_must_divide_the_population():
+    with pytest.raises(SystemExit):
+        args_for(["--only", "evo", "--members", "4", "--ranks", "3"])
+    assert args_for(["--only", "evo", "--members", "4", "--cores", "8"]).ranks == 4  # never more than members
+
+
 def test_the_work_is_make_runs_as_evo_resolves_it():
     args = args_for(["--only", "evo", "--generations", "3", "--steps", "2048", "--eval-episodes", "5"])
     spec = peers.build_spec(args)
@@ -176,10 +182,13 @@ def test_the_work_is_make_runs_as_evo_resolves_it():
 
 
 def test_commands_run_the_same_work(tmp_path):
-    args = args_for(["--ray-python", sys.executable, "--members", "4", "--generations", "3"])
+    args = args_for(["--ray-python", sys.executable, "--members", "4", "--generations", "3", "--cores", "2"])
     spec_path = tmp_path / "spec.json"
     evo = peers.command("evo", args, spec_path, tmp_path, seed=5)
-    assert evo[evo.index("-n") + 1] == "4" and "--oversubscribe" in evo
+    # as many ranks as Ray gets CPUs, the 4 members spread over them
+    assert evo[evo.index("-n") + 1] == "2" and evo[evo.index("--num-agents") + 1] == "4" and "--oversubscribe" in evo
+    one_each = peers.command("evo", args_for(["--only", "evo", "--ranks", "4"]), spec_path, tmp_path, seed=5)
+    assert one_each[one_each.index("-n") + 1] == "4"  # make run's layout
     assert evo[evo.index("--eval-episodes") + 1] == "10" and evo[evo.index("--select-on") + 1] == "test"
     assert evo[evo.index("--total-generations") + 1] == "3" and evo[evo.index("--seed") + 1] == "5"
     single = peers.command("evo-single", args, spec_path, tmp_path, seed=5)
