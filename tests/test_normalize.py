@@ -70,7 +70,7 @@ def test_statistics_move_with_the_weights_through_the_real_loop(transport):
     from evo.run import build_members, ppo_hooks
 
     config = config_of(
-        [*NORMALIZED, "--num-agents", "2", "--agent-training-steps", "128"], strategy="wta", transport=transport
+        [*NORMALIZED, "--num-agents", "2", "--agent-training-steps", "512"], strategy="wta", transport=transport
     )
     members = build_members(config, 0, None)
     hooks = replace(ppo_hooks(MPI.COMM_SELF, config, members, None, None), records=None, snapshot=None, save=None)

@@ -36,7 +36,7 @@ def test_recipients_hold_their_donors_statistics_bit_for_bit(comm, transport):
 
     size, rank = comm.Get_size(), comm.Get_rank()
     config = parse_config(
-        [*NORMALIZED_PENDULUM, "--num-agents", str(2 * size), "--agent-training-steps", "128"],
+        [*NORMALIZED_PENDULUM, "--num-agents", str(2 * size), "--agent-training-steps", "512"],
         strategy="wta",
         transport=transport,
         world_size=size,
