@@ -49,7 +49,8 @@ def run_dir(tmp_path):
 def test_population_csv_has_a_stable_column_per_explored_hyperparameter(run_dir):
     text = (run_dir / "population.csv").read_text()
     header = text.splitlines()[0].split(",")
-    assert header == [*POPULATION_FIELDS[:-3], "n_epochs", "target_kl", "score_train", "score_test", "score_train_stale"]
+    scores = ["score_train", "score_test", "score_train_stale"]
+    assert header == [*POPULATION_FIELDS[:-3], "n_epochs", "target_kl", *scores]
     rows = list(csv.DictReader(text.splitlines()))
     assert [int(row["generation"]) for row in rows] == [1, 1, 2, 2, 3, 3]  # resume kept the columns
     assert [row["n_epochs"] for row in rows[::2]] == ["4", "5", "6"] and rows[0]["target_kl"] == "inf"
