@@ -63,6 +63,7 @@ bench: install
 	$(MPI_ENV) $(BIN)/python bench/exchange.py --json bench/results/exchange.json
 	$(BIN)/python bench/throughput.py --json bench/results/throughput.json
 	$(MPI_ENV) $(BIN)/python bench/overhead.py --json bench/results/overhead.json
+	$(MPI_ENV) $(BIN)/python bench/controlplane.py --json bench/results/controlplane.json
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

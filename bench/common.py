@@ -1,4 +1,4 @@
-"""Shared by the benchmark scripts: medians, markdown tables, JSON output."""
+"""Shared by the benchmark scripts: medians, markdown tables, JSON output, the processor."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+
+from evo.config.precision import REPORTED_FLAGS, cpu_flags
 
 
 def median(values: Sequence[float]) -> float:
@@ -25,3 +27,16 @@ def write_json(path: str | None, records: list[dict]) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(records, indent=1) + "\n")
+
+
+def processor() -> dict:
+    """The processor's name and the flags that decide how fast the network runs."""
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
+    flags = cpu_flags()
+    return {"model": name, "flags": {flag: flag in flags for flag in REPORTED_FLAGS}}
+
+
+def processor_line(cpu: dict) -> str:
+    """``processor: NAME; avx2 yes, ...`` as the benchmarks print it."""
+    return f"processor: {cpu['model']}; " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in cpu["flags"].items())

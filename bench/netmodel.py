@@ -15,11 +15,15 @@ it by ``tests/test_exchange_model.py``, which counts the calls the real function
 The model of one message of n bytes is ``alpha + n / bandwidth``. A p2p round costs, on the
 busiest rank, its messages times alpha plus its bytes over the bandwidth, sent and received
 counted apart (a full-duplex link, no congestion inside the network); the round takes as long
-as its busiest rank. A ``Bcast`` of n bytes to P ranks costs the cheaper of a binomial tree,
-``ceil(log2 P) (alpha + n / bandwidth)``, and van de Geijn's scatter + ring allgather,
-``(log2 P + P - 1) alpha + 2 (P - 1) / P * n / bandwidth`` (Thakur, Rabenseifner & Gropp,
-"Optimization of collective communication operations in MPICH", IJHPCA 2005); the Bcasts of
-one generation run one after the other.
+as its busiest rank. A ``Bcast`` of n bytes to P ranks costs the cheapest of three textbook
+algorithms, as a tuned MPI picks among them by size: a binomial tree,
+``ceil(log2 P) (alpha + n / bandwidth)``; van de Geijn's scatter + ring allgather,
+``(log2 P + P - 1) alpha + 2 (P - 1) / P * n / bandwidth`` (both from Thakur, Rabenseifner &
+Gropp, "Optimization of collective communication operations in MPICH", IJHPCA 2005); and a
+binary tree pipelined in m segments, ``2 (m + H - 1) (alpha + n / (m bandwidth))`` with H =
+floor(log2 P) levels and the best m (each node forwards every segment to two children). For
+large n all three but the binomial tree cost about twice the bytes over the bandwidth, whatever
+P. The Bcasts of one generation run one after the other.
 """
 
 from __future__ import annotations
@@ -118,7 +122,17 @@ def bcast_time(size: int, nbytes: int, latency: float, bandwidth: float) -> floa
     steps = math.ceil(math.log2(size))
     binomial = steps * (latency + nbytes / bandwidth)
     scatter_allgather = (math.log2(size) + size - 1) * latency + 2 * (size - 1) / size * nbytes / bandwidth
-    return min(binomial, scatter_allgather)
+    return min(binomial, scatter_allgather, pipelined_tree_time(size, nbytes, latency, bandwidth))
+
+
+def pipelined_tree_time(size: int, nbytes: int, latency: float, bandwidth: float) -> float:
+    """A ``Bcast`` down a binary tree in m segments: 2 (m + H - 1) (alpha + n / (m bandwidth)),
+    H = floor(log2 P) levels, at the whole number of segments that minimises it
+    (m* = sqrt((H - 1) n / (alpha bandwidth)))."""
+    levels = math.floor(math.log2(size))
+    best = math.sqrt(max(levels - 1, 0) * nbytes / (latency * bandwidth)) if latency > 0 else 1.0
+    candidates = {max(1, math.floor(best)), max(1, math.ceil(best))}
+    return min(2 * (m + levels - 1) * (latency + nbytes / (m * bandwidth)) for m in candidates)
 
 
 def exchange_time(
@@ -164,8 +178,8 @@ def expected_counts(size: int, fraction: float, draws: int = 200, seed: int = 0)
     """How many recipients there are (ceil(P f), at most P/2), how many messages the busiest
     donor sends in a p2p round, and how many Bcasts a collective round makes."""
     maps = truncation_maps(size, fraction, draws, seed)
-    busiest = [max(t.messages_sent for t in p2p_traffic(m, _identity, size, 1)) for m in maps]
-    broadcasts = [len(collective_broadcasts(m, _identity, 1)) for m in maps]
+    busiest = [max(t.messages_sent for t in p2p_traffic(m, one_per_rank, size, 1)) for m in maps]
+    broadcasts = [len(collective_broadcasts(m, one_per_rank, 1)) for m in maps]
     return Counts(truncation_count(size, fraction), float(np.mean(busiest)), float(np.mean(broadcasts)))
 
 
@@ -181,7 +195,7 @@ def expected_exchange_time(
 ) -> float:
     """The mean over truncation's random donor maps of :func:`exchange_time`, one member per rank."""
     maps = truncation_maps(size, fraction, draws, seed)
-    return float(np.mean([exchange_time(transport, m, _identity, size, buffers, latency, bandwidth) for m in maps]))
+    return float(np.mean([exchange_time(transport, m, one_per_rank, size, buffers, latency, bandwidth) for m in maps]))
 
 
 def fit_latency_bandwidth(sizes: Sequence[float], seconds: Sequence[float]) -> tuple[float, float]:
@@ -193,5 +207,6 @@ def fit_latency_bandwidth(sizes: Sequence[float], seconds: Sequence[float]) -> t
     return float(alpha), float(1.0 / beta)
 
 
-def _identity(member: int) -> int:
+def one_per_rank(member: int) -> int:
+    """The owner of member m when every rank holds one member: rank m."""
     return member

@@ -146,3 +146,12 @@ def test_fit_recovers_latency_and_bandwidth():
     sizes = np.logspace(2, 8, 13)
     alpha, bandwidth = netmodel.fit_latency_bandwidth(sizes, 20e-6 + sizes / 3e9)
     assert alpha == pytest.approx(20e-6) and bandwidth == pytest.approx(3e9)
+
+
+def test_pipelined_tree_takes_its_best_segment_count():
+    latency, bandwidth, nbytes = 30e-6, 1.1e9, 7_515_216
+    best = netmodel.pipelined_tree_time(1024, nbytes, latency, bandwidth)
+    for segments in (1, 2, 10, 50, 100, 1000):
+        assert best <= 2 * (segments + 9) * (latency + nbytes / (segments * bandwidth)) + 1e-12
+    # large messages: about twice the bytes over the bandwidth, plus a pipeline's start-up
+    assert 2 * nbytes / bandwidth < best < 3 * nbytes / bandwidth
