@@ -200,9 +200,38 @@ def exchange_worker(sizes: list[int], maps: int, repeats: int) -> None:
         print("RESULTS " + json.dumps(records), flush=True)
 
 
+def plans(config) -> list[dict]:
+    """For P members: the bytes of one member's result (what each rank sends to rank 0's gather)
+    and of the plan rank 0 broadcasts, and rank 0's time to decide it (truncation, perturb;
+    median of 5, in this process)."""
+    import pickle
+
+    import numpy as np
+
+    from evo.core.plan import generation_rng, plan_generation
+    from evo.core.result import MemberResult, Scores
+    from evo.core.space import sample_hparams
+
+    space, rng, records = config.agent.search_space, np.random.default_rng(0), []
+    for size in MODEL_RANKS:
+        population = [
+            MemberResult.of(m, m, 4096, Scores(float(rng.normal())), sample_hparams(space, rng)) for m in range(size)
+        ]
+        seconds = []
+        for repeat in range(5):
+            start = time.perf_counter()
+            plan = plan_generation(repeat + 1, population, "truncation", space, generation_rng(0, repeat + 1))
+            seconds.append(time.perf_counter() - start)
+        result_bytes = len(pickle.dumps([population[0]]))
+        records.append(
+            {"ranks": size, "result": result_bytes, "plan": len(pickle.dumps(plan)), "decide_s": median(seconds)}
+        )
+    return records
+
+
 def sizes_worker() -> None:
     """Bytes a member exchanges for each policy: weights + Adam state (float32), and the
-    VecNormalize statistics (float64) where the env normalises."""
+    VecNormalize statistics (float64) where the env normalises; and the plan's sizes and cost."""
     from evo.config import parse_config
     from evo.sb3.agent import build_member
 
@@ -216,7 +245,8 @@ def sizes_worker() -> None:
         stats = member.stats.nbytes if member.stats is not None else 0
         sizes[name] = {"env_id": env_id, "buffer": int(member.buffer.nbytes), "stats": int(stats)}
         member.close()
-    print("RESULTS " + json.dumps(sizes), flush=True)
+    cartpole = parse_config(["--env-id", "CartPole-v1"], world_size=1, check_run_dir=False)
+    print("RESULTS " + json.dumps({"policies": sizes, "plans": plans(cartpole)}), flush=True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -382,6 +412,22 @@ def counts_table(sizes: dict) -> str:
     return markdown_table(headers, rows)
 
 
+def plan_table(plans: list[dict], software_latency: float) -> str:
+    """Measured: the plan's bytes and rank 0's time to decide it. Modelled: the gather of the
+    results to rank 0 and the broadcast of the plan on each network."""
+    rows = []
+    for plan in plans:
+        row = [plan["ranks"], plan["result"], plan["plan"], 1e3 * plan["decide_s"]]
+        for network in netmodel.NETWORKS:
+            latency = network.latency + software_latency
+            gather = netmodel.gather_time(plan["ranks"], plan["result"], latency, network.bandwidth)
+            row.append(1e3 * (gather + netmodel.bcast_time(plan["ranks"], plan["plan"], latency, network.bandwidth)))
+        rows.append(row)
+    headers = ["P", "result bytes per member", "plan bytes", "decide ms (measured)"]
+    headers += [f"gather + plan Bcast ms, {network.name}" for network in netmodel.NETWORKS]
+    return markdown_table(headers, rows)
+
+
 def print_exchange(exchange: dict) -> None:
     rows = [
         [link, transport, 1e6 * alpha, bandwidth / 1e9]
@@ -422,7 +468,8 @@ def main() -> None:
 
     cpu = processor()
     print(processor_line(cpu))
-    sizes = launch(0, ["sizes"])["results"]
+    measured = launch(0, ["sizes"])["results"]
+    sizes = measured["policies"]
     exchange = measure_exchange(args.ranks, sizes, args.repeats)
     control, rows = measure_control_plane(args.ranks, args.generations, exchange["fitted"]["shared memory"])
     print(
@@ -441,7 +488,12 @@ def main() -> None:
     print(counts_table(sizes))
     for table in tables:
         print("\nModelled exchange per generation, ms: " + table)
-    write_json(args.json, [{"cpu": cpu, "sizes": sizes, "exchange": exchange, "control": control, "model": model}])
+    print("\nThe small messages: one member's result to rank 0, the plan back (truncation, perturb)\n")
+    print(plan_table(measured["plans"], software["p2p"]))
+    write_json(
+        args.json,
+        [{"cpu": cpu, "measured": measured, "exchange": exchange, "control": control, "model": model}],
+    )
 
 
 if __name__ == "__main__":

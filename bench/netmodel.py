@@ -125,6 +125,14 @@ def bcast_time(size: int, nbytes: int, latency: float, bandwidth: float) -> floa
     return min(binomial, scatter_allgather, pipelined_tree_time(size, nbytes, latency, bandwidth))
 
 
+def gather_time(size: int, nbytes: int, latency: float, bandwidth: float) -> float:
+    """A ``gather`` of ``nbytes`` from every rank to one, down a binomial tree: log2 P steps, and
+    the root receives every other rank's bytes."""
+    if size < 2:
+        return 0.0
+    return math.ceil(math.log2(size)) * latency + (size - 1) * nbytes / bandwidth
+
+
 def pipelined_tree_time(size: int, nbytes: int, latency: float, bandwidth: float) -> float:
     """A ``Bcast`` down a binary tree in m segments: 2 (m + H - 1) (alpha + n / (m bandwidth)),
     H = floor(log2 P) levels, at the whole number of segments that minimises it

@@ -155,3 +155,8 @@ def test_pipelined_tree_takes_its_best_segment_count():
         assert best <= 2 * (segments + 9) * (latency + nbytes / (segments * bandwidth)) + 1e-12
     # large messages: about twice the bytes over the bandwidth, plus a pipeline's start-up
     assert 2 * nbytes / bandwidth < best < 3 * nbytes / bandwidth
+
+
+def test_gather_time():
+    assert netmodel.gather_time(1, 100, 1e-6, 1e9) == 0.0
+    assert netmodel.gather_time(1024, 100, 1e-6, 1e9) == pytest.approx(10e-6 + 1023 * 100 / 1e9)
