@@ -478,6 +478,9 @@ def main() -> None:
     )
     headers = ["ranks", "transport", "load", "train s", "wait", *PHASES, "control plane", "exchange model", "barrier"]
     print(markdown_table(headers, rows))
+    print("\nInside the checkpoint: serialising the members (snapshot) and writing them (files, fsync, manifest)\n")
+    split = [[r["ranks"], r["transport"], 1e3 * r["snapshot"], 1e3 * r["write"], r["job_wall_s"]] for r in control]
+    print(markdown_table(["ranks", "transport", "snapshot ms", "write ms", "whole job s (both runs)"], split))
     print_exchange(exchange)
     software = {t: alpha for t, (alpha, _) in exchange["fitted"]["shared memory"].items()}
     model, tables = model_tables(sizes, software)
