@@ -80,6 +80,7 @@ bench: install
 	$(MPI_ENV) $(BIN)/python bench/exchange.py --json bench/results/exchange.json
 	$(BIN)/python bench/throughput.py --json bench/results/throughput.json
 	$(MPI_ENV) $(BIN)/python bench/overhead.py --json bench/results/overhead.json
+	$(MPI_ENV) $(BIN)/python bench/controlplane.py --json bench/results/controlplane.json
 
 # evo against Ray Tune's PBT (synchronous and asynchronous) on make run's work, with one evo and
 # one stock SB3 agent for the ideal; ~25 min on 2 cores: docs/performance.md

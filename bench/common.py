@@ -35,3 +35,8 @@ def processor() -> dict:
     name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
     flags = cpu_flags()
     return {"model": name, "flags": {flag: flag in flags for flag in REPORTED_FLAGS}}
+
+
+def processor_line(cpu: dict) -> str:
+    """``processor: NAME; avx2 yes, ...`` as the benchmarks print it."""
+    return f"processor: {cpu['model']}; " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in cpu["flags"].items())

@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import markdown_table, median, processor, write_json  # noqa: E402
+from bench.common import markdown_table, median, processor, processor_line, write_json  # noqa: E402
 from bench.proctree import measure  # noqa: E402
 
 SYSTEMS = ("evo", "ray-async", "ray-sync", "evo-single", "sb3-single")
@@ -393,8 +393,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         mismatches = version_mismatches(versions["evo"], versions["ray"])
         if mismatches:
             sys.exit("Ray's virtualenv runs other versions than evo's: " + "; ".join(mismatches))
-    flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in cpu["flags"].items())
-    print(f"processor: {cpu['model']}; {args.cores} cores; {flags}")
+    print(f"{processor_line(cpu)}; {args.cores} cores")
     print(f"versions: {json.dumps(versions)}")
     spec = build_spec(args)
     records = []

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import markdown_table, median, processor, write_json  # noqa: E402
+from bench.common import markdown_table, median, processor, processor_line, write_json  # noqa: E402
 from evo.config.precision import cpu_flags, native_bf16  # noqa: E402
 
 # env, policy, n_envs, n_steps: small rollouts so that the benchmark runs in minutes
@@ -165,7 +165,7 @@ def main() -> None:
 
     cpu = processor()
     variants = args.variants or [v for v in VARIANTS if v != "evo-bf16" or native_bf16(cpu_flags())]
-    print(f"processor: {cpu['model']}; " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in cpu["flags"].items()))
+    print(processor_line(cpu))
     records = []
     for repeat in range(args.repeats):
         for case in args.cases:
