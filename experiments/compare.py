@@ -30,7 +30,8 @@ sb3-default        one agent with SB3's own PPO defaults (``experiments/sb3-defa
 All are scored the same way: ``--eval-episodes`` deterministic episodes per member and
 generation, which also drive selection (``--select-on test``). The script writes
 ``results.json`` (one record per run), ``results.md`` (the tables: final best and median
-score, area under the best-score curve, total env steps until the population's best reached
+score, the best score when the population had used as many env steps in all as one agent
+(equal total compute rather than equal steps per member), area under the best-score curve, total env steps until the population's best reached
 the threshold, wall time, ties and copies; then per env a bootstrap confidence interval per
 method and a paired comparison of every method with the study's reference over seeds) and
 ``compare.png`` (best score vs the population's total env steps, mean and min–max band over
@@ -181,6 +182,7 @@ class Result:
     auc: float = math.nan
     ties: int = 0
     copies: int = 0
+    equal_total: float = math.nan  # the best score when the population had used one agent's total env steps
 
 
 def reward_threshold(env_id: str, study: Study | None = None) -> float | None:
@@ -343,7 +345,16 @@ def summarise(job: Job, threshold: float | None) -> Result:
         auc=area_under_curve(curve),
         ties=ties,
         copies=copies,
+        equal_total=best_within(curve, curve[-1][0] / members) if curve else math.nan,
     )
+
+
+def best_within(curve: list[tuple[int, float]], total_steps: float) -> float:
+    """The best score of the last generation that ended within ``total_steps`` env steps of all
+    members together (NaN if the first ended later): with a population's final total divided
+    by its size, what the population had when it had used as many env steps as one agent."""
+    within = [best for total, best in curve if total <= total_steps]
+    return within[-1] if within else math.nan
 
 
 def lineage_counts(path: Path) -> tuple[int, int]:
@@ -373,9 +384,10 @@ def _label(env_id: str, study: Study | None) -> str:
 def table(results: list[Result], envs, methods, study: Study | None = None) -> str:
     """The markdown table, one row per env and method (mean ± std over seeds)."""
     lines = [
-        "| env | method | members | seeds | final best | final median | area under best curve | total env steps "
-        "to threshold (median of the seeds that reached it) | reached | wall time (s) | ties / copies per run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| env | method | members | seeds | final best | final median | best at one agent's total env steps | "
+        "area under best curve | total env steps to threshold (median of the seeds that reached it) | reached | "
+        "wall time (s) | ties / copies per run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for env_id in envs:
         for method in methods:
@@ -387,7 +399,8 @@ def table(results: list[Result], envs, methods, study: Study | None = None) -> s
             lines.append(
                 f"| {_label(env_id, study)} | {method} | {rows[0].members} | {len(rows)} | "
                 f"{_mean_std([r.final_best for r in rows])} | {_mean_std([r.final_median for r in rows])} | "
-                f"{_mean_std([r.auc for r in rows])} | {steps} | {len(reached)}/{len(rows)} | "
+                f"{_mean_std([r.equal_total for r in rows])} | {_mean_std([r.auc for r in rows])} | "
+                f"{steps} | {len(reached)}/{len(rows)} | "
                 f"{statistics.mean(r.wall_s for r in rows):.0f} | "
                 f"{statistics.mean(r.ties for r in rows):.1f} / {statistics.mean(r.copies for r in rows):.1f} |"
             )

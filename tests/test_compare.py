@@ -1,6 +1,7 @@
 """experiments/compare.py: the study's bookkeeping (pure) and a tiny real study under mpiexec."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from experiments.compare import (
     STUDIES,
     Job,
     Result,
+    best_within,
     comparisons,
     jobs_for,
     lineage_counts,
@@ -62,10 +64,21 @@ def test_summary_and_table(tmp_path):
     row = markdown.splitlines()[2]
     # the area under the best curve: a's best is 480, 470, 500 at 300, 600, 900 steps -> 480.0
     assert a.auc == (480 + 470) / 2 * 300 / 600 + (470 + 500) / 2 * 300 / 600
+    # one agent's total is 900 / 3 = 300 steps: a's best then was 480, b's 30
+    assert (a.equal_total, b.equal_total) == (480, 30)
     assert row.startswith(
-        "| CartPole-v1 (≥ 475) | pbt | 3 | 2 | 295.0 ± 289.9 | 285.0 ± 289.9 | 270.0 ± 297.0 | 300 | 1/2 |"
+        "| CartPole-v1 (≥ 475) | pbt | 3 | 2 | 295.0 ± 289.9 | 285.0 ± 289.9 | 255.0 ± 318.2 | 270.0 ± 297.0 | 300 | "
+        "1/2 |"
     )
     assert "single" not in markdown  # no runs, no row
+
+
+def test_best_within_is_the_last_generation_inside_the_steps():
+    curve = [(400, -900.0), (800, -300.0), (1200, -150.0), (1600, -120.0)]
+    assert best_within(curve, 1600 / 4) == -900.0  # 4 members: one agent's total is the first generation's
+    assert best_within(curve, 1000) == -300.0  # inside, not the nearest
+    assert math.isnan(best_within(curve, 399))  # the first generation already used more
+    assert best_within([(100, 7.0), (200, 9.0)], 200 / 1) == 9.0  # one agent: its final best
 
 
 def run_compare(out, *extra):
