@@ -29,15 +29,16 @@ sb3-default        one agent with SB3's own PPO defaults (``experiments/sb3-defa
 
 All are scored the same way: ``--eval-episodes`` deterministic episodes per member and
 generation, which also drive selection (``--select-on test``). The script writes
-``results.json`` (one record per run), ``results.md`` (the tables: final best and median
-score, the best score when the population had used as many env steps in all as one agent
-(equal total compute rather than equal steps per member), area under the best-score curve, total env steps until the population's best reached
-the threshold, wall time, ties and copies; then per env a bootstrap confidence interval per
-method and a paired comparison of every method with the study's reference over seeds) and
-``compare.png`` (best score vs the population's total env steps, mean and min–max band over
-seeds). Finished runs are kept: run it again after an interruption (Ctrl-C or SIGTERM stop
-the runs in progress) and it continues with the missing ones; an interrupted run resumes from
-its checkpoint, and its wall time then counts only the part after the resume.
+``results.json`` (one record per run), ``results.md`` (the tables: final best and median score,
+the best score when the population had used as many env steps in all as one agent (equal total
+compute rather than equal steps per member), area under the best-score curve, total env steps
+until the population's best reached the threshold, wall time, ties and copies; then per env a
+bootstrap confidence interval per method and a paired comparison of every method with the
+study's reference over seeds) and ``compare.png`` (best score vs the population's total env
+steps, mean and min–max band over seeds). Finished runs are kept: run it again after an
+interruption (Ctrl-C or SIGTERM stop the runs in progress) and it continues with the missing
+ones; an interrupted run resumes from its checkpoint, and its wall time then counts only the
+part after the resume.
 
 On a cluster each (method, seed) run is one job: ``--list`` prints the jobs with their
 indices, ``--job N`` runs just job N (in a SLURM array: ``--job $SLURM_ARRAY_TASK_ID``), and
