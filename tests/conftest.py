@@ -13,6 +13,11 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY_CARTPOLE = "CartPole-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n"
 
 
+# Open MPI's libfabric BTL finds no fabric here and sleeps a second as it closes, in every
+# MPI_Init (README, MPI notes); the suite starts MPI a few hundred times. A user's own setting wins.
+os.environ.setdefault("OMPI_MCA_btl", "^ofi")
+
+
 def mpi_env() -> dict[str, str]:
     """The environment for mpiexec: Open MPI refuses root unless told (as in CI)."""
     env = dict(os.environ)
