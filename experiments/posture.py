@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import shlex
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-ENTRY_SCRIPTS = ("pbt_rl_truct.py", "pbt_rl_wta.py", "pbt_rl_truct_collective.py")
-STRATEGIES = {"pbt_rl_truct.py": "truncation", "pbt_rl_wta.py": "wta", "pbt_rl_truct_collective.py": "truncation"}
 
 
 def on_its_back(pitch: float) -> bool:
@@ -31,14 +27,17 @@ def on_its_back(pitch: float) -> bool:
 
 
 def run_config(run_dir: Path):
-    """The run's configuration, parsed from the command it was started with (command.txt)."""
-    from evo.config import parse_config
+    """The run's configuration as ``--resume`` reads it back from its config.yaml."""
+    from evo.config import load_saved_config, parse_config
 
-    words = shlex.split((run_dir / "command.txt").read_text())
-    script = next(word for word in words if Path(word).name in ENTRY_SCRIPTS)
-    ranks = int(words[words.index("-n") + 1]) if "-n" in words else 1
-    argv = words[words.index(script) + 1 :]
-    return parse_config(argv, strategy=STRATEGIES[Path(script).name], world_size=ranks, check_run_dir=False)
+    saved = load_saved_config(run_dir)
+    return parse_config(
+        ["--run-dir", str(run_dir), "--resume"],
+        strategy=saved["strategy"],
+        transport=saved["transport"],
+        world_size=saved["world_size"],
+        check_run_dir=False,
+    )
 
 
 def episode(member, env, seed: int) -> tuple[float, float]:
