@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from evo.core.selection import ranking
-from evo.rundir.checkpoint import file_sha256
+from evo.rundir.checkpoint import file_sha256, load_payload
 from tests.conftest import mpiexec
 
 RANKS = 32
@@ -47,8 +47,7 @@ def population(run_dir):
 
 
 def member_file(run_dir, generation, member):
-    path = run_dir / "checkpoints" / f"gen_{generation:06d}" / f"member_{member}.pt"
-    return torch.load(path, weights_only=True)
+    return load_payload(run_dir / "checkpoints" / f"gen_{generation:06d}" / f"member_{member}.pt")
 
 
 def digest(payload) -> str:
