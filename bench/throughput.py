@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -118,6 +119,61 @@ def gemm_gflops(dtype: str = "float32") -> float:
     return 5 * 2 * 2048**3 / (time.process_time() - start) / 1e9
 
 
+def conv_gflops(model) -> float:
+    """The rate the network's own convolutions reach alone: each of the policy's Conv2d layers,
+    forward and backward (weight gradient, and input gradient past the first layer), on one
+    update microbatch of inputs in the variant's precision and memory layout, timed apart from
+    everything else in the update. NaN for a network without convolutions."""
+    import torch
+    from torch import nn
+
+    policy = model.policy
+    convs = []
+    hooks = [
+        m.register_forward_hook(lambda module, inputs, output: convs.append((module, inputs[0].shape[1:])))
+        for m in policy.modules()
+        if isinstance(m, nn.Conv2d)
+    ]
+    with torch.no_grad():
+        policy(policy.obs_to_tensor(policy.observation_space.sample()[None])[0])
+    for hook in hooks:
+        hook.remove()
+    if not convs:
+        return float("nan")
+    microbatch = getattr(model, "microbatch_size", 0)
+    batch = microbatch if 0 < microbatch < model.batch_size else model.batch_size
+    dtype = torch.bfloat16 if getattr(model, "precision", "fp32") == "bf16" else torch.float32
+    channels_last = getattr(policy.features_extractor, "channels_last", False)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    flops, seconds = 0.0, 0.0
+    for index, (conv, shape) in enumerate(convs):
+        x = torch.randn(batch, *shape).to(dtype).contiguous(memory_format=layout)
+        weight = conv.weight.detach().to(dtype).contiguous(memory_format=layout)
+        needs = [index > 0, True, True]  # the observations need no gradient
+        output, elapsed = _conv_forward_backward(conv, x, weight, conv.bias.detach().to(dtype), needs)
+        seconds += elapsed
+        macs = output.numel() * conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]
+        flops += 2 * macs * (1 + sum(needs[:2]))
+    return flops / seconds / 1e9
+
+
+def _conv_forward_backward(conv, x, weight, bias, needs: list[bool]):
+    """One convolution's output, and the CPU seconds of its forward and backward (the mean of 3
+    after a warm-up)."""
+    import torch
+    from torch.nn import functional
+
+    output = functional.conv2d(x, weight, bias, conv.stride, conv.padding)
+    grad = torch.randn_like(output)
+    args = (grad, x, weight, [bias.numel()], conv.stride, conv.padding, conv.dilation, False, [0, 0], 1, needs)
+    for repeat in range(4):
+        if repeat == 1:
+            start = time.process_time()
+        functional.conv2d(x, weight, bias, conv.stride, conv.padding)
+        torch.ops.aten.convolution_backward(*args)
+    return output, (time.process_time() - start) / 3
+
+
 def worker(case: str, variant: str, iterations: int) -> dict:
     model, config = build(case, variant)
     # per env step: one forward in the rollout, then per epoch a forward and a backward (~2x)
@@ -138,6 +194,7 @@ def worker(case: str, variant: str, iterations: int) -> dict:
         "gflops": steps * flops_per_step / cpu / 1e9,
         "sgemm_gflops": gemm_gflops("float32"),
         "bf16_gemm_gflops": gemm_gflops("bfloat16") if native_bf16(cpu_flags()) else float("nan"),
+        "conv_gflops": conv_gflops(model),
     }
 
 
@@ -226,7 +283,9 @@ def main() -> None:
         "Compute: the network's multiply-add FLOPs per env step (a rollout forward, then forward and"
         "\nbackward per epoch), the rate each variant reached, a one-thread matrix product of the same"
         "\nprecision in the same processes (float32: sgemm; bfloat16: torch.matmul in bf16), and the"
-        "\nthroughput if every FLOP ran at that rate (nothing else costing anything)\n"
+        "\nthroughput if every FLOP ran at that rate (nothing else costing anything); then the rate of"
+        "\nthe network's own convolutions timed alone (forward and backward, one update microbatch, the"
+        "\nvariant's precision and layout) and the throughput if every FLOP ran at that rate\n"
     )
     ceilings = []
     baseline = "stock" if "stock" in variants else variants[0]
@@ -241,9 +300,15 @@ def main() -> None:
             gemm = median([r[gemm_key] for r in records if r["case"] == case])
             per_step = stats(case, measured[-1])["gflop_per_step"]
             reached = ", ".join(f"{v} {stats(case, v)['gflops']:.3g}" for v in measured)
-            ceilings.append([case, precision, per_step, reached, gemm, gemm / per_step, gemm / per_step / reference])
+            conv = stats(case, measured[-1])["conv_gflops"]
+            row = [case, precision, per_step, reached, gemm, gemm / per_step, gemm / per_step / reference]
+            if math.isnan(conv):  # no convolutions
+                ceilings.append([*row, "", ""])
+            else:
+                ceilings.append([*row, f"{measured[-1]} {conv:.3g}", conv / per_step / reference])
     headers = ["case", "precision", "GFLOP per env step", "GFLOP/s reached", "matmul GFLOP/s"]
-    headers += ["ceiling steps/CPU-s", f"ceiling / {baseline}"]
+    headers += ["ceiling steps/CPU-s", f"ceiling / {baseline}", "convolutions alone GFLOP/s"]
+    headers += [f"conv ceiling / {baseline}"]
     print(markdown_table(headers, ceilings))
     write_json(args.json, records)
 
