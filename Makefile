@@ -23,9 +23,14 @@ RAY_VERSION := 2.60.0
 # ray[tune] wants pyarrow, whose newest releases need NumPy 2; 21.0.0 runs with evo's NumPy 1.26
 RAY_PYARROW := 21.0.0
 
+# The make targets run MPI on this machine, where the bundled Open MPI's libfabric transport
+# finds no fabric and then sleeps a second in every rank's MPI_Init: leave it out, unless you set
+# OMPI_MCA_btl yourself (README, MPI notes; slurm/ and your own mpiexec lines are not affected).
+OMPI_MCA_btl ?= ^ofi
+MPI_ENV := OMPI_MCA_btl='$(OMPI_MCA_btl)'
 # Open MPI refuses to start as root unless told; we only set this when you are root.
 ifeq ($(shell id -u),0)
-MPI_ENV := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
 .PHONY: install run toy plot compare compare-continuous compare-ties test test-fast lint bench bench-peers clean

@@ -393,8 +393,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         mismatches = version_mismatches(versions["evo"], versions["ray"])
         if mismatches:
             sys.exit("Ray's virtualenv runs other versions than evo's: " + "; ".join(mismatches))
+    btl = os.environ.get("OMPI_MCA_btl", "unset: Open MPI's default")
     print(f"{processor_line(cpu)}; {args.cores} cores")
-    print(f"versions: {json.dumps(versions)}")
+    print(f"versions: {json.dumps(versions)}; evo's ranks run with OMPI_MCA_btl={btl}")
     spec = build_spec(args)
     records = []
     with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
@@ -419,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(report(summary))
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k != "json"}
-        document = {"settings": settings, "cpu": cpu, "versions": versions, "spec": spec}
+        document = {"settings": {**settings, "OMPI_MCA_btl": btl}, "cpu": cpu, "versions": versions, "spec": spec}
         write_json(args.json, {**document, "records": records, "summary": summary})
 
 
