@@ -83,27 +83,40 @@ def build(case: str, variant: str):
     return model, config
 
 
-def forward_flops(policy) -> float:
-    """Multiply-add FLOPs of one observation through the policy's convolutions and dense layers
-    (the rest, ReLUs, pooling and adds, is a few percent)."""
+def layer_calls(policy) -> list[tuple]:
+    """Each convolution and dense layer of the policy with the input shape (one observation) and
+    output size it has when one observation goes through, in call order."""
     import torch
     from torch import nn
 
-    flops = []
-
-    def count(module, inputs, output):
-        if isinstance(module, nn.Conv2d):
-            kernel = module.kernel_size[0] * module.kernel_size[1] * module.in_channels // module.groups
-            flops.append(2 * output.numel() * kernel)
-        elif isinstance(module, nn.Linear):
-            flops.append(2 * module.in_features * output.numel())
-
-    hooks = [m.register_forward_hook(count) for m in policy.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    calls = []
+    hooks = [
+        m.register_forward_hook(
+            lambda module, inputs, output: calls.append((module, inputs[0].shape[1:], output.numel()))
+        )
+        for m in policy.modules()
+        if isinstance(m, (nn.Conv2d, nn.Linear))
+    ]
     with torch.no_grad():
         policy(policy.obs_to_tensor(policy.observation_space.sample()[None])[0])
     for hook in hooks:
         hook.remove()
-    return float(sum(flops))
+    return calls
+
+
+def forward_flops(policy) -> float:
+    """Multiply-add FLOPs of one observation through the policy's convolutions and dense layers
+    (the rest, ReLUs, pooling and adds, is a few percent)."""
+    from torch import nn
+
+    flops = 0.0
+    for module, _, outputs in layer_calls(policy):
+        if isinstance(module, nn.Conv2d):
+            kernel = module.kernel_size[0] * module.kernel_size[1] * module.in_channels // module.groups
+            flops += 2 * outputs * kernel
+        else:
+            flops += 2 * module.in_features * outputs
+    return flops
 
 
 def gemm_gflops(dtype: str = "float32") -> float:
@@ -128,16 +141,7 @@ def conv_gflops(model) -> float:
     from torch import nn
 
     policy = model.policy
-    convs = []
-    hooks = [
-        m.register_forward_hook(lambda module, inputs, output: convs.append((module, inputs[0].shape[1:])))
-        for m in policy.modules()
-        if isinstance(m, nn.Conv2d)
-    ]
-    with torch.no_grad():
-        policy(policy.obs_to_tensor(policy.observation_space.sample()[None])[0])
-    for hook in hooks:
-        hook.remove()
+    convs = [(module, shape) for module, shape, _ in layer_calls(policy) if isinstance(module, nn.Conv2d)]
     if not convs:
         return float("nan")
     microbatch = getattr(model, "microbatch_size", 0)
