@@ -13,6 +13,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, MlpExtractor, NatureCNN
 from torch import nn
 
+from evo.sb3.optimizer import EagerAdam
 from evo.sb3.precision import as_float32, autocast, body_dtype
 
 
@@ -104,12 +105,22 @@ class MixedPrecisionPolicy(ActorCriticPolicy):
     """SB3's ActorCriticPolicy with ``precision``: 'bf16' runs the network's body (features
     extractor and MLP extractor) in bfloat16 autocast and everything after it in float32; the
     parameters stay float32 (evo/sb3/precision.py says which op runs in which dtype). 'fp32' is
-    SB3's policy: no autocast, and the casts to float32 return their input."""
+    SB3's policy: no autocast, and the casts to float32 return their input.
 
-    def __init__(self, *args, precision: str = "fp32", **kwargs):
+    SB3's default optimizer, torch's Adam with eps=1e-5, becomes :class:`EagerAdam` with the
+    same eps (the same arithmetic without importing torch._dynamo); another optimizer class is
+    kept as given."""
+
+    def __init__(
+        self, *args, precision: str = "fp32", optimizer_class=torch.optim.Adam, optimizer_kwargs=None, **kwargs
+    ):
         self.precision = precision
         self.body_dtype = body_dtype(precision)
-        super().__init__(*args, **kwargs)
+        if optimizer_class is torch.optim.Adam:
+            if optimizer_kwargs is None:
+                optimizer_kwargs = {"eps": 1e-5}  # SB3's default for its Adam
+            optimizer_class = EagerAdam
+        super().__init__(*args, optimizer_class=optimizer_class, optimizer_kwargs=optimizer_kwargs, **kwargs)
 
     def _get_constructor_parameters(self) -> dict:
         return {**super()._get_constructor_parameters(), "precision": self.precision}

@@ -1,0 +1,124 @@
+"""EagerAdam (evo/sb3/optimizer.py): torch's Adam bit for bit, with or without torch._dynamo
+imported; evo's policy uses it in place of SB3's default Adam; and a whole evo run (train,
+score, exchange, checkpoint, resume) never imports torch._dynamo."""
+
+import copy
+import importlib
+
+import pytest
+import torch
+from torch import nn
+
+import evo.sb3.optimizer as optimizer_module
+from evo.sb3.optimizer import EagerAdam
+
+from .conftest import mpiexec
+
+
+def network(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def train(model: nn.Module, optimizer: torch.optim.Optimizer, steps: int, seed: int) -> None:
+    data = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x, y = torch.randn(32, 6, generator=data), torch.randn(32, 3, generator=data)
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+
+def same_state(a: torch.optim.Optimizer, b: torch.optim.Optimizer) -> bool:
+    state_a, state_b = a.state_dict(), b.state_dict()
+    if state_a["param_groups"] != state_b["param_groups"] or state_a["state"].keys() != state_b["state"].keys():
+        return False
+    return all(
+        torch.equal(state_a["state"][index][key], state_b["state"][index][key])
+        for index in state_a["state"]
+        for key in state_a["state"][index]
+    )
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["without-dynamo", "dynamo-imported"])
+@pytest.mark.parametrize(
+    "settings",
+    [{"lr": 3e-3, "eps": 1e-5}, {"lr": 1e-3, "weight_decay": 0.01, "amsgrad": True}, {"lr": 1e-3, "foreach": False}],
+    ids=["sb3-default", "amsgrad-decay", "single-tensor"],
+)
+def test_eager_adam_computes_what_torch_adam_computes(monkeypatch, dynamo, settings):
+    """The same parameters and state bit for bit after 25 steps, then after a state copied from
+    torch's Adam into EagerAdam and 5 more steps each (as a member's resume or exploit does)."""
+    if dynamo:
+        importlib.import_module("torch._dynamo")  # the wrappers' own path: torch.compile could be tracing
+    monkeypatch.setattr(optimizer_module, "dynamo_imported", lambda: dynamo)
+    ours, theirs = network(0), network(0)
+    ours_optimizer, theirs_optimizer = (
+        EagerAdam(ours.parameters(), **settings),
+        torch.optim.Adam(theirs.parameters(), **settings),
+    )
+    train(ours, ours_optimizer, 25, seed=1)
+    train(theirs, theirs_optimizer, 25, seed=1)
+    assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters(), strict=True))
+    assert same_state(ours_optimizer, theirs_optimizer)
+    assert all(p.grad is not None for p in ours.parameters())  # the last step's gradients stay
+    ours_optimizer.zero_grad()
+    assert all(p.grad is None for p in ours.parameters())
+
+    other = network(5)
+    other_optimizer = EagerAdam(other.parameters(), **settings)
+    other.load_state_dict(theirs.state_dict())
+    other_optimizer.load_state_dict(copy.deepcopy(theirs_optimizer.state_dict()))  # not its tensors themselves
+    train(other, other_optimizer, 5, seed=2)
+    train(theirs, theirs_optimizer, 5, seed=2)
+    assert all(torch.equal(a, b) for a, b in zip(other.parameters(), theirs.parameters(), strict=True))
+    assert same_state(other_optimizer, theirs_optimizer)
+
+
+def test_a_step_under_grad_mode_changes_nothing_autograd_sees():
+    """Adam's wrapper steps without grad (differentiable=False); EagerAdam's step does too,
+    even when the caller has grad enabled."""
+    model = network(0)
+    optimizer = EagerAdam(model.parameters(), lr=1e-2)
+    train(model, optimizer, 1, seed=0)
+    with torch.enable_grad():
+        optimizer.step()
+    assert all(p.grad_fn is None and p.is_leaf for p in model.parameters())
+
+
+def test_evo_policies_get_eager_adam_with_sb3s_eps_and_keep_any_other_optimizer():
+    import gymnasium as gym
+
+    from evo.sb3.policies import MixedPrecisionPolicy
+
+    space, actions = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
+    default = MixedPrecisionPolicy(space, actions, lambda _: 1e-3)
+    assert type(default.optimizer) is EagerAdam and default.optimizer.defaults["eps"] == 1e-5
+    assert default.optimizer_class is EagerAdam  # what SB3 saves with the policy
+    given = MixedPrecisionPolicy(space, actions, lambda _: 1e-3, optimizer_kwargs={"betas": (0.8, 0.9)})
+    assert type(given.optimizer) is EagerAdam
+    assert given.optimizer.defaults["eps"] == 1e-8 and given.optimizer.defaults["betas"] == (0.8, 0.9)  # SB3's rule
+    other = MixedPrecisionPolicy(space, actions, lambda _: 1e-3, optimizer_class=torch.optim.RMSprop)
+    assert type(other.optimizer) is torch.optim.RMSprop
+
+
+WATCH = (
+    "import atexit, runpy, sys\n"
+    "atexit.register(lambda: print('torch._dynamo imported:', 'torch._dynamo' in sys.modules, flush=True))\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
+@pytest.mark.e2e
+def test_an_evo_run_and_its_resume_never_import_dynamo(tmp_path, tiny_hyperparams):
+    """Every rank of a real run (PPO updates, scoring, the exchange, checkpoints, TensorBoard)
+    and of its resume (optimizer state loaded from the checkpoint) ends without torch._dynamo."""
+    run_dir = tmp_path / "run"
+    common = ["-c", WATCH, "pbt_rl_truct.py", "--num-agents", "4", "--agent-training-steps", "512"]
+    common += ["--hyperparams", str(tiny_hyperparams), "--run-dir", str(run_dir)]
+    for extra in (["--total-generations", "2"], ["--total-generations", "3", "--resume"]):
+        result = mpiexec(2, [*common, *extra])
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.count("torch._dynamo imported: False") == 2, result.stdout[-3000:]
+    assert "resumed from" in result.stdout
