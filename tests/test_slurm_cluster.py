@@ -13,6 +13,7 @@ wait for it.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -30,6 +31,10 @@ LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
 CRED_EXPIRE = 10  # a requeued job waits 11 s (SLURM's default: 121 s)
 GRACE_TIME = 20  # asked of local-slurm.sh for the normal partition: time enough for a checkpoint
 ALL_GENERATIONS = {1: [0, 1], 2: [0, 1], 3: [0, 1]}
+# A signalled job runs this many generations: the signal, sent once generation 1 is recorded, must
+# find the run still training however fast the machine (a 16000-step generation took 1.5 s on an
+# AMD EPYC, so a 3-generation run could end before a pre-emption's signal reached it).
+SIGNALLED_GENERATIONS = 6
 
 
 @pytest.fixture(scope="session")
@@ -141,6 +146,16 @@ class Job:
 
         self.wait_until(done, timeout, f"generation {generation} in population.csv")
 
+    def wait_for_log(self, pattern: str, after: int = 0, timeout: float = 240) -> re.Match:
+        """The first match of ``pattern`` in the job's log past offset ``after``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.compile(pattern).search(self.log(), after)
+            if match:
+                return match
+            time.sleep(0.5)
+        pytest.fail(f"job {self.id}: no {pattern!r} in its log after {timeout}s\n{self.failure(self.info())}")
+
     def wait_completed(self, timeout: float = 300) -> dict[str, str]:
         info = self.wait_until(lambda info: info["JobState"] == "COMPLETED", timeout, "COMPLETED")
         assert info["ExitCode"] == "0:0", self.failure(info)
@@ -199,19 +214,41 @@ def test_a_run_completes(jobs, tmp_path, tiny_hyperparams, script, launcher, res
 def test_usr1_checkpoints_requeues_and_resumes(jobs, tmp_path, tiny_hyperparams, scope, launcher):
     """scancel --batch: the script forwards USR1 to the launcher, which forwards it to the
     ranks. --full: every rank also gets it from SLURM directly, two or three times in all."""
-    job = jobs(tmp_path, "single_node.sbatch", launcher, tiny_hyperparams, "--ntasks=2")
+    job = jobs(
+        tmp_path, "single_node.sbatch", launcher, tiny_hyperparams, "--ntasks=2", generations=SIGNALLED_GENERATIONS
+    )
     job.wait_for_generation(1)
-    time.sleep(1.0)  # inside generation 2
+    time.sleep(1.0)  # inside generation 2 (or a later one on a fast machine)
     signal = subprocess.run(["scancel", "--signal=USR1", scope, job.id], capture_output=True, text=True, timeout=30)
     assert signal.returncode == 0, signal.stderr
     job.wait_requeue_hold()
     first_part = job.log()
-    assert "checkpoint of generation 1" in first_part
+    stopped = stopped_at(first_part, "SIGUSR1", SIGNALLED_GENERATIONS)
     assert "checkpoint written; requeueing job" in first_part  # the script saw exit status 75
     assert "while stopping" not in first_part and "aborting" not in first_part
     job.wait_completed()
-    assert "resumed from" in job.log()
-    assert generations_recorded(job.run_dir) == ALL_GENERATIONS
+    assert_resumed_from(job.log(), stopped)
+    assert generations_recorded(job.run_dir) == all_generations(SIGNALLED_GENERATIONS)
+
+
+def all_generations(generations: int) -> dict[int, list[int]]:
+    return {generation: [0, 1] for generation in range(1, generations + 1)}
+
+
+def stopped_at(log: str, signal: str, generations: int) -> int:
+    """The generation whose checkpoint the stop on ``signal`` wrote: the last one complete when
+    the signal came (which one depends on the machine's speed), at least 1 and before the last;
+    the resumed part must start from it."""
+    found = re.findall(rf"stopped by {signal}: checkpoint of generation (\d+) is in", log)
+    assert len(found) == 1, log[-4000:]
+    generation = int(found[0])
+    assert 1 <= generation < generations, log[-4000:]
+    return generation
+
+
+def assert_resumed_from(log: str, generation: int) -> None:
+    resumed = re.findall(r"resumed from \S+ \(generation (\d+)\)", log)
+    assert resumed == [str(generation)], log[-4000:]
 
 
 def preempt(job: Job, tmp_path: Path) -> str:
@@ -227,10 +264,29 @@ def preempt(job: Job, tmp_path: Path) -> str:
     return urgent.stdout.strip()
 
 
+def urgent_output(tmp_path: Path, urgent: str, timeout: float = 60) -> str:
+    """The urgent job's output, once it has run (it starts when the pre-empted job has left)."""
+    path = tmp_path / f"urgent-{urgent}.out"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.5)
+    pytest.fail(f"the urgent job {urgent} wrote nothing to {path} in {timeout}s")
+
+
 def test_preemption_with_srun_checkpoints_within_the_grace_time(jobs, tmp_path, tiny_hyperparams):
     """The recommended setting: LAUNCHER=srun on a default SLURM. The pre-emption's SIGTERM
     reaches every rank: a checkpoint at once, well before the GraceTime ends."""
-    job = jobs(tmp_path, "single_node.sbatch", "srun", tiny_hyperparams, "--ntasks=2", steps=16000)
+    job = jobs(
+        tmp_path,
+        "single_node.sbatch",
+        "srun",
+        tiny_hyperparams,
+        "--ntasks=2",
+        steps=16000,
+        generations=SIGNALLED_GENERATIONS,
+    )
     job.wait_for_generation(1)
     time.sleep(1.0)
     preempted = time.monotonic()
@@ -238,21 +294,24 @@ def test_preemption_with_srun_checkpoints_within_the_grace_time(jobs, tmp_path, 
     job.wait_until(lambda info: info["Restarts"] != "0", GRACE_TIME + 60, "the pre-emption's requeue")
     assert time.monotonic() - preempted < GRACE_TIME  # it stopped by itself, not when the grace ended
     log = job.log()
-    assert "stopped by SIGTERM: checkpoint of generation 1" in log
+    stopped = stopped_at(log, "SIGTERM", SIGNALLED_GENERATIONS)
     assert "checkpoint written; requeueing job" in log
-    assert (tmp_path / f"urgent-{urgent}.out").read_text().strip() == "urgent job ran"
+    assert urgent_output(tmp_path, urgent) == "urgent job ran"
     job.wait_requeue_hold()
     job.wait_completed()
-    assert generations_recorded(job.run_dir) == ALL_GENERATIONS
+    assert_resumed_from(job.log(), stopped)
+    assert generations_recorded(job.run_dir) == all_generations(SIGNALLED_GENERATIONS)
 
 
 def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_path, tiny_hyperparams):
     """What the README warns of: SLURM 22.05 signals job steps only, so the batch script's
     mpiexec hears nothing until the GraceTime is over and the job is killed. The next part
-    resumes from the last generation's checkpoint; no generation is recorded twice."""
-    # The job must outlast the GraceTime after generation 1, or it ends by itself before the kill
-    # (and SLURM records TIMEOUT): 13 generations left take well over 20 s even on an idle machine.
-    generations = 14
+    resumes from the last generation's checkpoint; no generation is recorded twice.
+
+    The run is longer than the test (it must still be training when the GraceTime ends, on any
+    machine): once the resumed part has recorded a generation of its own, USR1 stops it with a
+    checkpoint and the test cancels the requeued job."""
+    generations = 500
     job = jobs(
         tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", steps=16000, generations=generations
     )
@@ -264,17 +323,33 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
     log = job.log()
     assert "DUE TO PREEMPTION" in log
     assert "checkpoint written; requeueing job" not in log  # SLURM requeued it, not the script
+    assert "stopped by" not in log  # no signal reached evo: SLURM killed it
     job.wait_requeue_hold()
-    job.wait_completed()
-    assert "resumed from" in job.log()
-    assert generations_recorded(job.run_dir) == {g: [0, 1] for g in range(1, generations + 1)}
+    resumed = job.wait_for_log(r"resumed from \S+ \(generation (\d+)\)")
+    own = int(resumed.group(1)) + 1
+    job.wait_for_log(rf"INFO gen {own}/{generations}  env steps/member", after=resumed.end())
+    signal = subprocess.run(["scancel", "--signal=USR1", "--batch", job.id], capture_output=True, text=True, timeout=30)
+    assert signal.returncode == 0, signal.stderr
+    job.wait_until(lambda info: info["Restarts"] == "2", 120, "the USR1 stop's requeue")
+    job.cancel()
+    stopped = stopped_at(job.log(), "SIGUSR1", generations)
+    assert stopped >= own
+    assert generations_recorded(job.run_dir) == all_generations(stopped)
 
 
 @pytest.mark.parametrize("launcher", ["mpiexec", "srun"])
 def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs, tmp_path, tiny_hyperparams, launcher):
     """With SlurmctldParameters=preempt_send_user_signal, the pre-emption sends the job's
     --signal=B:USR1 to the batch script at once, which forwards it to the launcher."""
-    job = jobs(tmp_path, "single_node.sbatch", launcher, tiny_hyperparams, "--ntasks=2", steps=16000)
+    job = jobs(
+        tmp_path,
+        "single_node.sbatch",
+        launcher,
+        tiny_hyperparams,
+        "--ntasks=2",
+        steps=16000,
+        generations=SIGNALLED_GENERATIONS,
+    )
     job.wait_for_generation(1)
     time.sleep(1.0)
     preempted = time.monotonic()
@@ -283,11 +358,12 @@ def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs
     assert time.monotonic() - preempted < GRACE_TIME
     log = job.log()
     assert "pre-emption signal, asking the job to checkpoint" in log
-    assert "stopped by SIGUSR1: checkpoint of generation 1" in log
+    stopped = stopped_at(log, "SIGUSR1", SIGNALLED_GENERATIONS)
     assert "checkpoint written; requeueing job" in log
     job.wait_requeue_hold()
     job.wait_completed()
-    assert generations_recorded(job.run_dir) == ALL_GENERATIONS
+    assert_resumed_from(job.log(), stopped)
+    assert generations_recorded(job.run_dir) == all_generations(SIGNALLED_GENERATIONS)
 
 
 def test_the_comparison_study_runs_as_a_slurm_array(cluster, tmp_path):
