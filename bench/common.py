@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from evo.config.precision import REPORTED_FLAGS, cpu_flags
+from evo.config.precision import REPORTED_FLAGS, cpu_flags, cpuinfo_field
 
 
 def median(values: Sequence[float]) -> float:
@@ -31,8 +31,7 @@ def write_json(path: str | None, records: list[dict] | dict) -> None:
 
 def processor() -> dict:
     """The processor's name and the flags that decide how fast the network runs."""
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown")
+    name = cpuinfo_field("model name") or "unknown"
     flags = cpu_flags()
     return {"model": name, "flags": {flag: flag in flags for flag in REPORTED_FLAGS}}
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from evo.config.precision import cpuinfo_field
+
 from .conftest import mpiexec
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
@@ -29,19 +31,14 @@ COMMAND = [
 ]
 
 
-def cpu_vendor(cpuinfo: str) -> str:
+def cpu_vendor(cpuinfo: str | None = None) -> str:
     """The vendor_id of /proc/cpuinfo's first processor ("GenuineIntel", "AuthenticAMD"), or ""."""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "vendor_id":
-            return value.strip()
-    return ""
+    return cpuinfo_field("vendor_id", cpuinfo)
 
 
 def golden_records() -> Path:
     """The records made on this machine's processor vendor; fails, naming the vendor, if none are."""
-    cpuinfo = Path("/proc/cpuinfo")
-    vendor = cpu_vendor(cpuinfo.read_text()) if cpuinfo.exists() else ""
+    vendor = cpu_vendor()
     records = GOLDEN / vendor
     if not vendor or not (records / "population.csv").is_file():
         recorded = sorted(path.name for path in GOLDEN.iterdir() if path.is_dir())

@@ -75,9 +75,10 @@ def test_eager_adam_computes_what_torch_adam_computes(monkeypatch, dynamo, setti
     assert same_state(other_optimizer, theirs_optimizer)
 
 
-def test_a_step_under_grad_mode_changes_nothing_autograd_sees():
+def test_a_step_under_grad_mode_changes_nothing_autograd_sees(monkeypatch):
     """Adam's wrapper steps without grad (differentiable=False); EagerAdam's step does too,
     even when the caller has grad enabled."""
+    monkeypatch.setattr(optimizer_module, "dynamo_imported", lambda: False)  # its own step, not torch's wrapper
     model = network(0)
     optimizer = EagerAdam(model.parameters(), lr=1e-2)
     train(model, optimizer, 1, seed=0)

@@ -30,7 +30,6 @@ pytestmark = pytest.mark.slurm
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
 CRED_EXPIRE = 10  # a requeued job waits 11 s (SLURM's default: 121 s)
 GRACE_TIME = 20  # asked of local-slurm.sh for the normal partition: time enough for a checkpoint
-ALL_GENERATIONS = {1: [0, 1], 2: [0, 1], 3: [0, 1]}
 # A signalled job runs this many generations: the signal, sent once generation 1 is recorded, must
 # find the run still training however fast the machine (a 16000-step generation took 1.5 s on an
 # AMD EPYC, so a 3-generation run could end before a pre-emption's signal reached it).
@@ -148,13 +147,14 @@ class Job:
 
     def wait_for_log(self, pattern: str, after: int = 0, timeout: float = 240) -> re.Match:
         """The first match of ``pattern`` in the job's log past offset ``after``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            match = re.compile(pattern).search(self.log(), after)
-            if match:
-                return match
-            time.sleep(0.5)
-        pytest.fail(f"job {self.id}: no {pattern!r} in its log after {timeout}s\n{self.failure(self.info())}")
+        found = []
+
+        def logged(info):
+            found[:] = [re.compile(pattern).search(self.log(), after)]
+            return found[0] is not None
+
+        self.wait_until(logged, timeout, f"{pattern!r} in its log")
+        return found[0]
 
     def wait_completed(self, timeout: float = 300) -> dict[str, str]:
         info = self.wait_until(lambda info: info["JobState"] == "COMPLETED", timeout, "COMPLETED")
@@ -200,7 +200,7 @@ def jobs(cluster):
 def test_a_run_completes(jobs, tmp_path, tiny_hyperparams, script, launcher, resources):
     job = jobs(tmp_path, script, launcher, tiny_hyperparams, *resources, steps=2000)
     job.wait_completed()
-    assert generations_recorded(job.run_dir) == ALL_GENERATIONS
+    assert generations_recorded(job.run_dir) == all_generations(3)
     log = job.log()
     assert log.count("new run") == 1 and "--resume" not in log
     assert f"evo: {launcher} " in log

@@ -19,19 +19,25 @@ REPORTED_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_b
 CPUINFO = Path("/proc/cpuinfo")
 
 
-def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    """The flags of the first processor in ``cpuinfo`` (the text of /proc/cpuinfo; read it if None).
-    Empty where there is no /proc/cpuinfo (macOS) or no flags line (an ARM kernel's 'Features')."""
+def cpuinfo_field(name: str, cpuinfo: str | None = None) -> str:
+    """Field ``name`` of the first processor in ``cpuinfo`` (the text of /proc/cpuinfo; read it if
+    None), or "" where there is no /proc/cpuinfo (macOS) or no such field."""
     if cpuinfo is None:
         try:
             cpuinfo = CPUINFO.read_text()
         except OSError:
-            return set()
+            return ""
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return set(value.split())
-    return set()
+        if key.strip() == name:
+            return value.strip()
+    return ""
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The flags of the first processor in ``cpuinfo`` (the text of /proc/cpuinfo; read it if None).
+    Empty where there is no /proc/cpuinfo (macOS) or no flags line (an ARM kernel's 'Features')."""
+    return set(cpuinfo_field("flags", cpuinfo).split())
 
 
 def native_bf16(flags: set[str]) -> bool:
