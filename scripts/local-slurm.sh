@@ -1,33 +1,48 @@
 #!/usr/bin/env bash
-# A single-node SLURM on this machine, for the `slurm` test tier and for trying the batch
-# scripts in slurm/ before a real cluster. Debian/Ubuntu, as root, without systemd or cgroups.
+# A private single-node SLURM on this machine, for the `slurm` test tier and for trying the
+# batch scripts in slurm/ before a real cluster. Debian/Ubuntu, as root, without systemd or
+# cgroups.
 #
-#   scripts/local-slurm.sh up      install (apt-get) and configure SLURM and munge, start munged,
-#                                  slurmctld and slurmd, wait until the node is idle
-#   scripts/local-slurm.sh down    stop the daemons this script started (munged too, if it did)
-#   scripts/local-slurm.sh status  say whether the daemons run and what sinfo shows
+#   scripts/local-slurm.sh up      install (apt-get) SLURM and munge, write the instance's
+#                                  configuration, start its munged, slurmctld and slurmd, wait
+#                                  until the node is idle
+#   scripts/local-slurm.sh down    stop the instance's daemons
+#   scripts/local-slurm.sh status  say whether they run and what sinfo shows
+#   scripts/local-slurm.sh env     print `export SLURM_CONF=...`: eval it to talk to the instance
 #
-# `up` is idempotent: with the daemons running it only waits for the node (and applies
-# changed settings with `scontrol reconfigure`). It writes
-# /etc/slurm/slurm.conf, and refuses to if a slurm.conf it did not write is there.
-# State, pid files and logs live in $LOCAL_SLURM_DIR (default /var/lib/local-slurm); each
-# `up` starts slurmctld with a clean job state (-c).
+# The instance is private: everything it has lives in $LOCAL_SLURM_DIR (default
+# /var/lib/local-slurm): its slurm.conf (clients find it through SLURM_CONF, which this script
+# exports for itself), its own plugstack.conf, its state, spool, pid and log files, and its own
+# munged with its own key and socket (munge/). Its daemons listen on their own ports:
+# $LOCAL_SLURM_PORT for slurmctld and the next one for slurmd (default: the first free pair from
+# 16817 up, kept while the instance exists). So it runs beside a SLURM the machine already has
+# (a login node, a workstation with its own cluster): it never reads or writes /etc/slurm, never
+# uses the system's munge socket or key, and never touches SLURM's default ports 6817/6818.
+#
+# `up` is idempotent: with the daemons running it only waits for the node (and applies changed
+# settings with `scontrol reconfigure`). Each `up` that starts slurmctld starts it with a clean
+# job state (-c).
 #
 # Partitions (the same node in both):
 #   normal  the default; its jobs can be pre-empted (PreemptMode=REQUEUE) with
 #           GraceTime=$LOCAL_SLURM_GRACE_TIME s (default 60) between SIGTERM and SIGKILL
 #   urgent  PriorityTier=10: its jobs pre-empt the normal partition's (preempt/partition_prio)
-# LOCAL_SLURM_CRED_EXPIRE=N sets AuthInfo=cred_expire=N: a requeued job is held N + 1 s
-# before it may start again (SLURM's default: 120, so 121 s).
+# LOCAL_SLURM_CRED_EXPIRE=N sets cred_expire=N: a requeued job is held N + 1 s before it may
+# start again (SLURM's default: 120, so 121 s).
 # LOCAL_SLURM_SEND_USER_SIGNAL=1 adds SlurmctldParameters=preempt_send_user_signal (a
 # pre-emption then sends the job's --signal, e.g. B:USR1, instead of SIGTERM to the steps).
 set -euo pipefail
 
 DIR="${LOCAL_SLURM_DIR:-/var/lib/local-slurm}"
-CONF=/etc/slurm/slurm.conf
+CONF="$DIR/slurm.conf"
+export SLURM_CONF="$CONF"
+MUNGE_DIR="$DIR/munge"
+MUNGE_SOCKET="$MUNGE_DIR/munge.socket"
 MARK="# written by evo scripts/local-slurm.sh"
 GRACE_TIME="${LOCAL_SLURM_GRACE_TIME:-60}"
+FIRST_PORT=16817
 PACKAGES=(slurmctld slurmd slurm-client munge libpmix2 libpmix-dev) # libpmix-dev: the libpmix.so that srun --mpi=pmix loads
+PATH="$PATH:/usr/sbin:/sbin"                                          # munged, slurmd, mungekey
 
 say() { echo "local-slurm: $*"; }
 die() {
@@ -55,26 +70,58 @@ install_packages() {
 
 check_ours() {
     if [ -e "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
-        die "$CONF exists and was not written by this script; not touching it"
+        die "$CONF exists and was not written by this script; not touching it (set LOCAL_SLURM_DIR to another directory)"
     fi
 }
 
+port_in_use() { # port_in_use PORT: something accepts connections on it
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+controller_port() { # the instance's slurmctld port: given, kept from its configuration, or the first free pair
+    local port
+    if [ -n "${LOCAL_SLURM_PORT:-}" ]; then
+        echo "$LOCAL_SLURM_PORT"
+        return 0
+    fi
+    port="$(sed -n 's/^SlurmctldPort=//p' "$CONF" 2>/dev/null || true)"
+    if [ -n "$port" ]; then
+        echo "$port"
+        return 0
+    fi
+    for port in $(seq "$FIRST_PORT" 2 "$((FIRST_PORT + 200))"); do
+        if ! port_in_use "$port" && ! port_in_use "$((port + 1))"; then
+            echo "$port"
+            return 0
+        fi
+    done
+    die "no free pair of ports in $FIRST_PORT-$((FIRST_PORT + 201)); set LOCAL_SLURM_PORT"
+}
+
 render_config() { # the slurm.conf for this node and these settings, on stdout
-    local node cpus sockets cores threads memory
+    local node cpus sockets cores threads memory port auth
     node="$(hostname -s)"
+    port="$(controller_port)"
     # the node's real shape, as slurmd sees it (CPUs, sockets, cores, memory in MB)
     read -r cpus sockets cores threads memory < <(slurmd -C | awk '/^NodeName/ {
         for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         print v["CPUs"], v["Boards"] * v["SocketsPerBoard"], v["CoresPerSocket"], v["ThreadsPerCore"], v["RealMemory"] }')
+    auth="socket=$MUNGE_SOCKET"
+    [ -n "${LOCAL_SLURM_CRED_EXPIRE:-}" ] && auth="$auth,cred_expire=$LOCAL_SLURM_CRED_EXPIRE"
     cat <<EOF
 $MARK; \`scripts/local-slurm.sh up\` rewrites it.
-ClusterName=local
+# A private instance: clients reach it with SLURM_CONF=$CONF.
+ClusterName=evolocal
 SlurmctldHost=$node
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 SlurmUser=root
 SlurmdUser=root
+# its own munged (socket and key in $MUNGE_DIR), for authentication and job credentials
 AuthType=auth/munge
-$([ -n "${LOCAL_SLURM_CRED_EXPIRE:-}" ] && echo "AuthInfo=cred_expire=$LOCAL_SLURM_CRED_EXPIRE")
+AuthInfo=$auth
 CryptoType=crypto/munge
+PlugStackConfig=$DIR/plugstack.conf
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/slurmd
 SlurmctldPidFile=$DIR/slurmctld.pid
@@ -104,30 +151,37 @@ EOF
 }
 
 write_config() {
+    local rendered
     check_ours
-    mkdir -p /etc/slurm "$DIR/state" "$DIR/slurmd" "$DIR/log"
-    render_config >"$CONF"
+    mkdir -p "$DIR/state" "$DIR/slurmd" "$DIR/log"
+    rendered="$(render_config)"
+    printf '%s\n' "$rendered" >"$CONF"
+    : >"$DIR/plugstack.conf" # no SPANK plugins (and the system's plugstack.conf is not read)
+}
+
+munge_works() {
+    munge --socket="$MUNGE_SOCKET" -n 2>/dev/null | unmunge --socket="$MUNGE_SOCKET" >/dev/null 2>&1
 }
 
 start_munge() {
-    if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-        return 0
-    fi
-    [ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
-    chown munge:munge /etc/munge/munge.key
-    chmod 0400 /etc/munge/munge.key
-    mkdir -p /run/munge /var/log/munge /var/lib/munge
-    chown munge:munge /run/munge /var/log/munge /var/lib/munge
-    runuser -u munge -- /usr/sbin/munged
+    munge_works && return 0
+    mkdir -p "$MUNGE_DIR"
+    [ -s "$MUNGE_DIR/munge.key" ] || mungekey --create --keyfile="$MUNGE_DIR/munge.key"
+    chown -R munge:munge "$MUNGE_DIR"
+    chmod 0755 "$MUNGE_DIR" # clients reach the socket through it; the key stays 0400
+    chmod 0400 "$MUNGE_DIR/munge.key"
+    rm -f "$MUNGE_SOCKET"
+    runuser -u munge -- munged --socket="$MUNGE_SOCKET" --key-file="$MUNGE_DIR/munge.key" \
+        --pid-file="$MUNGE_DIR/munged.pid" --log-file="$MUNGE_DIR/munged.log" --seed-file="$MUNGE_DIR/munged.seed"
     local _
     for _ in $(seq 50); do
-        if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-            cp /run/munge/munged.pid "$DIR/munged.pid" # ours to stop on `down`
+        if munge_works; then
+            cp "$MUNGE_DIR/munged.pid" "$DIR/munged.pid"
             return 0
         fi
         sleep 0.1
     done
-    die "munged did not start; see /var/log/munge/munged.log"
+    die "munged did not start; see $MUNGE_DIR/munged.log"
 }
 
 wait_idle() {
@@ -146,6 +200,7 @@ wait_idle() {
 up() {
     [ "$(id -u)" -eq 0 ] || die "run as root (it installs packages and starts daemons)"
     install_packages
+    check_ours
     if running slurmctld && running slurmd; then
         if [ "$(render_config)" != "$(cat "$CONF" 2>/dev/null)" ]; then # other settings asked for
             write_config
@@ -162,7 +217,7 @@ up() {
     slurmctld -c
     slurmd
     wait_idle
-    say "up: $(sinfo -h -o '%P %a %D %t' | tr '\n' ' ')(logs in $DIR/log)"
+    say "up: $(sinfo -h -o '%P %a %D %t' | tr '\n' ' ')(SLURM_CONF=$CONF; logs in $DIR/log)"
 }
 
 down() {
@@ -196,6 +251,7 @@ status() {
     for name in munged slurmctld slurmd; do
         if running "$name"; then say "$name runs ($(cat "$DIR/$name.pid"))"; else say "$name stopped"; fi
     done
+    say "SLURM_CONF=$CONF"
     sinfo 2>/dev/null || true
 }
 
@@ -203,8 +259,9 @@ case "${1:-}" in
     up) up ;;
     down) down ;;
     status) status ;;
+    env) echo "export SLURM_CONF=$CONF" ;;
     *)
-        echo "usage: $0 up|down|status" >&2
+        echo "usage: $0 up|down|status|env" >&2
         exit 2
         ;;
 esac

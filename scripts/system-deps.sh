@@ -3,9 +3,21 @@
 # Install them with apt-get when we can (root on Debian/Ubuntu); otherwise say what is missing.
 set -euo pipefail
 
+# ldconfig lives in /sbin (/usr/sbin), which a normal user's PATH often leaves out
+ldconfig_bin="$(PATH="$PATH:/usr/sbin:/sbin" command -v ldconfig || true)"
+
+has_library() { # has_library SONAME: the dynamic linker finds it
+    if [ -n "$ldconfig_bin" ] && "$ldconfig_bin" -p 2>/dev/null | grep -qF "$1 "; then
+        return 0
+    fi
+    # no ldconfig cache to ask: look where Debian, Ubuntu and Fedora put shared libraries
+    compgen -G "/usr/lib/*-linux-gnu/$1" >/dev/null || compgen -G "/usr/lib64/$1" >/dev/null ||
+        compgen -G "/lib/*-linux-gnu/$1" >/dev/null || [ -e "/usr/lib/$1" ]
+}
+
 missing=()
-ldconfig -p 2>/dev/null | grep -q 'libGL\.so\.1' || missing+=(libgl1)
-ldconfig -p 2>/dev/null | grep -q 'libglib-2\.0\.so\.0' || missing+=(libglib2.0-0)
+has_library libGL.so.1 || missing+=(libgl1)
+has_library libglib-2.0.so.0 || missing+=(libglib2.0-0)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then

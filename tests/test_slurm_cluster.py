@@ -12,6 +12,7 @@ test cluster runs with cred_expire=10, the tests check the hold is cred_expire +
 wait for it.
 """
 
+import hashlib
 import os
 import re
 import shutil
@@ -28,6 +29,9 @@ from tests.test_resilience import generations_recorded, rows
 pytestmark = pytest.mark.slurm
 
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
+# The tier's private instance (scripts/local-slurm.sh's LOCAL_SLURM_DIR): not the default one, so
+# that an instance a user brought up to try the batch scripts is left alone.
+SLURM_DIR = Path(os.environ.get("EVO_TEST_SLURM_DIR", "/var/lib/local-slurm-evo-tests"))
 CRED_EXPIRE = 10  # a requeued job waits 11 s (SLURM's default: 121 s)
 GRACE_TIME = 20  # asked of local-slurm.sh for the normal partition: time enough for a checkpoint
 # A signalled job runs this many generations: the signal, sent once generation 1 is recorded, must
@@ -38,32 +42,58 @@ SIGNALLED_GENERATIONS = 6
 
 @pytest.fixture(scope="session")
 def cluster():
-    """A one-node SLURM for the session; skips where this machine cannot run one."""
+    """A private one-node SLURM for the session (its own configuration, ports, state and munged,
+    in SLURM_DIR; clients reach it through SLURM_CONF); skips where this machine cannot run one."""
     if os.geteuid() != 0:
-        pytest.skip("the slurm tier installs and starts SLURM: it needs root")
+        pytest.skip("the slurm tier installs and starts SLURM daemons: it needs root")
     if not shutil.which("apt-get") and not shutil.which("slurmctld"):
         pytest.skip("the slurm tier needs apt-get (Debian/Ubuntu) or SLURM installed")
+    system = system_slurm_files()
     started = time.monotonic()
     said = local_slurm_up()
     print(f"\nlocal SLURM up in {time.monotonic() - started:.1f}s: {said}")
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(SLURM_DIR / "slurm.conf")
     partition = subprocess.run(["scontrol", "-o", "show", "partition", "normal"], capture_output=True, text=True)
     assert f"GraceTime={GRACE_TIME} " in partition.stdout, partition.stdout
-    yield
-    down = subprocess.run([str(LOCAL_SLURM), "down"], capture_output=True, text=True, timeout=120)
+    yield system
+    down = subprocess.run([str(LOCAL_SLURM), "down"], env=slurm_env(), capture_output=True, text=True, timeout=120)
+    if previous is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = previous
     assert down.returncode == 0, down.stdout + down.stderr
 
 
-def local_slurm_up(**settings: str) -> str:
-    """`local-slurm.sh up` with this tier's GraceTime and cred_expire (more settings reconfigure)."""
-    env = {
+def slurm_env(directory: Path = SLURM_DIR, **settings: str) -> dict[str, str]:
+    """The environment for local-slurm.sh: the tier's instance (or another, in ``directory``)."""
+    return {
         **os.environ,
+        "LOCAL_SLURM_DIR": str(directory),
         "LOCAL_SLURM_GRACE_TIME": str(GRACE_TIME),
         "LOCAL_SLURM_CRED_EXPIRE": str(CRED_EXPIRE),
         **settings,
     }
-    up = subprocess.run([str(LOCAL_SLURM), "up"], env=env, capture_output=True, text=True, timeout=600)
+
+
+def local_slurm_up(directory: Path = SLURM_DIR, **settings: str) -> str:
+    """`local-slurm.sh up` with this tier's GraceTime and cred_expire (more settings reconfigure)."""
+    up = subprocess.run(
+        [str(LOCAL_SLURM), "up"], env=slurm_env(directory, **settings), capture_output=True, text=True, timeout=600
+    )
     assert up.returncode == 0, up.stdout + up.stderr
     return up.stdout.strip()
+
+
+def system_slurm_files() -> dict[str, str]:
+    """What the machine's own SLURM and munge configuration hold (path -> SHA-256), which the
+    private instance must never change."""
+    found = {}
+    for folder in (Path("/etc/slurm"), Path("/etc/munge")):
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            if path.is_file():
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
 
 
 @pytest.fixture
@@ -187,6 +217,67 @@ def jobs(cluster):
     yield submit
     for job in submitted:
         job.cancel()
+
+
+def show_config(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`scontrol show config` of the instance SLURM_CONF names, as a dict."""
+    shown = subprocess.run(["scontrol", "show", "config"], env=env, capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0, shown.stderr
+    return {k.strip(): v.strip() for k, _, v in (line.partition(" = ") for line in shown.stdout.splitlines()) if v}
+
+
+def test_the_instance_is_private(cluster):
+    """Everything the instance uses is in its own directory: configuration, plugin stack, state,
+    munge socket (with its own key); its ports are not SLURM's defaults; the machine's
+    /etc/slurm and /etc/munge are as they were before it came up."""
+    config = show_config()
+    assert config["SLURM_CONF"] == str(SLURM_DIR / "slurm.conf")
+    assert config["AuthInfo"].startswith(f"socket={SLURM_DIR}/munge/munge.socket")
+    assert config["PlugStackConfig"] == str(SLURM_DIR / "plugstack.conf")
+    assert config["StateSaveLocation"] == str(SLURM_DIR / "state")
+    assert {config["SlurmctldPort"], config["SlurmdPort"]}.isdisjoint({"6817", "6818"})
+    assert (SLURM_DIR / "munge" / "munge.key").stat().st_mode & 0o077 == 0
+    assert system_slurm_files() == cluster
+
+
+def test_another_slurm_beside_it_keeps_working(cluster, tmp_path):
+    """A second SLURM on the same machine (another private instance: its own ports, munged and
+    key) comes up beside the tier's; each runs the jobs submitted to it."""
+    other = SLURM_DIR.with_name(SLURM_DIR.name + "-beside")
+    try:
+        local_slurm_up(other)
+        other_env = {**os.environ, "SLURM_CONF": str(other / "slurm.conf")}
+        ports = {show_config()["SlurmctldPort"], show_config(other_env)["SlurmctldPort"]}
+        assert len(ports) == 2
+        for name, env in (("ours", dict(os.environ)), ("other", other_env)):
+            ran = subprocess.run(
+                ["srun", "-n", "1", "--mem=100M", "printenv", "SLURM_CONF"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert ran.returncode == 0, ran.stderr
+            assert ran.stdout.strip() == env["SLURM_CONF"], name
+    finally:
+        subprocess.run([str(LOCAL_SLURM), "down"], env=slurm_env(other), capture_output=True, timeout=120)
+        shutil.rmtree(other, ignore_errors=True)
+
+
+def test_a_configuration_it_did_not_write_is_left_alone(cluster, tmp_path):
+    """local-slurm.sh refuses to take over a slurm.conf that is not its own, and says how to avoid it."""
+    foreign = SLURM_DIR.with_name(SLURM_DIR.name + "-foreign")
+    foreign.mkdir(exist_ok=True)
+    try:
+        (foreign / "slurm.conf").write_text("ClusterName=theirs\n")
+        up = subprocess.run(
+            [str(LOCAL_SLURM), "up"], env=slurm_env(foreign), capture_output=True, text=True, timeout=120
+        )
+        assert up.returncode != 0
+        assert "was not written by this script; not touching it" in up.stderr and "LOCAL_SLURM_DIR" in up.stderr
+        assert (foreign / "slurm.conf").read_text() == "ClusterName=theirs\n"
+    finally:
+        shutil.rmtree(foreign, ignore_errors=True)
 
 
 @pytest.mark.parametrize(
