@@ -17,9 +17,10 @@ Every generation, on every rank, in this order:
 8. **checkpoint**: ``hooks.snapshot`` captures the members at the boundary; ``hooks.save``
    (collective) writes it every ``checkpoint_every`` generations and at the last one.
 
-The loop knows no PPO, files or signals: it gets the communicator, this rank's members
-(id -> member), ``owner`` (the rank that holds a member, for any placement), the hooks and a
-stopper. It runs the same on ``MPI.COMM_SELF`` as under ``mpiexec``.
+The loop knows no learner, files or signals: it gets the communicator, this rank's members
+(id -> member of the learner interface's :class:`~evo.learners.interface.Exchangeable`),
+``owner`` (the rank that holds a member, for any placement), the hooks and a stopper. It runs
+the same on ``MPI.COMM_SELF`` as under ``mpiexec``.
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-
 from evo.core.plan import Exploit
 from evo.core.result import MemberResult, Scores, by_member
+from evo.learners.interface import Exchangeable
 from evo.mpi import exchange
 
 Owner = Callable[[int], int]
@@ -115,16 +115,16 @@ class LoopOutcome:
 
 def run_generations(
     comm,
-    members: Mapping[int, Any],
+    members: Mapping[int, Exchangeable],
     owner: Owner,
     hooks: Hooks,
     settings: LoopSettings,
     stopper: Stopper | None = None,
-    scratch: np.ndarray | None = None,
 ) -> LoopOutcome:
     """Run generations ``settings.start + 1 .. settings.total`` on every rank (collective)."""
     pending = None  # the snapshot of the last boundary not yet on disk
     last = None
+    scratch: dict = {}  # the collective exchange's receive buffers on ranks without a recipient
     for generation in range(settings.start + 1, settings.total + 1):
         report = run_generation(comm, members, owner, hooks, generation, settings.transport, stopper, scratch)
         if report is None:
@@ -139,13 +139,13 @@ def run_generations(
 
 def run_generation(
     comm,
-    members: Mapping[int, Any],
+    members: Mapping[int, Exchangeable],
     owner: Owner,
     hooks: Hooks,
     generation: int,
     transport: str,
     stopper: Stopper | None = None,
-    scratch: np.ndarray | None = None,
+    scratch: dict | None = None,
 ) -> GenerationReport | None:
     """train -> agree on stop -> score -> gather -> plan -> exchange; None if stopping."""
     started = time.perf_counter()

@@ -32,19 +32,6 @@ from evo.rundir.history import RunDirError, RunHistory, ancestry, copies_by_gene
 
 DPI = 110
 STEPS_LABEL = "env steps per member"
-UNITS = {
-    "learning_rate": "learning rate",
-    "ent_coef": "entropy coefficient",
-    "clip_range": "PPO clip range",
-    "gamma": "discount γ",
-    "gae_lambda": "GAE λ",
-    "vf_coef": "value-loss coefficient",
-    "n_epochs": "epochs per update",
-    "batch_size": "minibatch size",
-    "n_minibatches": "minibatches per epoch",
-    "max_grad_norm": "gradient-norm clip",
-    "target_kl": "KL early-stop target",
-}
 
 
 def member_colours(count: int) -> list:
@@ -99,16 +86,16 @@ def plot_scores(history: RunHistory):
 def plot_hparams(history: RunHistory):
     """One panel per explored hyperparameter: its value per member over env steps (each
     value held during the generation it was trained with), exploits marked. A choice is drawn
-    at its position among the choices, each labelled with its value (target_kl's inf: none)."""
+    at its position among the choices, each labelled with its value ("off": none)."""
     names = list(history.names)
-    space = history.space()
+    kinds = history.kinds()
     columns = 2
     rows_count = math.ceil(len(names) / columns)
     fig, axes = plt.subplots(rows_count, columns, figsize=(11, 3.0 * rows_count), dpi=DPI, squeeze=False)
     colours = member_colours(len(history.members))
-    scales = history.scales()
     for ax, name in zip(axes.flat, names, strict=False):
-        choices = list(space[name].get("choices") or [])
+        kind = kinds.get(name)
+        choices = list(getattr(kind, "choices", None) or [])
         position = _choice_position(choices)
         for index, member in enumerate(history.members):
             series = history.series(member)
@@ -135,10 +122,10 @@ def plot_hparams(history: RunHistory):
                         linewidths=0.4,
                     )
         if choices:
-            ax.set_yticks(range(len(choices)), ["none" if c == math.inf else f"{c:g}" for c in choices])
-        elif scales.get(name) == "log":
+            ax.set_yticks(range(len(choices)), [_tick(c) for c in choices])
+        elif kind is not None and kind.log_axis:
             ax.set_yscale("log")
-        ax.set_title(UNITS.get(name, name) + f" ({name})", fontsize=10)
+        ax.set_title(history.label(name) + f" ({name})", fontsize=10)
         ax.set_xlabel(STEPS_LABEL, fontsize=9)
         ax.set_ylabel(name, fontsize=9)
         ax.grid(alpha=0.3)
@@ -162,7 +149,13 @@ def plot_hparams(history: RunHistory):
     return fig
 
 
-def _choice_position(choices: list[float]):
+def _tick(choice: object) -> str:
+    if choice is None:
+        return "none"
+    return f"{choice:g}" if isinstance(choice, (int, float)) else str(choice)
+
+
+def _choice_position(choices: list):
     """Where a value is drawn: its index among ``choices``, or the value itself for a range."""
     if not choices:
         return lambda value: value

@@ -1,5 +1,7 @@
-"""The PBT run of PPO agents: start-up on every rank, the members, the hooks it plugs into
-the generation loop (``evo.loop``), and the entry points.
+"""The PBT run of any learner's agents: start-up on every rank, the members, the hooks it plugs
+into the generation loop (``evo.loop``), and the entry points. Nothing here names an algorithm:
+members are built through the learner interface (evo/learners/interface.py) by the SB3 side of
+``--algo`` (evo/sb3/<algo>.py).
 
 ``main(strategy, transport)`` is what the three root scripts call. Start-up: rank 0
 parses and validates the command line and broadcasts the config (or the fact that it
@@ -22,16 +24,18 @@ import numpy as np
 import torch
 
 from evo.config import Config, ConfigError, parse_config
-from evo.core.pb2 import PB2
+from evo.core.explorers import Explorer, make_explorer
+from evo.core.kinds import sample_hparams
 from evo.core.plan import Exploit, generation_rng, plan_generation
 from evo.core.progress import Progress, ProgressReporter
 from evo.core.result import MemberResult, Scores
 from evo.core.selection import NO_PBT
-from evo.core.space import sample_hparams, typed
+from evo.learners.interface import Learner
 from evo.logs import install_logging, output_is_terminal
 from evo.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, StepTimes, run_generations
 from evo.mpi import exchange
 from evo.rundir.checkpoint import (
+    MEMBER_FORMAT,
     Checkpoint,
     atomic_write,
     checkpoints_dir,
@@ -45,17 +49,8 @@ from evo.rundir.checkpoint import (
     write_manifest,
 )
 from evo.rundir.records import RankTiming, RunRecords, tb_dir
-from evo.sb3.agent import (
-    Member,
-    build_member,
-    log_final_hparams,
-    member_logger,
-    member_seed,
-    rng_state,
-    set_rng_state,
-    training_callbacks,
-)
 from evo.sb3.cputune import tune_allocator
+from evo.sb3.learner import EnvSettings, MemberSetup, build_member, member_seed, rng_state, set_rng_state
 from evo.stopping import EXIT_STOPPED, StopRequest
 
 logger = logging.getLogger("evo")
@@ -64,15 +59,41 @@ EXIT_BAD_INPUT = 2
 INIT_STREAM = 0x1417
 
 
-def initial_hparams(config: Config, member: int) -> dict[str, float]:
+def initial_hparams(config: Config, member: int) -> dict[str, object]:
     """Member ``member``'s starting hyperparameters: drawn from the search space, the YAML's
     defaults (``--initial-hparams defaults``), or the first entry of a replayed schedule."""
     if config.schedule:
         return dict(config.schedule[0][1])
+    space = config.agent.search_space
     if config.initial_hparams == "defaults":
-        return {name: typed(name, config.agent.defaults[name]) for name in config.agent.search_space}
+        return {name: kind.coerce(config.agent.settings[name]) for name, kind in space.items()}
     rng = np.random.default_rng([config.seed, member, INIT_STREAM])
-    return sample_hparams(config.agent.search_space, rng)
+    return sample_hparams(space, rng)
+
+
+def member_setup(config: Config, member: int, env_seed: int | None = None) -> MemberSetup:
+    """What building member ``member`` of the run takes."""
+    return MemberSetup(
+        member_id=member,
+        seed=config.seed,
+        env=EnvSettings(
+            config.env_id,
+            config.env_kwargs,
+            config.distribution_mode,
+            config.num_levels,
+            config.start_level,
+            config.eval_num_levels,
+            config.eval_start_level,
+        ),
+        agent=config.agent,
+        precision=config.precision,
+        channels_last=config.cpu_tuning,
+        eval_episodes=config.eval_episodes,
+        select_on=config.select_on,
+        exploit_buffer=config.exploit_buffer,
+        tb_dir=tb_dir(config.run_dir, member, config.tb_writer),
+        env_seed=env_seed,
+    )
 
 
 def startup(
@@ -144,12 +165,26 @@ def save_checkpoint(comm, config: Config, generation: int, payloads: dict[int, b
     comm.Barrier()
 
 
+def checkpoint_payload(member: Learner, run_id: str, generation: int, rng: dict, replay: bool = True) -> dict:
+    """A member's checkpoint file: the whole member (its replay buffer left out unless ``replay``)
+    under the run's id and the generation, with the rank's RNG states."""
+    return {
+        "format": MEMBER_FORMAT,
+        "run_id": run_id,
+        "generation": generation,
+        "rng": rng,
+        **member.member_state(replay=replay),
+    }
+
+
 def snapshot(
-    config: Config, members: Mapping[int, Member], generation: int, run_state: dict | None
+    run_id: str, members: Mapping[int, Learner], generation: int, run_state: dict | None, replay: bool = True
 ) -> tuple[int, dict[int, bytes], dict | None]:
     """The members as they are at the end of ``generation``, ready for :func:`save_checkpoint`."""
     rng = rng_state()
-    payloads = {m: dump_payload(member.state_payload(config.run_id, generation, rng)) for m, member in members.items()}
+    payloads = {
+        m: dump_payload(checkpoint_payload(member, run_id, generation, rng, replay)) for m, member in members.items()
+    }
     return generation, payloads, run_state
 
 
@@ -174,16 +209,22 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
     if comm.Get_rank() == 0:
         log_start(config, start, checkpoint)
     if checkpoint is None:  # the initial population, so that a stop in generation 1 can resume
-        save_checkpoint(comm, config, *snapshot(config, members, 0, {"lineage": [], "population_step": 0}))
+        initial = snapshot(config.run_id, members, 0, {"lineage": [], "population_step": 0}, config.checkpoint_buffers)
+        save_checkpoint(comm, config, *initial)
     manifest = checkpoint.manifest if checkpoint is not None else {}
-    # PB2's history of the population, on rank 0 where the plan is decided; in every checkpoint
-    pb2 = PB2.from_state(config.agent.search_space, manifest.get("pb2")) if config.explore == "pb2" else None
+    # the explorer's memory (PB2's history of the population), on rank 0 where the plan is decided
+    explorer = make_explorer(
+        config.explore,
+        config.agent.search_space,
+        config.perturb_factors,
+        config.resample_probability,
+        explorer_state(manifest, config.explore),
+    )
     reporter = progress_reporter(config, start, len(members)) if comm.Get_rank() == 0 else None
-    hooks = ppo_hooks(comm, config, members, records, pb2, reporter)
+    hooks = run_hooks(comm, config, members, records, explorer, reporter)
     settings = LoopSettings(start, config.total_generations, config.transport, config.checkpoint_every)
-    scratch = np.empty_like(next(iter(members.values())).buffer) if config.transport == "collective" else None
     stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
-    outcome = run_generations(comm, members, config.owner, hooks, settings, stopper, scratch)
+    outcome = run_generations(comm, members, config.owner, hooks, settings, stopper)
     finish(comm, config, members, records, outcome, stop_request)
     stop_request.uninstall()
     return EXIT_STOPPED if outcome.stopped else 0
@@ -204,7 +245,7 @@ def open_records(
     records = None
     if comm.Get_rank() == 0:
         manifest = checkpoint.manifest if checkpoint is not None else {}
-        records = RunRecords(
+        records = RunRecords.open(
             config,
             list(command) if command is not None else None,
             resume_generation=checkpoint.generation if checkpoint is not None else None,
@@ -215,7 +256,16 @@ def open_records(
     return records
 
 
-def build_members(config: Config, rank: int, checkpoint: Checkpoint | None) -> dict[int, Member]:
+def explorer_state(manifest: Mapping, name: str) -> dict | None:
+    """The explorer's state a checkpoint holds (runs from before the explorer registry kept PB2's
+    under ``pb2``)."""
+    saved = manifest.get("explorer")
+    if saved is not None:
+        return saved["state"] if saved.get("name") == name else None
+    return manifest.get("pb2") if name == "pb2" else None
+
+
+def build_members(config: Config, rank: int, checkpoint: Checkpoint | None) -> dict[int, Learner]:
     """This rank's members by id, new or restored from ``checkpoint`` (each restored before
     the next is built, as the RNG states are part of the restore)."""
     start = checkpoint.generation if checkpoint is not None else 0
@@ -223,16 +273,14 @@ def build_members(config: Config, rank: int, checkpoint: Checkpoint | None) -> d
     for member_id in config.members_of(rank):
         # a resumed member gets fresh envs, seeded by the generation it resumes at
         env_seed = member_seed(config.seed, member_id, stream=2 + start) if start else None
-        member = build_member(
-            config, member_id, initial_hparams(config, member_id), tb_dir(config, member_id), env_seed
-        )
+        member = build_member(member_setup(config, member_id, env_seed), initial_hparams(config, member_id))
         if checkpoint is not None:
             restore_member(config, rank, member, checkpoint)
         members[member_id] = member
     return members
 
 
-def restore_member(config: Config, rank: int, member: Member, checkpoint: Checkpoint) -> None:
+def restore_member(config: Config, rank: int, member: Learner, checkpoint: Checkpoint) -> None:
     """Load ``member`` from its file in ``checkpoint``; its TensorBoard continues after the
     checkpoint's step. The RNG states come back too, unless the run moved to another number
     of ranks (a rank's states then mix several old ranks': reseed instead)."""
@@ -240,8 +288,10 @@ def restore_member(config: Config, rank: int, member: Member, checkpoint: Checkp
     payload = load_payload(path)
     if payload["run_id"] != config.run_id or payload["generation"] != checkpoint.generation:
         raise RuntimeError(f"{path} does not belong to this checkpoint")
-    member.restore(payload)
-    member.model.set_logger(member_logger(tb_dir(config, member.member_id), purge_step=member.env_steps + 1))
+    note = member.restore(payload)
+    if note:
+        logger.warning("member %d: %s", member.member_id, note)
+    member.set_tensorboard(tb_dir(config.run_dir, member.member_id, config.tb_writer), member.env_steps + 1)
     if checkpoint.manifest["world_size"] == config.world_size:
         set_rng_state(payload["rng"])
     else:
@@ -279,33 +329,32 @@ def progress_reporter(config: Config, start: int, local_members: int) -> Progres
     members' env steps stand for the generation's (each member trains whole rollouts)."""
     if config.progress_interval <= 0:
         return None
-    rollout = config.agent.rollout_steps
-    per_member = -(-config.agent_training_steps // rollout) * rollout
+    agent = config.agent
+    per_member = agent.spec.planned_steps(config.agent_training_steps, agent.settings, agent.n_envs)
     progress = Progress(local_members * per_member, config.total_generations, generation=start)
     return ProgressReporter(
         progress, config.progress_interval, logger.info, sys.stdout, terminal=output_is_terminal(sys.stdout)
     )
 
 
-def ppo_hooks(
+def run_hooks(
     comm,
     config: Config,
-    members: Mapping[int, Member],
+    members: Mapping[int, Learner],
     records: RunRecords | None,
-    pb2: PB2 | None,
+    explorer: Explorer,
     reporter: ProgressReporter | None = None,
 ) -> Hooks:
-    """The PPO run's steps of the generation loop: train, score, plan, records, checkpoints;
+    """The run's steps of the generation loop: train, score, plan, records, checkpoints;
     with ``reporter`` (rank 0), the generation's progress while its members train."""
     first = min(members)
 
-    def train(member: Member, should_stop) -> None:
+    def train(member: Learner, should_stop) -> None:
         if reporter is not None and member.member_id == first:
             reporter.begin(reporter.progress.generation + 1)
-        callback = training_callbacks(member, should_stop, config.schedule, reporter)
-        member.train(config.agent_training_steps, callback=callback)
+        member.train(config.agent_training_steps, should_stop, config.schedule, reporter)
 
-    def score(member: Member) -> Scores:
+    def score(member: Learner) -> Scores:
         scores = member.evaluate()
         member.scores.append(scores.score)
         return scores
@@ -315,12 +364,9 @@ def ppo_hooks(
             generation,
             population,
             config.strategy,
-            config.agent.search_space,
+            explorer,
             generation_rng(config.seed, generation),
             config.truncation_fraction,
-            config.perturb_factors,
-            config.resample_probability,
-            pb2=pb2,
             ties=config.ties,
         )
 
@@ -328,8 +374,10 @@ def ppo_hooks(
         train=train,
         score=score,
         plan=plan,
-        records=lambda report: after_exchange(comm, config, members, records, pb2, report, reporter),
-        snapshot=lambda generation, run_state: snapshot(config, members, generation, run_state),
+        records=lambda report: after_exchange(comm, config, members, records, explorer, report, reporter),
+        snapshot=lambda generation, run_state: snapshot(
+            config.run_id, members, generation, run_state, config.checkpoint_buffers
+        ),
         save=lambda saved: save_checkpoint(comm, config, *saved),
     )
 
@@ -337,9 +385,9 @@ def ppo_hooks(
 def after_exchange(
     comm,
     config: Config,
-    members: Mapping[int, Member],
+    members: Mapping[int, Learner],
     records: RunRecords | None,
-    pb2: PB2 | None,
+    explorer: Explorer,
     report: GenerationReport,
     reporter: ProgressReporter | None = None,
 ) -> dict | None:
@@ -348,10 +396,10 @@ def after_exchange(
     carry_donor_scores(comm, members, report)
     if reporter is not None:
         reporter.end()
-    return write_records(comm, config, members, records, pb2, report)
+    return write_records(comm, config, members, records, explorer, report)
 
 
-def carry_donor_scores(comm, members: Mapping[int, Member], report: GenerationReport) -> None:
+def carry_donor_scores(comm, members: Mapping[int, Learner], report: GenerationReport) -> None:
     """Collective: each recipient on this rank takes its donor's training score of the
     generation (rank 0 knows the population and broadcasts them), so that until it finishes
     an episode with its new weights it is scored by what those weights last scored, not NaN."""
@@ -368,16 +416,16 @@ def carry_donor_scores(comm, members: Mapping[int, Member], report: GenerationRe
 def write_records(
     comm,
     config: Config,
-    members: Mapping[int, Member],
+    members: Mapping[int, Learner],
     records: RunRecords | None,
-    pb2: PB2 | None,
+    explorer: Explorer,
     report: GenerationReport,
 ) -> dict | None:
     """Every rank: its members' TensorBoard rows, and its timing to rank 0 (collective).
     Rank 0: population.csv, lineage.jsonl, generations.csv, the log line; returns the run
     state for the checkpoint (None on other ranks)."""
     for result in report.results:
-        log_member(members[result.member], result, report.donors)
+        members[result.member].log_generation(result, result.member in report.donors)
     timing = exchange.gather_to_root(comm, [rank_timing(report.times)])
     if records is None:
         return None
@@ -386,8 +434,9 @@ def write_records(
     records.write_generation(report.generation, report.population, report.exploits)
     records.write_timing(report.generation, elapsed, trained, timing)
     run_state = {"lineage": list(records.lineage), "population_step": records.population_step}
-    if pb2 is not None:
-        run_state["pb2"] = pb2.state()
+    state = explorer.state()
+    if state is not None:
+        run_state["explorer"] = {"name": explorer.name, "state": state}
     log_generation(config, report.generation, report.population, report.exploits, elapsed, trained)
     return run_state
 
@@ -403,23 +452,10 @@ def rank_timing(times: StepTimes) -> RankTiming:
     )
 
 
-def log_member(member: Member, result: MemberResult, donors: Mapping[int, int]) -> None:
-    """The member's TensorBoard row of the generation: scores, exploited, hyperparameters."""
-    member.model.logger.record("pbt/score", result.score)
-    for key in ("score_train", "score_test"):
-        value = getattr(result, key)
-        if value == value:  # not NaN
-            member.model.logger.record(f"pbt/{key}", value)
-    member.model.logger.record("pbt/exploited", int(result.member in donors))
-    for name, value in result.hparams.items():
-        member.model.logger.record(f"hparams/{name}", value)
-    member.model.logger.dump(result.env_steps)
-
-
 def finish(
     comm,
     config: Config,
-    members: Mapping[int, Member],
+    members: Mapping[int, Learner],
     records: RunRecords | None,
     outcome: LoopOutcome,
     stop_request: StopRequest,
@@ -428,9 +464,10 @@ def finish(
     if outcome.stopped:
         log_stop(comm.Get_rank(), config, outcome.completed, stop_request)
     elif outcome.completed == config.total_generations and outcome.last is not None:
-        log_final_hparams(members.values(), outcome.last.results)
+        results = {result.member: result for result in outcome.last.results}
+        for member_id, member in members.items():
+            member.log_final(results[member_id])
     for member in members.values():
-        member.model.logger.close()
         member.close()
     if records is not None:
         records.close()

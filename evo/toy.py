@@ -6,8 +6,8 @@ coordinates it can improve. Two workers start at θ = [0.9, 0.9] with h = [1, 0]
 h = [0, 1]. Alone, each can only zero one coordinate and stalls at 1.2 − 0.81 = 0.39;
 copying the better worker's θ (exploit) and changing h (explore) reaches the optimum 1.2.
 
-:class:`ToyWorker` has the member interface the PBT machinery uses (``member_id``,
-``hparams``, ``buffer``, ``pack``, ``load``), so the toy runs through the same generation
+:class:`ToyWorker` has the part of the learner interface the exchange uses
+(:class:`~evo.learners.interface.Exchangeable`), so the toy runs through the same generation
 loop (``evo.loop``: selection, explore and exchange) as the RL scripts; the communicator is
 an argument (``main`` asks for ``COMM_WORLD``).
 """
@@ -23,10 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from evo.core.pb2 import PB2
+from evo.core.explorers import make_explorer
+from evo.core.kinds import Additive, Kind
 from evo.core.plan import Exploit, generation_rng, plan_generation
 from evo.core.result import MemberResult, Scores
-from evo.core.space import ParamSpace
+from evo.learners.interface import Layout, Payload, buffers_for
 from evo.loop import Hooks, LoopSettings, run_generations
 from evo.mpi import exchange
 
@@ -34,7 +35,7 @@ Q_MAX = 1.2
 THETA0 = (0.9, 0.9)
 # h lives in [0, 1]; explore shifts it by ±10 % of that range (a multiplied 0 would stay 0),
 # like the paper's small random perturbation of h.
-TOY_SPACE: dict[str, ParamSpace] = {"h0": ParamSpace(0.0, 1.0, "additive"), "h1": ParamSpace(0.0, 1.0, "additive")}
+TOY_SPACE: dict[str, Kind] = {"h0": Additive(0.0, 1.0), "h1": Additive(0.0, 1.0)}
 PERTURB_FACTORS = (0.9, 1.1)
 RESAMPLE_PROBABILITY = 0.0
 
@@ -95,12 +96,15 @@ class ToyWorker:
     def score(self) -> float:
         return true_objective(self.buffer)
 
-    def pack(self) -> np.ndarray:
-        return self.buffer  # θ is the buffer: nothing to copy
+    def exploit_state(self) -> Payload:
+        return {"theta": self.buffer}  # θ is the buffer: nothing to copy
 
-    def load(self, buffer: np.ndarray, hparams: Mapping[str, float]) -> None:
-        if buffer is not self.buffer:
-            np.copyto(self.buffer, buffer)
+    def receive_buffers(self, layout: Layout) -> Payload:
+        return buffers_for(layout, {"theta": self.buffer})
+
+    def load(self, state: Payload, hparams: Mapping[str, float]) -> None:
+        if state["theta"] is not self.buffer:
+            np.copyto(self.buffer, state["theta"])
         self.set_hparams(hparams)
         self._record()  # the jump an exploit makes shows in the trajectory
 
@@ -131,7 +135,7 @@ def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed:
     """Train the workers for ``settings.steps`` steps with exploit/explore every ``ready``
     steps, through the generation loop (no records, no checkpoints). Returns (on rank 0)
     every worker's trajectory and the exploits; None elsewhere."""
-    pb2 = PB2(TOY_SPACE) if settings.explore == "pb2" else None  # used on rank 0 only
+    explorer = make_explorer(settings.explore, TOY_SPACE, PERTURB_FACTORS, RESAMPLE_PROBABILITY)  # rank 0's
     rank, size = comm.Get_rank(), comm.Get_size()
     per_rank = settings.workers // size
     workers = {i: ToyWorker(i, lr=settings.lr) for i in range(rank * per_rank, (rank + 1) * per_rank)}
@@ -142,14 +146,11 @@ def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed:
             generation,
             population,
             settings.strategy,
-            TOY_SPACE,
+            explorer,
             generation_rng(seed, generation),
             settings.truncation_fraction,
-            PERTURB_FACTORS,
-            RESAMPLE_PROBABILITY,
             exploit=exploit,
             explore_hparams=explore,
-            pb2=pb2,
             ties="copy",  # the paper's toy: both workers start equal, and the first exploit copies anyway
         )
         lineage.extend(e.to_json() for e in exploits)

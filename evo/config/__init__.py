@@ -5,12 +5,13 @@ world_size=...)`` returns a frozen :class:`Config` or raises :class:`ConfigError
 every problem found, each with the bad value and how to fix it.
 
 - ``resolved.py``: Config, whose fields declare every command-line option once (flag, type,
-  default, help, its own check, what ``--resume`` does with it) and every derived value; and
-  AgentSettings. ``declare.py``: ``option()`` and ``derived()``, the two ways to declare a field.
+  default, help, its own check, what ``--resume`` does with it) and every derived value.
+  ``declare.py``: ``option()`` and ``derived()``, the two ways to declare a field.
 - ``options.py``: ``OPTIONS``, read from Config's fields, and the parser derived from them.
 - ``hyperparams.py``: the YAML layers and ``--hyperparams key:value`` overrides.
-- ``checks.py``: checks across options; ``agent.py``: the PPO settings; ``resume.py``: the
-  run's saved config and what a resume may change.
+- ``checks.py``: checks across options; ``agent.py``: the learner's settings for the env
+  (AgentSettings, from the learner's declaration in evo/learners); ``resume.py``: the run's saved
+  config and what a resume may change.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from evo.config import checks
-from evo.config.agent import POLICIES, build_agent
+from evo.config.agent import CNN_POLICIES, AgentSettings, build_agent
 from evo.config.checks import TRANSPORTS, run_dir_problems
-from evo.config.envnames import procgen_game
+from evo.config.envnames import env_shape, procgen_game
 from evo.config.hyperparams import (
-    AGENT_KEYS,
-    DEFAULT_HYPERPARAMS,
     PARAM_SETS,
+    agent_keys,
+    builtin_hyperparams,
     hyperparams_sources,
     load_hyperparams_file,
     resolve_agent,
@@ -49,24 +50,21 @@ from evo.config.options import (
     str2bool,
 )
 from evo.config.precision import resolve_precision
-from evo.config.resolved import AgentSettings, Config, ConfigError
+from evo.config.resolved import Config, ConfigError
 from evo.config.resume import (
-    AGENT_FREE_ON_RESUME,
     FIXED_ON_RESUME,
     RESUMED_FLAGS,
     load_saved_config,
     resume_differences,
     resume_dir,
 )
+from evo.learners import LearnerSpec, learner_spec
 
 __all__ = [
-    "AGENT_FREE_ON_RESUME",
-    "AGENT_KEYS",
-    "DEFAULT_HYPERPARAMS",
+    "CNN_POLICIES",
     "FIXED_ON_RESUME",
     "OPTIONS",
     "PARAM_SETS",
-    "POLICIES",
     "RESUMED_FLAGS",
     "TRANSPORTS",
     "AgentSettings",
@@ -74,7 +72,9 @@ __all__ = [
     "ConfigError",
     "Option",
     "Resume",
+    "agent_keys",
     "build_parser",
+    "builtin_hyperparams",
     "explicit_flags",
     "load_hyperparams_file",
     "load_saved_config",
@@ -106,16 +106,18 @@ def parse_config(
     saved = restore_from_run(args, given) if args.resume else None
     strategy = checks.script_strategy(strategy, args.strategy, args.explore, transport, problems)
     problems += option_problems(args)
+    spec = learner_spec(args.algo)
     game = procgen_game(args.env_id)
     param_set = apply_param_set(args, given, game, problems)
-    conf_file, file_flag, overrides = hyperparams_sources(args.conf_file, args.hyperparams, problems)
+    conf_file, file_flag, overrides = hyperparams_sources(args.conf_file, args.hyperparams, problems, spec)
     settings = resolve_agent(
-        args.env_id, conf_file, problems, param_set=param_set, overrides=overrides, file_flag=file_flag
+        spec, args.env_id, conf_file, problems, param_set=param_set, overrides=overrides, file_flag=file_flag
     )
-    resolved = cross_option_checks(args, settings, game, world_size, problems)
+    resolved = cross_option_checks(args, spec, settings, game, world_size, problems)
     resolved.update(run_names(args, game, prog, now, check_run_dir, problems))
     ranges = {"learning_rate": args.learning_rate_range, "gamma": args.gamma_range}
-    agent = build_agent(settings, args.env_id, game, args.num_envs, ranges, problems)
+    shape = env_shape(args.env_id, resolved["env_kwargs"])
+    agent = build_agent(spec, settings, args.env_id, game, shape, args.num_envs, ranges, problems)
     if problems:
         raise ConfigError(problems)
     config = build_config(
@@ -190,20 +192,33 @@ def apply_param_set(args: argparse.Namespace, given: set[str], game: str | None,
 
 
 def cross_option_checks(
-    args: argparse.Namespace, settings: dict[str, Any], game: str | None, world_size: int, problems: list[str]
+    args: argparse.Namespace,
+    spec: LearnerSpec,
+    settings: dict[str, Any],
+    game: str | None,
+    world_size: int,
+    problems: list[str],
 ) -> dict[str, Any]:
-    """Population, budget, Procgen levels, evaluation, schedule and precision: the Config fields they resolve."""
+    """Population, budget, Procgen levels, evaluation, schedule, precision and the learner's own
+    options: the Config fields they resolve."""
     num_agents = checks.population(args.num_agents, world_size, problems)
     total_generations, agent_training_steps = checks.budget(args, settings, problems)
     checks.procgen_levels(args, game, problems)
+    checks.learner_options(spec, args.exploit_buffer, args.checkpoint_buffers, problems)
+    precision = resolve_precision(args.precision, settings.get("precision"), problems)
+    if precision not in spec.precisions:
+        problems.append(
+            f"--precision {precision}: {spec.title} runs in {' or '.join(spec.precisions)} only (its networks have "
+            "no mixed-precision policy here); use --precision fp32"
+        )
     return {
         "env_kwargs": checks.env_kwargs(args.env_id, args.env_kwargs, problems),
         "num_agents": num_agents,
         "total_generations": total_generations,
         "agent_training_steps": agent_training_steps,
         "eval_start_level": checks.evaluation(args, game, problems),
-        "schedule": checks.schedule(args.schedule, args.env_id, num_agents, problems),
-        "precision": resolve_precision(args.precision, settings.get("precision"), problems),
+        "schedule": checks.schedule(args.schedule, args.env_id, num_agents, spec, problems),
+        "precision": precision,
     }
 
 

@@ -1,73 +1,175 @@
-"""The PPO settings of a run (:class:`AgentSettings`) from the merged YAML settings and the flags. Pure."""
+"""A learner's settings for a run (:class:`AgentSettings`) from the merged YAML settings and the flags. Pure."""
 
 from __future__ import annotations
 
 import difflib
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from evo.config.resolved import AgentSettings
-from evo.core.space import EXPLORED, EXTRA, ParamSpace, typed
+from evo.core.kinds import Kind, kind_from_entry, kind_from_spec
+from evo.learners import LearnerSpec, learner_spec
+from evo.learners.spec import EnvShape
 
-POLICIES = ("mlp", "impala", "nature")
 POLICY_ALIASES = {"mlppolicy": "mlp", "cnnpolicy": "nature", "impalacnn": "impala"}
+CNN_POLICIES = ("impala", "nature")
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """A learner's settings for one env, resolved from the YAML layers (config.yaml's ``agent``)."""
+
+    algo: str
+    policy: str
+    n_envs: int
+    settings: dict[str, Any]
+    """Every setting the learner declares, resolved, under SB3's names."""
+    policy_kwargs: dict[str, Any]
+    search_space: dict[str, Kind]
+    """The explored hyperparameters, in the learner's declaration order (the records' columns)."""
+    normalize: dict[str, bool]
+    """VecNormalize's ``norm_obs`` and ``norm_reward`` (zoo's ``normalize``); both false: none."""
+
+    @property
+    def spec(self) -> LearnerSpec:
+        return learner_spec(self.algo)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Each explored hyperparameter's value when PBT does not sample it (the YAML's)."""
+        return {name: self.settings[name] for name in self.search_space}
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether the YAML asks for observation or reward normalisation."""
+        return any(self.normalize.values())
+
+    @property
+    def unit_steps(self) -> int:
+        """Env steps of one unit of training (a PPO rollout, an off-policy collection): a
+        generation's budget is rounded up to whole units."""
+        return self.spec.unit_steps(self.settings, self.n_envs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """config.yaml's ``agent``: the settings flat beside the policy, env count and search space."""
+        return {
+            "algo": self.algo,
+            "policy": self.policy,
+            "n_envs": self.n_envs,
+            **self.settings,
+            "policy_kwargs": self.policy_kwargs,
+            "normalize": self.normalize,
+            "search_space": {name: kind.spec() for name, kind in self.search_space.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> AgentSettings:
+        """The settings config.yaml's ``agent`` holds (see :func:`recorded_agent` for older runs)."""
+        saved = recorded_agent(saved)
+        spec = learner_spec(saved["algo"])
+        return cls(
+            algo=spec.name,
+            policy=saved["policy"],
+            n_envs=saved["n_envs"],
+            settings={name: saved[name] for name in spec.by_name},
+            policy_kwargs=dict(saved.get("policy_kwargs") or {}),
+            search_space={name: kind_from_spec(entry) for name, entry in (saved.get("search_space") or {}).items()},
+            normalize=dict(saved["normalize"]),
+        )
+
+
+def recorded_agent(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """config.yaml's ``agent`` as this version writes it. Runs from before the learners were
+    declared were PPO runs, kept the explored values under ``defaults`` and left out what had no
+    setting yet (gSDE, normalisation ...): those had the learner's declared defaults then."""
+    saved = dict(saved)
+    spec = learner_spec(saved.get("algo", "ppo"))
+    defaults = saved.pop("defaults", None) or {}
+    entries = {
+        name: {"kind": "float", "choices": [], **entry} for name, entry in (saved.get("search_space") or {}).items()
+    }
+    return {
+        "algo": spec.name,
+        **spec.defaults(),
+        "normalize": {"norm_obs": False, "norm_reward": False},
+        **{name: value for name, value in defaults.items() if name in spec.by_name},
+        **saved,
+        "search_space": entries,
+    }
 
 
 def build_agent(
-    settings: dict[str, Any],
+    spec: LearnerSpec,
+    merged: dict[str, Any],
     env_id: str,
     game: str | None,
+    shape: EnvShape | None,
     num_envs: int | None,
-    ranges: dict[str, Sequence[float] | None],
+    ranges: Mapping[str, Sequence[float] | None],
     problems: list[str],
 ) -> AgentSettings:
-    """``settings`` (merged YAML layers) with ``--num-envs`` and the search ranges of the flags
-    (``ranges``: explored name -> (low, high) or None), checked."""
-    n_envs = num_envs if num_envs is not None else settings.get("n_envs", 1)
-    n_steps = settings.get("n_steps", 0)
-    if n_steps < 1:
-        problems.append(f"n_steps {n_steps}: must be a positive whole number")
-    if settings.get("n_epochs", 1) < 1:
-        problems.append(f"n_epochs {settings['n_epochs']}: must be a positive whole number")
-    microbatch_size = settings.get("microbatch_size") or 0
-    if microbatch_size < 0:
-        problems.append(
-            f"microbatch_size {microbatch_size}: must be a positive number of samples, or 0 to back-propagate "
-            "each minibatch whole"
-        )
-    defaults = {name: settings.get(name) for name in EXPLORED}
-    problems += [f"{name} has no default value in the YAML" for name, value in defaults.items() if value is None]
-    rollout = n_envs * max(n_steps, 1)
-    batch_size = _batch_size(settings, rollout, problems)
-    search_space = _search_space(settings.get("search_space", {}), ranges, problems)
-    extra = _extra_space(settings, settings.get("search_space", {}), rollout, batch_size, problems)
-    for name, param in extra.items():
-        defaults[name] = _extra_default(name, settings, rollout, batch_size)
-        if param.discrete and defaults[name] != param.clip(defaults[name]):
-            where = f"the choices {list(param.choices)}" if param.kind == "choice" else f"[{param.low}, {param.high}]"
-            shown = "none (no early stop)" if defaults[name] == math.inf else defaults[name]
+    """``merged`` (the YAML layers) with the learner's declared defaults under them,
+    ``--num-envs`` and the search ranges of the flags (``ranges``: name -> (low, high) or None),
+    checked against the learner and the env (``shape``; None when the env could not be made)."""
+    settings = {**spec.defaults(), **{name: merged[name] for name in spec.by_name if name in merged}}
+    n_envs = num_envs if num_envs is not None else merged.get("n_envs", 1)
+    if n_envs < 1:
+        problems.append(f"n_envs {n_envs}: must be at least 1")
+        n_envs = 1
+    space = _search_space(spec, merged.get("search_space", {}), ranges, problems)
+    if shape is not None:
+        _action_space(spec, env_id, shape, problems)
+    if spec.check is not None:
+        spec.check(settings, space, n_envs, shape, problems)
+    for name, kind in space.items():
+        default = settings[name]
+        if not kind.problems(name) and not _contains(kind, default):
             problems.append(
-                f"search_space.{name}: the default {name} {shown} is not in {where}; add it, or set {name} "
-                "in the YAML to one of them (members start from it with --initial-hparams defaults)"
+                f"search_space.{name}: the default {name} {_shown(default)} is not in {_where(kind)}; add it, or set "
+                f"{name} in the YAML to one of them (members start from it with --initial-hparams defaults)"
             )
     return AgentSettings(
-        policy=_policy(settings.get("policy", "mlp"), env_id, game, problems),
+        algo=spec.name,
+        policy=_policy(spec, merged.get("policy", "mlp"), env_id, game, problems),
         n_envs=n_envs,
-        n_steps=n_steps,
-        batch_size=batch_size,
-        n_epochs=settings.get("n_epochs", 10),
-        max_grad_norm=settings.get("max_grad_norm", 0.5),
-        normalize_advantage=settings.get("normalize_advantage", True),
-        policy_kwargs=settings.get("policy_kwargs", {}),
-        defaults=defaults,
-        search_space={**search_space, **extra},
-        target_kl=settings.get("target_kl"),
-        microbatch_size=microbatch_size,
-        use_sde=settings.get("use_sde", False),
-        sde_sample_freq=settings.get("sde_sample_freq", -1),
-        normalize=_normalize(settings, env_id, game, problems),
+        settings=settings,
+        policy_kwargs=merged.get("policy_kwargs", {}),
+        search_space=space,
+        normalize=_normalize(merged, env_id, game, problems),
     )
+
+
+def _contains(kind: Kind, value: Any) -> bool:
+    if not kind.discrete:
+        return value is not None and not isinstance(value, str)
+    return kind.contains(value)
+
+
+def _shown(value: Any) -> str:
+    return "none (off)" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def _where(kind: Kind) -> str:
+    choices = getattr(kind, "choices", None)
+    if choices is not None:
+        return f"the choices {list(choices)}"
+    return f"[{kind.low}, {kind.high}]"
+
+
+def _action_space(spec: LearnerSpec, env_id: str, shape: EnvShape, problems: list[str]) -> None:
+    if shape.action_space not in spec.action_spaces:
+        able = [other for other in _specs_for(shape.action_space)]
+        hint = f"; use --algo {' or --algo '.join(able)}" if able else ""
+        problems.append(
+            f"--algo {spec.name}: {spec.title} acts in {' or '.join(spec.action_spaces)} action spaces, and {env_id} "
+            f"has a {shape.action_space} action space{hint}"
+        )
+
+
+def _specs_for(action_space: str) -> list[str]:
+    from evo.learners import specs
+
+    return [name for name, spec in specs().items() if action_space in spec.action_spaces]
 
 
 def _normalize(settings: dict[str, Any], env_id: str, game: str | None, problems: list[str]) -> dict[str, bool]:
@@ -84,45 +186,32 @@ def _normalize(settings: dict[str, Any], env_id: str, game: str | None, problems
     return normalize
 
 
-def _batch_size(settings: dict[str, Any], rollout: int, problems: list[str]) -> int:
-    """batch_size as given, or the rollout split into n_minibatches."""
-    rollout = max(1, rollout)
-    if "batch_size" in settings:
-        batch_size = settings["batch_size"]
-    else:
-        minibatches = settings.get("n_minibatches", 1)
-        if minibatches < 1:
-            problems.append(f"n_minibatches {minibatches}: must be a positive whole number")
-            minibatches = 1
-        batch_size = rollout // minibatches
-    if not (2 <= batch_size <= rollout):
-        problems.append(
-            f"batch_size {batch_size}: must be between 2 and n_envs * n_steps = {rollout}; "
-            "set batch_size or n_minibatches in the YAML"
-        )
-    return batch_size
-
-
-def _policy(name: str, env_id: str, game: str | None, problems: list[str]) -> str:
+def _policy(spec: LearnerSpec, name: str, env_id: str, game: str | None, problems: list[str]) -> str:
     policy = POLICY_ALIASES.get(name.lower(), name.lower())
-    if policy not in POLICIES:
-        close = difflib.get_close_matches(policy, POLICIES, n=1)
+    if policy not in spec.policies:
+        close = difflib.get_close_matches(policy, spec.policies, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        problems.append(f"policy {policy!r} is unknown; use one of {', '.join(POLICIES)}{hint}")
-    elif game and policy == "mlp":
-        problems.append(f"policy 'mlp' cannot read Procgen's images ({game}); use 'impala' or 'nature'")
-    elif not game and policy != "mlp":
+        problems.append(f"policy {policy!r} is unknown to {spec.title}; use one of {', '.join(spec.policies)}{hint}")
+    elif game and policy not in CNN_POLICIES:
+        problems.append(f"policy {policy!r} cannot read Procgen's images ({game}); use 'impala' or 'nature'")
+    elif not game and policy in CNN_POLICIES:
         problems.append(f"policy {policy!r} is a CNN for image observations; use 'mlp' for {env_id}")
     return policy
 
 
 def _search_space(
-    raw_space: dict[str, Any], ranges: dict[str, Sequence[float] | None], problems: list[str]
-) -> dict[str, ParamSpace]:
-    """The YAML's search space for the six, with the bounds given on the command line (which
-    replace choices too)."""
-    space: dict[str, ParamSpace] = {}
-    for name in EXPLORED:
+    spec: LearnerSpec,
+    raw_space: Mapping[str, Any],
+    ranges: Mapping[str, Sequence[float] | None],
+    problems: list[str],
+) -> dict[str, Kind]:
+    """The YAML's search space as kinds, in the learner's declaration order, with the bounds given
+    on the command line (which replace choices too)."""
+    space: dict[str, Kind] = {}
+    for name, bounds in ranges.items():
+        if bounds is not None and name not in spec.by_name:
+            problems.append(f"--{name.replace('_', '-')}-range: {spec.title} has no {name} to explore")
+    for name in spec.record_order([*raw_space, *(n for n, b in ranges.items() if b is not None)]):
         entry = dict(raw_space.get(name, {}))
         bounds = ranges.get(name)
         if bounds is not None:
@@ -130,67 +219,12 @@ def _search_space(
                 continue  # reported by the flag's own check
             entry.pop("choices", None)
             entry.update(low=bounds[0], high=bounds[1])
-        if entry.get("type", "float") != "float":
-            problems.append(f"search_space.{name} takes real values; type: int is for the counts (n_epochs ...)")
-            continue
-        if "choices" in entry:
-            param = ParamSpace.categorical(entry["choices"])
-        elif "low" not in entry or "high" not in entry:
+        if "choices" not in entry and not ("low" in entry and "high" in entry):
             problems.append(f"search_space.{name} needs both low and high, or choices (got {entry or 'nothing'})")
             continue
-        else:
-            param = ParamSpace(entry["low"], entry["high"], entry.get("scale", "linear"))
-        found = param.problems(name)
+        kind = kind_from_entry(entry, whole=spec.by_name[name].whole)
+        found = kind.problems(name)
         problems += found
         if not found:
-            space[name] = param
-    return space
-
-
-def _extra_default(name: str, settings: dict[str, Any], rollout: int, batch_size: int) -> float | int:
-    """The value an explored count or limit has when PBT does not sample it (target_kl: inf, no early stop)."""
-    if name == "n_minibatches":
-        return math.ceil(rollout / batch_size)
-    if name == "batch_size":
-        return batch_size
-    fallback = {"n_epochs": 10, "max_grad_norm": 0.5, "target_kl": math.inf}[name]
-    return typed(name, settings.get(name, fallback))
-
-
-def _extra_space(
-    settings: dict[str, Any], raw_space: dict[str, Any], rollout: int, batch_size: int, problems: list[str]
-) -> dict[str, ParamSpace]:
-    """The counts and limits the search space adds to the six (:data:`evo.core.space.EXTRA`),
-    checked against what PPO can run: batch sizes within the rollout, at least one epoch."""
-    if "batch_size" in raw_space and "n_minibatches" in raw_space:
-        problems.append(
-            "search_space gives both batch_size and n_minibatches; they say the same thing (n_minibatches = "
-            "n_envs * n_steps / batch_size): explore one of them"
-        )
-    limits = {
-        "n_epochs": (1, math.inf, "at least 1"),
-        "batch_size": (2, rollout, f"between 2 and n_envs * n_steps = {rollout}"),
-        "n_minibatches": (1, rollout // 2, f"between 1 and n_envs * n_steps / 2 = {rollout // 2}"),
-        "max_grad_norm": (0, math.inf, "positive"),
-        "target_kl": (0, math.inf, "positive (null in choices: no early stop)"),
-    }
-    space: dict[str, ParamSpace] = {}
-    for name in EXTRA:
-        if name not in raw_space:
-            continue
-        entry = raw_space[name]
-        if "choices" in entry:
-            param = ParamSpace.categorical(entry["choices"])
-        elif "low" in entry and "high" in entry:
-            param = ParamSpace(entry["low"], entry["high"], entry.get("scale", "linear"), entry.get("type", "float"))
-        else:
-            problems.append(f"search_space.{name} needs both low and high, or choices (got {entry or 'nothing'})")
-            continue
-        found = param.problems(name)
-        low, high, rule = limits[name]
-        if not found and not (param.low > 0 and low <= param.low and param.high <= high):
-            found.append(f"search_space.{name} is [{param.low}, {param.high}]; every value must be {rule}")
-        problems += found
-        if not found:
-            space[name] = param
+            space[name] = kind
     return space

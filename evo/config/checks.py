@@ -15,6 +15,7 @@ from evo.config.envnames import DISTRIBUTION_MODES, env_kwargs_message
 from evo.config.hyperparams import parse_env_kwargs
 from evo.core.schedule import load_schedule
 from evo.core.selection import NO_PBT, STRATEGIES
+from evo.learners import LearnerSpec
 
 TRANSPORTS = ("p2p", "collective")
 
@@ -121,12 +122,13 @@ def evaluation(args: Any, game: str | None, problems: list[str]) -> int:
     return start
 
 
-def schedule(path: Path | None, env_id: str, num_agents: int, problems: list[str]) -> tuple:
-    """The entries of ``--schedule FILE``, which trains one agent on the env it was found on."""
+def schedule(path: Path | None, env_id: str, num_agents: int, spec: LearnerSpec, problems: list[str]) -> tuple:
+    """The entries of ``--schedule FILE``, which trains one agent of the learner on the env it was found on."""
     if path is None:
         return ()
+    tunable = {s.name: (s.type, s.may_be_off) for s in spec.settings if s.tunable}
     try:
-        entries, found_on = load_schedule(path)
+        entries, found_on, found_with = load_schedule(path, tunable)
     except ValueError as error:
         problems.append(str(error))
         return ()
@@ -140,7 +142,24 @@ def schedule(path: Path | None, env_id: str, num_agents: int, problems: list[str
             f"--schedule {path} was found on {found_on}, not {env_id}: pass --env-id {found_on}, "
             "or edit env_id in the file if you mean to transfer it"
         )
+    if found_with is not None and found_with != spec.name:
+        problems.append(f"--schedule {path} was found with --algo {found_with}: pass --algo {found_with}")
     return tuple(entries)
+
+
+def learner_options(spec: LearnerSpec, exploit_buffer: str, checkpoint_buffers: bool, problems: list[str]) -> None:
+    """The options of off-policy learners, refused for a learner without a replay buffer."""
+    if spec.replay:
+        return
+    if exploit_buffer != "own":
+        problems.append(
+            f"--exploit-buffer {exploit_buffer}: {spec.title} learns from its own fresh rollouts and has no replay "
+            "buffer to copy; drop the flag (it is for --algo sac or td3)"
+        )
+    if not checkpoint_buffers:
+        problems.append(
+            f"--no-checkpoint-buffers: {spec.title} has no replay buffer to leave out of checkpoints; drop the flag"
+        )
 
 
 def run_dir_problems(run_dir: Path) -> list[str]:

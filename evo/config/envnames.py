@@ -1,15 +1,18 @@
 """Environment ids: which exist, which are Procgen games, and close matches for typos.
 
 Pure apart from reading gymnasium's registry (and importing the module of a ``module:EnvId``
-id, which registers it); it never imports procgen. It creates an env only to check
-``--env-kwargs`` (:func:`env_kwargs_message`).
+id, which registers it); it never imports procgen. It creates an env to check ``--env-kwargs``
+(:func:`env_kwargs_message`) and to read its action space (:func:`env_shape`).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 from typing import Any
+
+from evo.learners.spec import EnvShape
 
 # The 16 games of procgen 0.10 (procgen.env.ENV_NAMES), kept here so that validating an
 # id does not import procgen (which imports the old `gym` and prints a warning).
@@ -118,3 +121,31 @@ def env_kwargs_message(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
 
 def _spelled(env_kwargs: dict[str, Any]) -> str:
     return " ".join(f"{key}:{value}" for key, value in env_kwargs.items())
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_of(env_id: str, env_kwargs: tuple[tuple[str, Any], ...]) -> EnvShape | None:
+    if procgen_game(env_id) is not None:
+        return EnvShape("Discrete", ())  # Procgen's 15 buttons
+    if unknown_env_message(env_id) is not None:
+        return None  # reported as the env id's own problem
+    import gymnasium
+
+    try:
+        env = gymnasium.make(env_id.split(":", 1)[-1] if ":" in env_id else env_id, **dict(env_kwargs))
+    except Exception:  # a user's env may raise anything; --env-kwargs' check reports it
+        return None
+    try:
+        space = env.action_space
+        return EnvShape(type(space).__name__, tuple(int(n) for n in (space.shape or ())))
+    finally:
+        env.close()
+
+
+def env_shape(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvShape | None:
+    """The env's action space (its class and shape), made once with ``env_kwargs``; None if it
+    cannot be made (the reason is the env id's or the keyword arguments' own problem)."""
+    try:
+        return _shape_of(env_id, tuple(sorted((env_kwargs or {}).items())))
+    except TypeError:  # a keyword argument that cannot be hashed (a list): make it uncached
+        return _shape_of.__wrapped__(env_id, tuple(sorted((env_kwargs or {}).items())))

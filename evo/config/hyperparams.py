@@ -1,10 +1,11 @@
-"""The PPO settings of an env: YAML layers and ``--hyperparams key:value`` overrides. Pure.
+"""A learner's settings for an env: YAML layers and ``--hyperparams key:value`` overrides. Pure.
 
-Layers, later ones winning (rl-baselines3-zoo's order): the built-in ``ppo.yml`` (its
-``default`` block, ``procgen`` and ``procgen-<param set>`` for Procgen games, then the env's
-own block), the same blocks of a ``--conf-file FILE`` (or ``--hyperparams FILE``), then the
-``--hyperparams key:value`` overrides. Every value is coerced by the key's type (PyYAML reads
-``3e-4`` as a string) and unknown keys are refused with a suggestion.
+Layers, later ones winning (rl-baselines3-zoo's order): the learner's declared defaults
+(evo/learners/<algo>.py), the built-in ``<algo>.yml`` (its ``default`` block, ``procgen`` and
+``procgen-<param set>`` for Procgen games, then the env's own block), the same blocks of a
+``--conf-file FILE`` (or ``--hyperparams FILE``), then the ``--hyperparams key:value`` overrides.
+Every value is coerced by the key's declared type (PyYAML reads ``3e-4`` as a string); a key of
+another learner is refused naming that learner, an unknown one with a suggestion.
 """
 
 from __future__ import annotations
@@ -20,50 +21,36 @@ from typing import Any
 import yaml
 
 from evo.config.envnames import procgen_game
-from evo.core.space import EXPLORED, EXTRA, INTEGER_NAMES
+from evo.learners import LearnerSpec, specs
 
-# The built-in defaults ship inside the package (hyperparams/ppo.yml at the top of the repository is a
-# link to this file, the copy users read and edit).
-DEFAULT_HYPERPARAMS = Path(__file__).resolve().parent.parent / "hyperparams" / "ppo.yml"
+# The built-in settings ship inside the package, one file per learner (hyperparams/<algo>.yml at the
+# top of the repository links to each: the copies users read and edit).
+HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
 
-# Keys an env block of a hyperparameter file may hold, with the type each is coerced to.
-AGENT_KEYS: dict[str, type | tuple[type, ...]] = {
+
+def builtin_hyperparams(algo: str) -> Path:
+    """The built-in YAML file of learner ``algo``."""
+    return HYPERPARAMS_DIR / f"{algo}.yml"
+
+
+# Keys every learner's env block may hold, with the type each is coerced to.
+COMMON_KEYS: dict[str, type | tuple[type, ...]] = {
     "policy": str,
     "n_envs": int,
-    "n_steps": int,
-    "n_minibatches": int,
-    "batch_size": int,
-    "microbatch_size": int,
     "precision": str,
-    "n_epochs": int,
-    "max_grad_norm": float,
-    "target_kl": float,
-    "normalize_advantage": bool,
-    "use_sde": bool,
-    "sde_sample_freq": int,
     "normalize": (bool, dict),
     "agent_training_steps": int,
     "total_generations": int,
-    **{name: float for name in EXPLORED},
     "policy_kwargs": dict,
     "search_space": dict,
 }
-POLICY_KWARGS_KEYS: dict[str, type | tuple[type, ...]] = {
+COMMON_POLICY_KWARGS: dict[str, type | tuple[type, ...]] = {
     "net_arch": (list, dict),
     "activation_fn": str,
-    "ortho_init": bool,
-    "log_std_init": float,
     "features_dim": int,
 }
 NORMALIZE_KEYS: dict[str, type] = {"norm_obs": bool, "norm_reward": bool}
 SPACE_KEYS: dict[str, type] = {"low": float, "high": float, "scale": str, "type": str, "choices": list}
-# Why on-policy n_steps stays out of the search space
-N_STEPS_REFUSED = (
-    "n_steps cannot be explored: it sizes the rollout buffer (n_envs * n_steps samples) that PPO allocates once "
-    "and that every generation's agent_training_steps is rounded to, so changing it mid-run would reallocate "
-    "the buffer and shift the members' generation boundaries; set n_steps as a fixed setting, and explore "
-    "batch_size or n_minibatches instead"
-)
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu")
 # --param-set NAME: (distribution mode, training levels) that the name stands for
 PARAM_SETS = {"easy": ("easy", 0), "easy-200": ("easy", 200), "hard": ("hard", 0), "hard-500": ("hard", 500)}
@@ -72,13 +59,22 @@ FLOAT_LITERAL = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
 OVERRIDE_FORM = "key:value (e.g. learning_rate:1e-3 n_epochs:4 'policy_kwargs:{net_arch: [32, 32]}')"
 
 
+def agent_keys(spec: LearnerSpec) -> dict[str, type | tuple[type, ...]]:
+    """The keys an env block of ``spec``'s YAML may hold, with their types."""
+    return {**COMMON_KEYS, **{setting.name: setting.type for setting in spec.settings}}
+
+
 def _coerce(value: Any, kind: type | tuple[type, ...], where: str, problems: list[str]) -> Any:
     """Coerce a YAML value to ``kind`` (PyYAML reads ``3e-4`` as a string); a tuple of
     kinds (``normalize: true`` or a mapping) takes the value if it is one of them."""
     if isinstance(kind, tuple):
-        if isinstance(value, kind):
+        if float in kind and not isinstance(value, bool) and isinstance(value, (int, float)):
+            return float(value)
+        if float in kind and isinstance(value, str) and FLOAT_LITERAL.fullmatch(value.strip()):
+            return float(value)  # a number PyYAML 1.1 leaves as a string (3e-4)
+        if isinstance(value, kind) and not (isinstance(value, bool) and bool not in kind):
             return value
-        names = " or ".join("mapping" if k is dict else k.__name__ for k in kind)
+        names = " or ".join("mapping" if k is dict else "a name" if k is str else k.__name__ for k in kind)
         problems.append(f"{where} must be {names}, got {value!r} ({type(value).__name__})")
         return None
     if kind is bool:
@@ -114,12 +110,30 @@ def _unknown_key(key: str, known: Sequence[str], where: str) -> str:
     return f"{where}: unknown key {key!r}{hint}"
 
 
-def _check_keys(mapping: dict, schema: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+def _foreign_key(key: str, spec: LearnerSpec, where: str) -> str | None:
+    """The message for a setting of another learner, or None if no learner has it."""
+    owners = [other for other in specs().values() if other.name != spec.name and key in other.by_name]
+    if not owners:
+        return None
+    named = " and ".join(f"{other.title} (--algo {other.name})" for other in owners)
+    return (
+        f"{where}: {key!r} is a setting of {named}, not of {spec.title}; drop it, or train with "
+        f"--algo {owners[0].name}. {spec.title}'s settings: {', '.join(spec.by_name)}"
+    )
+
+
+def _check_keys(
+    mapping: dict, schema: dict[str, Any], where: str, problems: list[str], spec: LearnerSpec | None = None
+) -> dict[str, Any]:
     """Coerce each known key of ``mapping`` to its type in ``schema``; report the rest."""
     out: dict[str, Any] = {}
     for key, value in mapping.items():
         if key not in schema:
-            problems.append(_unknown_key(str(key), list(schema), where))
+            foreign = _foreign_key(str(key), spec, where) if spec is not None else None
+            problems.append(foreign or _unknown_key(str(key), list(schema), where))
+            continue
+        if value is None and spec is not None and key in spec.by_name and spec.by_name[key].may_be_off:
+            out[key] = None  # "off" (e.g. target_kl: null)
             continue
         coerced = _coerce(value, schema[key], f"{where}.{key}", problems)
         if coerced is not None:
@@ -127,23 +141,18 @@ def _check_keys(mapping: dict, schema: dict[str, Any], where: str, problems: lis
     return out
 
 
-def _check_block(block: Any, where: str, problems: list[str]) -> dict[str, Any]:
+def _check_block(block: Any, where: str, problems: list[str], spec: LearnerSpec) -> dict[str, Any]:
     """Validate and coerce one env block of a hyperparameter file."""
     if not isinstance(block, dict):
         problems.append(f"{where} must be a mapping of settings, got {type(block).__name__}")
         return {}
-    out = _check_keys(block, AGENT_KEYS, where, problems)
+    out = _check_keys(block, agent_keys(spec), where, problems, spec)
     if "policy_kwargs" in out:
-        out["policy_kwargs"] = _check_policy_kwargs(out["policy_kwargs"], f"{where}.policy_kwargs", problems)
+        out["policy_kwargs"] = _check_policy_kwargs(out["policy_kwargs"], f"{where}.policy_kwargs", problems, spec)
     if "search_space" in out:
-        out["search_space"] = _check_space(out["search_space"], f"{where}.search_space", problems)
+        out["search_space"] = _check_space(out["search_space"], f"{where}.search_space", problems, spec)
     if "normalize" in out:
         out["normalize"] = _check_normalize(out["normalize"], f"{where}.normalize", problems)
-    if out.get("sde_sample_freq", -1) == 0 or out.get("sde_sample_freq", -1) < -1:
-        problems.append(
-            f"{where}.sde_sample_freq is {out.pop('sde_sample_freq')}: use -1 (a new gSDE noise matrix at the start "
-            "of each rollout only) or a positive number of steps"
-        )
     return out
 
 
@@ -155,13 +164,14 @@ def _check_normalize(value: bool | dict, where: str, problems: list[str]) -> dic
     return {"norm_obs": True, "norm_reward": True, **_check_keys(value, NORMALIZE_KEYS, where, problems)}
 
 
-def _check_policy_kwargs(kwargs: dict, where: str, problems: list[str]) -> dict[str, Any]:
-    out = _check_keys(kwargs, POLICY_KWARGS_KEYS, where, problems)
-    if "net_arch" in out and not _is_net_arch(out["net_arch"]):
+def _check_policy_kwargs(kwargs: dict, where: str, problems: list[str], spec: LearnerSpec) -> dict[str, Any]:
+    out = _check_keys(kwargs, {**COMMON_POLICY_KWARGS, **spec.policy_kwargs}, where, problems)
+    if "net_arch" in out and not _is_net_arch(out["net_arch"], spec.net_arch_heads):
+        heads = ", ".join(f"{head}: [256, 256]" for head in spec.net_arch_heads)
         problems.append(
-            f"{where}.net_arch must be a list of positive layer sizes (one network shared by policy and value, "
-            f"e.g. [64, 64]) or {{pi: [...], vf: [...]}} (separate ones, e.g. {{pi: [256, 256], vf: [256, 256]}}), "
-            f"got {out.pop('net_arch')!r}"
+            f"{where}.net_arch must be a list of positive layer sizes (one network shape for every part, "
+            f"e.g. [64, 64]) or {{{', '.join(f'{head}: [...]' for head in spec.net_arch_heads)}}} (separate ones, "
+            f"e.g. {{{heads}}}), got {out.pop('net_arch')!r}"
         )
     if out.get("activation_fn", "tanh") not in ACTIVATIONS:
         problems.append(f"{where}.activation_fn is {out['activation_fn']!r}; use one of {', '.join(ACTIVATIONS)}")
@@ -169,60 +179,80 @@ def _check_policy_kwargs(kwargs: dict, where: str, problems: list[str]) -> dict[
     return out
 
 
-def _is_net_arch(net_arch: list | dict) -> bool:
+def _is_net_arch(net_arch: list | dict, heads: Sequence[str]) -> bool:
     def layers(sizes: Any) -> bool:
         return isinstance(sizes, list) and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes)
 
     if isinstance(net_arch, dict):
-        return set(net_arch) == {"pi", "vf"} and all(layers(sizes) for sizes in net_arch.values())
+        return set(net_arch) == set(heads) and all(layers(sizes) for sizes in net_arch.values())
     return layers(net_arch)
 
 
-def _check_space(space: dict, where: str, problems: list[str]) -> dict[str, dict[str, Any]]:
+SPACE_FORMS = "{low: 0.1, high: 0.3, scale: linear}, {low: 1, high: 20, type: int} or {choices: [3, 5, 10]}"
+
+
+def _check_space(space: dict, where: str, problems: list[str], spec: LearnerSpec) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
+    settings = spec.by_name
     for name, entry in space.items():
-        if name == "n_steps":
-            problems.append(f"{where}.n_steps: {N_STEPS_REFUSED}")
-        elif name not in EXPLORED + EXTRA:
-            problems.append(_unknown_key(str(name), list(EXPLORED + EXTRA), where))
+        setting = settings.get(name)
+        if setting is not None and not setting.tunable:
+            problems.append(f"{where}.{name}: {name} cannot be explored: {setting.why_fixed}")
+        elif setting is None:
+            problems.append(_foreign_key(str(name), spec, where) or _unknown_key(str(name), list(spec.tunable), where))
         elif not isinstance(entry, dict):
-            problems.append(
-                f"{where}.{name} must be a mapping like {{low: 0.1, high: 0.3, scale: linear}}, "
-                "{low: 1, high: 20, type: int} or {choices: [3, 5, 10]}"
-            )
+            problems.append(f"{where}.{name} must be a mapping like {SPACE_FORMS}")
         else:
             before = len(problems)
             checked = _check_keys(entry, SPACE_KEYS, f"{where}.{name}", problems)
             if "choices" in checked:
-                checked["choices"] = _check_choices(name, checked["choices"], f"{where}.{name}", problems)
+                checked["choices"] = _check_choices(setting, checked["choices"], f"{where}.{name}", problems)
                 if ranged := sorted({"low", "high", "type", "scale"} & set(checked)):
                     problems.append(f"{where}.{name} gives choices and {', '.join(ranged)}; give choices or a range")
             elif checked.get("scale") == "int":  # {scale: int} is {type: int} on a linear scale
                 checked.update(scale="linear", type="int")
-            if name in INTEGER_NAMES and "choices" not in checked and checked.get("type", "float") != "int":
-                problems.append(
-                    f"{where}.{name} takes whole numbers: give type: int (e.g. {{low: 1, high: 20, type: int}}) "
-                    "or choices"
-                )
+            if "choices" not in checked:
+                if setting.type is str:
+                    problems.append(f"{where}.{name} takes names: give choices (e.g. {{choices: [a, b]}})")
+                elif setting.whole and checked.get("type", "float") != "int":
+                    problems.append(
+                        f"{where}.{name} takes whole numbers: give type: int (e.g. {{low: 1, high: 20, type: int}}) "
+                        "or choices"
+                    )
+                elif not setting.whole and checked.get("type", "float") != "float":
+                    problems.append(
+                        f"{where}.{name} takes real values; type: int is for the counts "
+                        f"({', '.join(s.name for s in spec.settings if s.tunable and s.whole) or 'none here'})"
+                    )
+                elif "low" not in checked or "high" not in checked:
+                    problems.append(f"{where}.{name} needs both low and high, or choices (got {entry or 'nothing'})")
             if len(problems) == before:
                 out[name] = checked
     return out
 
 
-def _check_choices(name: str, values: list, where: str, problems: list[str]) -> list:
-    """The choices as numbers (whole numbers for the counts; ``null`` for target_kl is inf: no
-    early stop), or the reason they are not."""
+def _check_choices(setting, values: list, where: str, problems: list[str]) -> list:
+    """The choices as the setting's values: numbers (whole numbers for the counts; ``null`` last
+    for a setting that may be off), or names for a setting that takes names."""
+    name = setting.name
+    if setting.type is str:
+        if not all(isinstance(value, str) for value in values):
+            problems.append(f"{where}.choices must all be names, got {values!r}")
+            return []
+        if not values:
+            problems.append(f"{where}.choices is empty; list the values to choose from, e.g. [a, b]")
+        return list(values)
     checked: list = []
     for value in values:
-        if value is None and name == "target_kl":
-            checked.append(math.inf)
+        if value is None and setting.may_be_off:
+            checked.append(None)
             continue
         number = None if isinstance(value, bool) else _coerce(value, float, "", [])
         if number is None or not math.isfinite(number):
-            allowed = "numbers (or null: no early stop)" if name == "target_kl" else "numbers"
+            allowed = "numbers (or null: off)" if setting.may_be_off else "numbers"
             problems.append(f"{where}.choices must all be {allowed}, got {values!r} (mixed types)")
             return []
-        if name in INTEGER_NAMES:
+        if setting.whole:
             if number != int(number):
                 problems.append(f"{where}.choices must be whole numbers for {name}, got {values!r}")
                 return []
@@ -230,8 +260,8 @@ def _check_choices(name: str, values: list, where: str, problems: list[str]) -> 
         checked.append(number)
     if not checked:
         problems.append(f"{where}.choices is empty; list the values to choose from, e.g. [3, 5, 10]")
-    elif math.inf in checked[:-1]:
-        problems.append(f"{where}.choices: null (no early stop) is the loosest limit; put it last, got {values!r}")
+    elif None in checked[:-1]:
+        problems.append(f"{where}.choices: null (off) is the loosest option; put it last, got {values!r}")
     return checked
 
 
@@ -264,14 +294,17 @@ def _layers(
     game: str | None,
     source: str,
     problems: list[str],
+    spec: LearnerSpec,
     param_set: str | None = None,
 ) -> list:
     procgen_names = ["procgen"] + ([f"procgen-{param_set}"] if param_set else [])
     names = ["default"] + (procgen_names if game else []) + [env_key]
-    return [_check_block(data[name], f"{source}[{name}]", problems) for name in names if name in data]
+    return [_check_block(data[name], f"{source}[{name}]", problems, spec) for name in names if name in data]
 
 
-def _file_layers(path: Path, flag: str, env_id: str, problems: list[str], param_set: str | None) -> list:
+def _file_layers(
+    path: Path, flag: str, env_id: str, problems: list[str], spec: LearnerSpec, param_set: str | None
+) -> list:
     """The blocks of a user's hyperparameter file that apply to ``env_id``."""
     game = procgen_game(env_id)
     env_key = game or env_id
@@ -281,11 +314,13 @@ def _file_layers(path: Path, flag: str, env_id: str, problems: list[str], param_
             f"{flag} {path}: no block applies to {env_id!r}; "
             f"its blocks are {', '.join(map(str, data))} (use 'default' or {env_key!r})"
         )
-    return _layers(data, env_key, game, str(path), problems, param_set)
+    return _layers(data, env_key, game, str(path), problems, spec, param_set)
 
 
-def _merge(layers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One flat settings dict; nested mappings merge key by key, the later layer winning."""
+def _merge(layers: Sequence[Mapping[str, Any]], exclusive: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """One flat settings dict; nested mappings merge key by key, the later layer winning. Of a pair
+    of ``exclusive`` settings (that say the same thing), the one a later layer gives wins."""
+    others = {a: b for pair in exclusive for a, b in (pair, pair[::-1])}
     merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in layer.items():
@@ -293,33 +328,33 @@ def _merge(layers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 merged[key] = {**merged.get(key, {}), **value}
             else:
                 merged[key] = value
-            # batch_size and n_minibatches say the same thing; the later layer wins.
-            if key == "batch_size":
-                merged.pop("n_minibatches", None)
-            elif key == "n_minibatches":
-                merged.pop("batch_size", None)
+            if key in others:
+                merged.pop(others[key], None)
     return merged
 
 
 def resolve_agent(
+    spec: LearnerSpec,
     env_id: str,
     hyperparams_file: Path | None,
     problems: list[str],
-    builtin: Path = DEFAULT_HYPERPARAMS,
+    builtin: Path | None = None,
     param_set: str | None = None,
     *,
     overrides: Mapping[str, Any] | None = None,
     file_flag: str = "--conf-file",
 ) -> dict[str, Any]:
-    """Merge the YAML layers for ``env_id`` (and a Procgen ``param_set``), then the checked
+    """Merge ``spec``'s YAML layers for ``env_id`` (and a Procgen ``param_set``), then the checked
     ``--hyperparams key:value`` ``overrides``, into one flat settings dict."""
     game = procgen_game(env_id)
-    layers = _layers(load_hyperparams_file(builtin, problems), game or env_id, game, builtin.name, problems, param_set)
+    builtin = builtin or builtin_hyperparams(spec.name)
+    data = load_hyperparams_file(builtin, problems)
+    layers = _layers(data, game or env_id, game, builtin.name, problems, spec, param_set)
     if hyperparams_file is not None:
-        layers += _file_layers(hyperparams_file, file_flag, env_id, problems, param_set)
+        layers += _file_layers(hyperparams_file, file_flag, env_id, problems, spec, param_set)
     if overrides:
         layers.append(overrides)
-    return _merge(layers)
+    return _merge(layers, spec.exclusive)
 
 
 def is_file_form(tokens: Sequence[str] | None) -> bool:
@@ -351,10 +386,10 @@ def key_values(tokens: Sequence[str], flag: str, form: str, problems: list[str])
     return raw
 
 
-def parse_overrides(tokens: Sequence[str], problems: list[str]) -> dict[str, Any]:
+def parse_overrides(tokens: Sequence[str], problems: list[str], spec: LearnerSpec) -> dict[str, Any]:
     """``--hyperparams key:value ...`` as one checked settings layer (values are YAML scalars)."""
     raw = key_values(tokens, "--hyperparams", f"{OVERRIDE_FORM}, or a single YAML FILE", problems)
-    return _check_block(raw, "--hyperparams", problems) if raw else {}
+    return _check_block(raw, "--hyperparams", problems, spec) if raw else {}
 
 
 def parse_env_kwargs(tokens: Sequence[str] | None, problems: list[str]) -> dict[str, Any]:
@@ -371,12 +406,12 @@ def _yaml12_float(value: Any) -> Any:
 
 
 def hyperparams_sources(
-    conf_file: Path | None, tokens: Sequence[str] | None, problems: list[str]
+    conf_file: Path | None, tokens: Sequence[str] | None, problems: list[str], spec: LearnerSpec
 ) -> tuple[Path | None, str, dict[str, Any]]:
     """The YAML file to layer over the built-in one, the flag that named it, and the checked
     key:value overrides, from ``--conf-file`` and ``--hyperparams``."""
     if not tokens or not is_file_form(tokens):
-        return conf_file, "--conf-file", parse_overrides(tokens or (), problems)
+        return conf_file, "--conf-file", parse_overrides(tokens or (), problems, spec)
     if conf_file is not None:
         problems.append(
             f"--hyperparams {tokens[0]} and --conf-file {conf_file} both name a YAML file; give one "

@@ -15,17 +15,18 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from evo.config.agent import AgentSettings
 from evo.config.declare import FIXED, OWN, RESTORED, declared, derived, must, option, ordered_range, str2bool
 from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
 from evo.config.hyperparams import PARAM_SETS
 from evo.config.precision import PRECISIONS
-from evo.core.explore import EXPLORERS
+from evo.core.explorers import explorer_names
 from evo.core.selection import TIE_RULES
-from evo.core.space import ParamSpace, hparam_names
+from evo.learners import DEFAULT_ALGO, algos
 
 
 class ConfigError(ValueError):
@@ -38,43 +39,6 @@ class ConfigError(ValueError):
     def __str__(self) -> str:
         lines = "\n".join(f"  - {p}" for p in self.problems)
         return f"invalid configuration ({len(self.problems)} problem(s)):\n{lines}"
-
-
-@dataclass(frozen=True)
-class AgentSettings:
-    """PPO settings for one env, resolved from the YAML layers."""
-
-    policy: str
-    n_envs: int
-    n_steps: int
-    batch_size: int
-    n_epochs: int
-    max_grad_norm: float
-    normalize_advantage: bool
-    policy_kwargs: dict[str, Any]
-    defaults: dict[str, float]
-    """Default value of each explored hyperparameter (used when PBT does not sample)."""
-    search_space: dict[str, ParamSpace]
-    microbatch_size: int = 0
-    """Back-propagate each minibatch in pieces of this many samples (0: whole; see evo.sb3.ppo)."""
-    use_sde: bool = False
-    """Generalised state-dependent exploration (gSDE) for continuous actions, as SB3's ``use_sde``."""
-    sde_sample_freq: int = -1
-    """With gSDE, draw a new noise matrix every this many steps (-1: at each rollout's start only)."""
-    normalize: dict[str, bool] = field(default_factory=lambda: {"norm_obs": False, "norm_reward": False})
-    """VecNormalize's ``norm_obs`` and ``norm_reward`` (zoo's ``normalize``); both false: none."""
-    target_kl: float | None = None
-    """Stop an update's epochs early once the approximate KL passes 1.5 x this (SB3's); None: never."""
-
-    @property
-    def normalizes(self) -> bool:
-        """Whether the YAML asks for observation or reward normalisation."""
-        return any(self.normalize.values())
-
-    @property
-    def rollout_steps(self) -> int:
-        """Env steps collected per PPO update (n_envs * n_steps)."""
-        return self.n_envs * self.n_steps
 
 
 def known_param_set(flag: str, name: str | None) -> str | None:
@@ -95,6 +59,13 @@ class Config:
         FIXED,
         default="CartPole-v1",
         check=lambda flag, value: unknown_env_message(value),
+    )
+    algo: str = option(
+        "the learner: 'ppo', 'sac' or 'td3' (Stable-Baselines3's; rl-baselines3-zoo's --algo); its settings "
+        "come from hyperparams/<algo>.yml",
+        FIXED,
+        default=DEFAULT_ALGO,
+        choices=algos(),
     )
     env_kwargs: dict[str, Any] = option(
         "keyword arguments of the env for gym.make as key:value, values read as YAML scalars (e.g. "
@@ -128,7 +99,7 @@ class Config:
         "or 'pb2' (PB2's GP bandit on the population's history, Parker-Holder et al. 2020)",
         RESTORED,
         default="perturb",
-        choices=EXPLORERS,
+        choices=explorer_names(),
     )
     truncation_fraction: float = option(
         "fraction replaced by truncation, in (0, 0.5]",
@@ -199,14 +170,14 @@ class Config:
         check=must(lambda n: n >= 1, "must be at least 1"),
     )
     conf_file: Path | None = option(
-        "YAML file layered over hyperparams/ppo.yml (its default, procgen and env blocks)",
+        "YAML file layered over hyperparams/<algo>.yml (its default, procgen and env blocks)",
         RESTORED,
         type=Path,
         metavar="FILE",
     )
     """Resolved: the file of ``--conf-file``, or of ``--hyperparams FILE``."""
     hyperparams: dict[str, Any] = option(
-        "PPO settings for the env as key:value (e.g. learning_rate:1e-3 n_epochs:4 "
+        "the learner's settings for the env as key:value (e.g. learning_rate:1e-3 batch_size:128 "
         "'policy_kwargs:{net_arch: [32, 32]}'), layered over every YAML file; or one FILE, as --conf-file",
         RESTORED,
         nargs="+",
@@ -321,6 +292,22 @@ class Config:
         type=float,
         check=must(lambda s: s >= 0, "must be >= 0 seconds (0 turns progress reports off)"),
     )
+    exploit_buffer: str = option(
+        "off-policy learners (sac, td3): at an exploit the recipient keeps its own replay buffer ('own': its "
+        "experience is still valid off-policy data) or receives the donor's ('copy', sent over MPI)",
+        RESTORED,
+        default="own",
+        choices=("own", "copy"),
+    )
+    checkpoint_buffers: bool = option(
+        "leave the off-policy learners' replay buffers out of checkpoints (smaller and faster to write; a "
+        "resumed member then refills its buffer from scratch, as the log says)",
+        RESTORED,
+        default=True,
+        action="store_false",
+        flag="--no-checkpoint-buffers",
+    )
+    """Whether checkpoints hold the replay buffers (``--no-checkpoint-buffers``: not)."""
     resume: bool = option(
         "continue the run in --run-dir (or runs/--exp-name) from its last complete checkpoint; "
         "flags not given again keep the run's values, --total-generations may extend it",
@@ -332,7 +319,7 @@ class Config:
     transport: str = derived("the entry script")
     """How weights move between ranks: 'p2p' (send/recv) or 'collective' (Bcast)."""
     world_size: int = derived("the MPI job")
-    agent: AgentSettings = derived("the YAML layers, --hyperparams and the flags that shape the PPO settings")
+    agent: AgentSettings = derived("the YAML layers, --hyperparams and the flags that shape the learner's settings")
     command: tuple[str, ...] = derived("the command line")
     run_id: str = derived("a new id, or the resumed run's")
     """A checkpoint from another run is refused."""
@@ -344,11 +331,11 @@ class Config:
     @property
     def explored_names(self) -> tuple[str, ...]:
         """The hyperparameters every member carries and every record has a column for, fixed for
-        the run: the six, plus the counts and limits its search space (or replayed schedule) adds."""
+        the run: its search space's (or replayed schedule's), in the learner's declaration order."""
         names = set(self.agent.search_space)
         if self.schedule:
             names |= set(self.schedule[0][1])
-        return hparam_names(names)
+        return self.agent.spec.record_order(names)
 
     @property
     def members_per_rank(self) -> int:
@@ -368,17 +355,17 @@ class Config:
         return member // self.members_per_rank
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain, YAML-safe view of the resolved config."""
+        """A plain, YAML-safe view of the resolved config (config.yaml)."""
 
         def plain(value: Any) -> Any:
+            if isinstance(value, AgentSettings):
+                return plain(value.to_dict())
             if isinstance(value, Path):
                 return str(value)
-            if isinstance(value, tuple):
+            if isinstance(value, (tuple, list)):
                 return [plain(v) for v in value]
             if isinstance(value, dict):
                 return {k: plain(v) for k, v in value.items()}
-            if isinstance(value, list):
-                return [plain(v) for v in value]
             return value
 
-        return plain(asdict(self))
+        return {item.name: plain(getattr(self, item.name)) for item in fields(self)}

@@ -2,7 +2,8 @@
 
 The rules come from each option's resume class (its Config field, resolved.py): the options of classes
 RESTORED and FIXED are saved under ``cli`` in config.yaml and taken back when not given
-again; the Config fields of the FIXED ones, and the PPO settings, may not change.
+again; the Config fields of the FIXED ones, and the learner's settings (but those it declares
+free on resume), may not change.
 """
 
 from __future__ import annotations
@@ -12,28 +13,22 @@ from typing import Any
 
 import yaml
 
+from evo.config.agent import recorded_agent
 from evo.config.options import OPTIONS, TAKEN_FROM_RUN, Resume
-from evo.config.resolved import AgentSettings, ConfigError
+from evo.config.resolved import ConfigError
+from evo.learners import learner_spec
 
 # Options a resumed run takes from the run's record unless given again.
 RESUMED_FLAGS: tuple[str, ...] = tuple(option.name for option in TAKEN_FROM_RUN)
-# Config fields that may not differ between a run and its resumption.
+# Config fields that may not differ between a run and its resumption (and the learner's settings,
+# but for those it declares free on resume).
 FIXED_ON_RESUME: tuple[str, ...] = (
     *(option.field_name for option in OPTIONS if option.resume is Resume.FIXED),
     "agent",
 )
-# PPO settings that change how the update is computed, not what it computes: a run may resume
-# with another value (e.g. a smaller microbatch after running out of memory).
-AGENT_FREE_ON_RESUME = ("microbatch_size",)
 # What a run recorded before a field existed had instead: a run started before --env-kwargs made
-# its envs with none, one started before gSDE or normalize had neither.
-RECORDED_SINCE: dict[str, Any] = {"env_kwargs": {}}
-AGENT_RECORDED_SINCE: dict[str, Any] = {
-    "use_sde": False,
-    "sde_sample_freq": -1,
-    "normalize": AgentSettings.__dataclass_fields__["normalize"].default_factory(),
-    "target_kl": None,
-}
+# its envs with none, one started before --algo trained PPO.
+RECORDED_SINCE: dict[str, Any] = {"env_kwargs": {}, "algo": "ppo"}
 
 
 def load_saved_config(run_dir: Path) -> dict[str, Any]:
@@ -64,7 +59,7 @@ def resume_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
     found = []
     for name in FIXED_ON_RESUME:
         if name == "agent":
-            found += _agent_differences(_with_recorded_since(saved["agent"]), new["agent"])
+            found += _agent_differences(recorded_agent(saved["agent"]), new["agent"])
         elif (before := saved.get(name, RECORDED_SINCE.get(name))) != new.get(name):
             found.append(
                 f"--resume: {name} was {before!r} in this run, the command gives {new.get(name)!r}; "
@@ -73,21 +68,14 @@ def resume_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return found
 
 
-def _with_recorded_since(agent: dict[str, Any]) -> dict[str, Any]:
-    """A saved run's agent settings, with what older runs did not record at its value then
-    (each search-space entry was a continuous range)."""
-    space = {
-        name: {"kind": "float", "choices": [], **entry} for name, entry in (agent.get("search_space") or {}).items()
-    }
-    return {**AGENT_RECORDED_SINCE, **agent, "search_space": space}
-
-
 def _agent_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    keys = sorted(k for k in set(saved) | set(new) if k not in AGENT_FREE_ON_RESUME and saved.get(k) != new.get(k))
+    spec = learner_spec(new["algo"])
+    free = {setting.name for setting in spec.settings if setting.free_on_resume}
+    keys = sorted(k for k in set(saved) | set(new) if k not in free and saved.get(k) != new.get(k))
     if not keys:
         return []
     detail = "; ".join(f"{k}: {saved.get(k)!r} -> {new.get(k)!r}" for k in keys)
     return [
-        f"--resume: the PPO settings differ from the run's ({detail}); the YAML, --conf-file or --hyperparams "
-        "changed since the run started. Restore them, or start a new run."
+        f"--resume: the {spec.title} settings differ from the run's ({detail}); the YAML, --conf-file or "
+        "--hyperparams changed since the run started. Restore them, or start a new run."
     ]

@@ -9,11 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from evo.core.explore import explore
-from evo.core.pb2 import PB2
+from evo.core.explorers.base import Explorer
+from evo.core.kinds import SearchSpace
 from evo.core.result import MemberResult, by_member
 from evo.core.selection import TIE_RULES, keep_tied, select
-from evo.core.space import SearchSpace
 
 SELECTION_STREAM = 0x5E1EC7
 
@@ -27,19 +26,21 @@ class Exploit:
     donor: int
     recipient_score: float
     donor_score: float
-    old_hparams: dict[str, float]
-    new_hparams: dict[str, float]
+    old_hparams: dict[str, Any]
+    new_hparams: dict[str, Any]
     changes: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
+        """The lineage's JSON line; each hyperparameter as its kind writes it (``space``; a number
+        as a float without one)."""
         return {
             "generation": self.generation,
             "recipient": self.recipient,
             "donor": self.donor,
             "recipient_score": _finite_or_none(self.recipient_score),
             "donor_score": _finite_or_none(self.donor_score),
-            "old_hparams": _json_hparams(self.old_hparams),
-            "new_hparams": _json_hparams(self.new_hparams),
+            "old_hparams": _json_hparams(self.old_hparams, space),
+            "new_hparams": _json_hparams(self.new_hparams, space),
             "changes": list(self.changes),
         }
 
@@ -49,9 +50,16 @@ def weight_moves(exploits: Sequence[Exploit]) -> dict[int, int]:
     return {e.recipient: e.donor for e in exploits if e.recipient != e.donor}
 
 
-def _json_hparams(hparams: dict[str, float]) -> dict[str, float | None]:
-    """Hyperparameters as standard JSON: target_kl's inf (no early stop) is written null."""
-    return {name: None if value in (math.inf, -math.inf) else value for name, value in hparams.items()}
+def _json_hparams(hparams: dict[str, Any], space: SearchSpace | None) -> dict[str, Any]:
+    """Hyperparameters as standard JSON, each as its kind writes it (an "off" value is null)."""
+    return {
+        name: space[name].json(value) if space is not None and name in space else _plain(value)
+        for name, value in hparams.items()
+    }
+
+
+def _plain(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isinf(value) else value
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -67,21 +75,19 @@ def plan_generation(
     generation: int,
     population: Sequence[MemberResult],
     strategy: str,
-    space: SearchSpace,
+    explorer: Explorer,
     rng: np.random.Generator,
     truncation_fraction: float = 0.25,
-    perturb_factors: Sequence[float] = (0.8, 1.2),
-    resample_probability: float = 0.25,
     exploit: bool = True,
     explore_hparams: bool = True,
-    pb2: PB2 | None = None,
     ties: str = "explore",
 ) -> list[Exploit]:
     """Decide who copies whom and each recipient's new hyperparameters.
 
     ``population`` holds one :class:`MemberResult` per member, in any order: members are
     known by their ids, and ranked by score with ties going to the lower id. A recipient
-    takes its donor's hyperparameters and explores from them.
+    takes its donor's hyperparameters and ``explorer`` (evo.core.explorers) explores from
+    them; the explorer sees the generation's results and donor map first (PB2 learns from them).
 
     The ablations of the PBT paper: with ``exploit=False`` nobody copies and every member
     explores from its own hyperparameters (an :class:`Exploit` whose donor is the member
@@ -91,10 +97,6 @@ def plan_generation(
     ``ties`` decides for a recipient whose score equals its donor's: ``"explore"`` (the
     default) keeps its own weights and explores its own hyperparameters, ``"copy"`` copies
     the donor like any other recipient (the rule before there was a choice).
-
-    With ``pb2`` (an :class:`evo.core.pb2.PB2` kept across generations), recipients explore by
-    PB2's GP bandit instead of random perturbation; the generation's results go into its
-    history first, and its baselines follow the weights that move.
     """
     ordered = by_member(population)
     results = {result.member: result for result in ordered}
@@ -112,14 +114,10 @@ def plan_generation(
     else:
         donors = {}
     recipients = sorted(donors)
-    if pb2 is not None:
-        pb2.observe(generation, ordered)
-        pb2.rebase(ordered, donors)
+    explorer.observe(generation, ordered, donors)
     starts = [results[donors[r]].hparams for r in recipients]
-    if explore_hparams and pb2 is not None:
-        explored = pb2.explore(generation, starts, rng, perturb_factors, resample_probability)
-    elif explore_hparams:
-        explored = [explore(h, space, rng, perturb_factors, resample_probability) for h in starts]
+    if explore_hparams:
+        explored = explorer.explore(generation, starts, rng)
     else:
         explored = [(dict(h), []) for h in starts]
     return [

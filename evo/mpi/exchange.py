@@ -1,8 +1,9 @@
 """Everything that talks MPI. Every function takes the communicator as an argument.
 
-Weights and optimizer state travel as flat numpy buffers with mpi4py's uppercase
-(buffer) calls, and so do a member's normalisation statistics (a second, float64 buffer);
-only small metadata (scores, hyperparameters, the plan) is pickled.
+A member's exploit state (its networks and optimizers as one flat float32 buffer, its
+normalisation statistics as a float64 one, ...: evo/learners/interface.py) travels with mpi4py's
+uppercase (buffer) calls, received straight into the recipient's own memory; only small metadata
+(scores, hyperparameters, the plan, a state's layout) is pickled.
 
 The donor map ``{recipient: donor}`` is the same on every rank (rank 0 decides it and
 broadcasts it). Donors are never recipients, so a donor's buffer can be sent while
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from evo.core.plan import Exploit, weight_moves
+from evo.learners.interface import Exchangeable, Layout, Payload, buffers_for, layout_of
 
 T = TypeVar("T")
 Owner = Callable[[int], int]
@@ -42,14 +44,22 @@ def decide_on_root(comm, decide: Callable[[], T], root: int = 0) -> T:
     return comm.bcast(result, root=root)
 
 
-def exchange_p2p(comm, donors: Mapping[int, int], owner: Owner, buffers: Mapping[int, np.ndarray]) -> int:
-    """Copy each donor's buffer into its recipients' buffers with point-to-point messages.
+Receive = Callable[[int, Layout], Payload]
+"""``receive(recipient, layout)``: the buffers recipient ``recipient`` takes a state of ``layout`` into."""
 
-    ``buffers`` holds this rank's members' flat buffers (donors' already packed). Only the
-    ranks that hold a donor and a recipient talk: the donor's rank posts one ``Isend`` per
-    remote recipient, the recipient's rank ``Recv``s straight into the recipient's buffer.
-    All sends are posted before any receive blocks, so no ordering can deadlock.
-    Returns the number of bytes this rank sent.
+
+def exchange_p2p(
+    comm, donors: Mapping[int, int], owner: Owner, states: Mapping[int, Payload], receive: Receive
+) -> tuple[dict[int, Payload], int]:
+    """Copy each donor's exploit state into its recipients' buffers with point-to-point messages.
+
+    ``states`` holds the exploit states of this rank's donors (packed: views of their memory).
+    Only the ranks that hold a donor and a recipient talk: the donor's rank posts, per remote
+    recipient, the state's layout (a small pickled message) and one ``Isend`` per buffer; the
+    recipient's rank receives the layout, asks the recipient for buffers of it (its own, when
+    they match) and ``Recv``s straight into them. All sends are posted before any receive
+    blocks, so no ordering can deadlock; messages of one pair share a tag and arrive in order.
+    Returns what each recipient on this rank received, and the number of bytes this rank sent.
     """
     from mpi4py import MPI
 
@@ -60,53 +70,80 @@ def exchange_p2p(comm, donors: Mapping[int, int], owner: Owner, buffers: Mapping
     sent = 0
     for recipient, donor in pairs:
         if owner(donor) == rank and owner(recipient) != rank:
-            requests.append(comm.Isend(buffers[donor], dest=owner(recipient), tag=recipient))
-            sent += buffers[donor].nbytes
+            state = states[donor]
+            requests.append(comm.isend(layout_of(state), dest=owner(recipient), tag=recipient))
+            for array in state.values():
+                requests.append(comm.Isend(array, dest=owner(recipient), tag=recipient))
+                sent += array.nbytes
+    received = {}
     for recipient, donor in pairs:
-        if owner(recipient) == rank:
-            if owner(donor) == rank:
-                np.copyto(buffers[recipient], buffers[donor])
-            else:
-                comm.Recv(buffers[recipient], source=owner(donor), tag=recipient)
+        if owner(recipient) != rank:
+            continue
+        if owner(donor) == rank:
+            state = states[donor]
+            target = receive(recipient, layout_of(state))
+            for name, array in state.items():
+                if target[name] is not array:
+                    np.copyto(target[name], array)
+        else:
+            layout = comm.recv(source=owner(donor), tag=recipient)
+            target = receive(recipient, layout)
+            for name, _, _ in layout:
+                comm.Recv(target[name], source=owner(donor), tag=recipient)
+        received[recipient] = target
     MPI.Request.Waitall(requests)
-    return sent
+    return received, sent
 
 
 def exchange_collective(
     comm,
     donors: Mapping[int, int],
     owner: Owner,
-    buffers: Mapping[int, np.ndarray],
-    scratch: np.ndarray,
-) -> int:
-    """Copy each donor's buffer into its recipients' buffers with one ``Bcast`` per donor.
+    states: Mapping[int, Payload],
+    receive: Receive,
+    scratch: dict | None = None,
+) -> tuple[dict[int, Payload], int]:
+    """Copy each donor's exploit state into its recipients' buffers with one ``Bcast`` per buffer
+    (after one small broadcast of its layout).
 
     Donors whose recipients all live on the donor's own rank are copied locally with no
-    communication. ``scratch`` (same size as a buffer) receives on ranks that hold no
-    recipient of that donor. Returns the number of bytes this rank broadcast as root.
+    communication. Ranks that hold no recipient of a donor receive into ``scratch`` buffers
+    (kept across calls, one set per layout). Returns what each recipient on this rank received,
+    and the number of bytes this rank broadcast as root.
     """
     _check_donor_map(donors)
+    scratch = {} if scratch is None else scratch
     rank = comm.Get_rank()
     sent = 0
+    received: dict[int, Payload] = {}
     for donor in sorted(set(donors.values())):
         recipients = sorted(r for r, d in donors.items() if d == donor)
         root = owner(donor)
         local = [r for r in recipients if owner(r) == rank]
         if any(owner(r) != root for r in recipients):
+            layout = comm.bcast(layout_of(states[donor]) if rank == root else None, root=root)
             if rank == root:
-                data = buffers[donor]
-                sent += data.nbytes
+                data = states[donor]
+                sent += sum(array.nbytes for array in data.values())
+            elif local:
+                data = received[local[0]] = receive(local[0], layout)
             else:
-                data = buffers[local[0]] if local else scratch
-            comm.Bcast(data, root=root)
+                data = scratch.setdefault(layout, buffers_for(layout, {}))
+            for name, _, _ in layout:
+                comm.Bcast(data[name], root=root)
         elif rank == root:
-            data = buffers[donor]
+            data = states[donor]
         else:
             continue
         for recipient in local:
-            if buffers[recipient] is not data:
-                np.copyto(buffers[recipient], data)
-    return sent
+            if recipient in received:
+                continue
+            target = receive(recipient, layout_of(data))
+            for name, array in data.items():
+                if target[name] is not array:
+                    np.copyto(target[name], array)
+            received[recipient] = target
+    return received, sent
 
 
 def exchange(
@@ -114,49 +151,41 @@ def exchange(
     transport: str,
     donors: Mapping[int, int],
     owner: Owner,
-    buffers: Mapping[int, np.ndarray],
-    scratch: np.ndarray | None = None,
-) -> int:
-    """Move weights by ``transport`` ('p2p' or 'collective')."""
+    states: Mapping[int, Payload],
+    receive: Receive,
+    scratch: dict | None = None,
+) -> tuple[dict[int, Payload], int]:
+    """Move exploit states by ``transport`` ('p2p' or 'collective')."""
     if transport == "p2p":
-        return exchange_p2p(comm, donors, owner, buffers)
+        return exchange_p2p(comm, donors, owner, states, receive)
     if transport == "collective":
-        if scratch is None:
-            scratch = np.empty_like(next(iter(buffers.values())))
-        return exchange_collective(comm, donors, owner, buffers, scratch)
+        return exchange_collective(comm, donors, owner, states, receive, scratch)
     raise ValueError(f"unknown transport {transport!r}")
 
 
 def apply_exploits(
     comm,
     exploits: Sequence[Exploit],
-    members: Mapping[int, Any],
+    members: Mapping[int, Exchangeable],
     transport: str,
     owner: Owner,
-    scratch: np.ndarray | None = None,
+    scratch: dict | None = None,
 ) -> dict[int, int]:
     """Carry out a plan that every rank holds (collective); returns its donor map.
 
-    Donors' buffers move to their recipients by ``transport``; each recipient on this rank
-    then ``load``s the new weights with its new hyperparameters, and a member that explores
-    without copying (donor == recipient) only ``set_hparams``.
+    Donors' exploit states move to their recipients by ``transport``; each recipient on this
+    rank then ``load``s what it received with its new hyperparameters, and a member that
+    explores without copying (donor == recipient) only ``set_hparams``.
 
-    ``members`` maps this rank's member ids to objects with ``buffer``, ``pack()``,
-    ``load(buffer, hparams)`` and ``set_hparams(hparams)``: PPO agents and the toy's workers.
-    A member may also hold ``stats`` (a PPO agent's normalisation statistics, packed by
-    ``pack()``): they follow the weights by the same transport, received into the recipient's
-    ``stats``, where its ``load`` reads them. Every member of a run has them or none has (one
-    config), so every rank makes the same calls. ``owner(member)`` is the rank that holds a
-    member, for any placement.
+    ``members`` maps this rank's member ids to objects of the learner interface's
+    :class:`~evo.learners.interface.Exchangeable` (RL learners and the toy's workers).
+    ``owner(member)`` is the rank that holds a member, for any placement.
     """
     donors = weight_moves(exploits)
-    for donor in set(donors.values()):
-        if donor in members:
-            members[donor].pack()
-    exchange(comm, transport, donors, owner, {member: members[member].buffer for member in members}, scratch)
-    stats = {member: members[member].stats for member in members if getattr(members[member], "stats", None) is not None}
-    if stats:
-        exchange(comm, transport, donors, owner, stats)
+    states = {donor: members[donor].exploit_state() for donor in set(donors.values()) if donor in members}
+    received, _ = exchange(
+        comm, transport, donors, owner, states, lambda r, layout: members[r].receive_buffers(layout), scratch
+    )
     for exploit in exploits:
         member = members.get(exploit.recipient)
         if member is None:
@@ -164,7 +193,7 @@ def apply_exploits(
         if exploit.donor == exploit.recipient:
             member.set_hparams(exploit.new_hparams)
         else:
-            member.load(member.buffer, exploit.new_hparams)
+            member.load(received[exploit.recipient], exploit.new_hparams)
     return donors
 
 

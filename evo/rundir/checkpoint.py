@@ -7,10 +7,11 @@ Layout, one directory per generation boundary::
         manifest.json                     written last, by rank 0
 
 A member file is a ``torch.save`` of plain data and tensors (loaded back with
-``weights_only=True``): the flat policy + Adam state, the observation/reward normalisation
-statistics (float64, or None without normalisation), hyperparameters, counters, recent episode
-returns, score history, the carried training score, the training envs as plain data
-(``evo.sb3.envstate``; None for envs that are not) and the rank's RNG states. Every file is written to a
+``weights_only=True``): the whole member as its learner gives it (``member_state``: the flat
+state of its networks and optimizers, the observation/reward normalisation statistics, float64
+or None, hyperparameters, counters, recent episode returns, score history, the carried training
+score, the training envs as plain data, ``evo.sb3.envstate``, None for envs that are not, and an
+off-policy learner's replay buffer as arrays unless left out) and the rank's RNG states. Every file is written to a
 temporary name, fsynced and renamed. The manifest lists every file with its size and
 SHA-256, the generation, the run id, the lineage so far and the config; a checkpoint is
 complete only when its manifest exists and every file matches it, so a crash at any instant
@@ -32,6 +33,11 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 FORMAT = 1
+"""The manifest's format."""
+MEMBER_FORMAT = 2
+"""A member file's format: 2 since the learners (it names its learner; format 1 held a PPO member
+under the same keys, and still loads)."""
+MEMBER_FORMATS = (1, 2)
 MANIFEST = "manifest.json"
 
 
@@ -103,8 +109,8 @@ def load_payload(path: Path) -> dict[str, Any]:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many types for a damaged file
         raise CheckpointError(f"{path}: cannot be loaded ({type(error).__name__}: {error})") from error
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an evo member checkpoint of format {FORMAT}")
+    if not isinstance(payload, dict) or payload.get("format") not in MEMBER_FORMATS:
+        raise CheckpointError(f"{path}: not an evo member checkpoint of format {' or '.join(map(str, MEMBER_FORMATS))}")
     return payload
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from evo.core.space import hparam_names, typed
+from evo.core.kinds import Kind, kind_from_spec
+from evo.learners import learner_spec
 
 
 class RunDirError(ValueError):
@@ -29,7 +30,7 @@ class Row:
     env_steps: int
     score: float
     donor: int | None
-    hparams: dict[str, float]
+    hparams: dict[str, object]
 
 
 @dataclass
@@ -65,14 +66,54 @@ class RunHistory:
         """The explored hyperparameters the run recorded (its population.csv columns)."""
         return tuple(self.rows[0].hparams)
 
+    @property
+    def algo(self) -> str:
+        """The run's learner (runs from before --algo trained PPO)."""
+        return (self.config.get("agent") or {}).get("algo") or self.config.get("algo") or "ppo"
+
     def space(self) -> dict[str, dict]:
         """Each explored hyperparameter's search-space entry in config.yaml (empty if unknown)."""
         space = (self.config.get("agent") or {}).get("search_space") or {}
         return {name: dict(space.get(name) or {}) for name in self.names}
 
-    def scales(self) -> dict[str, str]:
-        """Each explored hyperparameter's search-space scale (for log axes)."""
-        return {name: entry.get("scale", "linear") for name, entry in self.space().items()}
+    def kinds(self) -> dict[str, Kind]:
+        """The kind of each explored hyperparameter the run's config.yaml records."""
+        return kinds_of(self.config)
+
+    def label(self, name: str) -> str:
+        """A hyperparameter's axis label: its learner's, or its name."""
+        setting = learner_spec(self.algo).by_name.get(name) if self.algo in _known_algos() else None
+        return setting.label if setting is not None and setting.label else name
+
+
+def _known_algos() -> tuple[str, ...]:
+    from evo.learners import algos
+
+    return algos()
+
+
+def kinds_of(config: dict) -> dict[str, Kind]:
+    space = (config.get("agent") or {}).get("search_space") or {}
+    return {name: kind_from_spec({"kind": "float", "choices": [], **entry}) for name, entry in space.items()}
+
+
+FIXED_COLUMNS = ("generation", "member", "rank", "env_steps", "score", "donor", "score_train", "score_test")
+
+
+def parse_value(kinds: dict[str, Kind], algo: str, name: str, text: str) -> object:
+    """A population.csv cell of hyperparameter ``name``: by its kind, or by its setting's type (a
+    value a replayed schedule gave, outside the search space)."""
+    if name in kinds:
+        return kinds[name].parse(text)
+    setting = learner_spec(algo).by_name.get(name) if algo in _known_algos() else None
+    if setting is not None and setting.may_be_off and text.strip().lower() in ("inf", "none", "off", ""):
+        return None
+    if setting is not None and setting.type is int:
+        return int(round(float(text)))
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _float(text: str) -> float:
@@ -88,10 +129,14 @@ def load_run(run_dir: str | Path) -> RunHistory:
         raise RunDirError(
             f"{population} not found{hint}: give the run directory a PBT script wrote (its --run-dir, e.g. runs/...)"
         )
+    config_path = run_dir / "config.yaml"
+    config = (yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}) or {}
+    kinds = kinds_of(config)
+    algo = (config.get("agent") or {}).get("algo") or config.get("algo") or "ppo"
     rows = []
     with population.open(newline="") as handle:
         reader = csv.DictReader(handle)
-        names = hparam_names(reader.fieldnames or ())
+        names = [name for name in reader.fieldnames or () if name not in FIXED_COLUMNS and name != "score_train_stale"]
         for line in reader:
             rows.append(
                 Row(
@@ -100,7 +145,7 @@ def load_run(run_dir: str | Path) -> RunHistory:
                     env_steps=int(line["env_steps"]),
                     score=_float(line["score"]),
                     donor=int(line["donor"]) if line["donor"] not in ("", None) else None,
-                    hparams={name: typed(name, float(line[name])) for name in names},
+                    hparams={name: parse_value(kinds, algo, name, line[name]) for name in names},
                 )
             )
     if not rows:
@@ -109,9 +154,7 @@ def load_run(run_dir: str | Path) -> RunHistory:
     lineage = []
     if lineage_path.is_file():
         lineage = [json.loads(line) for line in lineage_path.read_text().splitlines() if line.strip()]
-    config_path = run_dir / "config.yaml"
-    config = yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}
-    return RunHistory(run_dir, config or {}, rows, lineage)
+    return RunHistory(run_dir, config, rows, lineage)
 
 
 def copies_by_generation(history: RunHistory) -> dict[int, dict[int, int]]:

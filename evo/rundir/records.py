@@ -5,8 +5,8 @@
 - ``population.csv``: one row per member per generation: the score the member reached in
   that generation (``score``, the one selection used; ``score_train`` over training
   episodes and ``score_test`` over evaluation episodes, NaN without --eval-episodes), the
-  hyperparameters it trained with (a column for each of the six always explored, then one
-  for each count or limit the run's search space adds: the same columns for the whole run),
+  hyperparameters it trained with (a column for each explored one, in the learner's
+  declaration order, each written as its kind writes it: the same columns for the whole run),
   and ``donor`` (the member it copied at the end of the generation; empty when it kept its
   own weights); ``score_train_stale`` is 1 when ``score_train`` was carried over, not
   measured (no training episode finished since the member's weights last changed hands).
@@ -34,16 +34,16 @@ from pathlib import Path
 import yaml
 
 from evo.config import Config
+from evo.core.kinds import SearchSpace
 from evo.core.plan import Exploit, weight_moves
 from evo.core.result import MemberResult
-from evo.core.space import EXPLORED, hparam_names
 from evo.rundir.checkpoint import atomic_write
 
 TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
 
 
-def population_fields(names=EXPLORED) -> list[str]:
-    """population.csv's columns for a run exploring ``names``."""
+def population_fields(names: Sequence[str]) -> list[str]:
+    """population.csv's columns for a run exploring ``names`` (in the learner's declaration order)."""
     return [
         "generation",
         "member",
@@ -51,14 +51,13 @@ def population_fields(names=EXPLORED) -> list[str]:
         "env_steps",
         "score",
         "donor",
-        *hparam_names(names),
+        *names,
         "score_train",
         "score_test",
         "score_train_stale",
     ]
 
 
-POPULATION_FIELDS = population_fields()  # a run that explores the six only
 LINE_END = "\n"  # every CSV here, also the rows appended after a resume (csv's default is "\r\n")
 PACKAGES = ("evo", "torch", "stable-baselines3", "gymnasium", "numpy", "mpi4py", "procgen-mirror", "tensorboard")
 
@@ -75,8 +74,16 @@ class RankTiming:
     exchange_s: float
 
 
-def tb_dir(config: Config, member: int) -> Path | None:
-    return config.run_dir / "tb" / f"member_{member}" if config.tb_writer else None
+def tb_dir(run_dir: Path, member: int, tb_writer: bool = True) -> Path | None:
+    """Member ``member``'s TensorBoard folder (None without TensorBoard)."""
+    return Path(run_dir) / "tb" / f"member_{member}" if tb_writer else None
+
+
+def cell(space: SearchSpace, name: str, value: object) -> str:
+    """A hyperparameter's population.csv cell, as its kind writes it."""
+    if name in space:
+        return space[name].text(value)
+    return "inf" if value is None else repr(value)
 
 
 def versions() -> dict[str, str]:
@@ -100,29 +107,32 @@ class RunRecords:
 
     def __init__(
         self,
-        config: Config,
-        command: list[str] | None = None,
+        run_dir: Path,
+        names: Sequence[str],
+        space: SearchSpace,
+        tb_writer: bool = True,
+        *,
+        new_run: tuple[dict, str] | None = None,
         resume_generation: int | None = None,
+        command_line: str = "",
         lineage: list[dict] | None = None,
         population_step: int | None = None,
     ):
-        """Create the run directory, or, with ``resume_generation``, continue its records
-        from that generation (later rows, written after the checkpoint, are dropped)."""
-        self.config = config
-        self.run_dir = Path(config.run_dir)
+        """Create the run directory (``new_run``: the config to save and the command line), or, with
+        ``resume_generation``, continue its records from that generation (later rows, written after
+        the checkpoint, are dropped). ``names``: the explored hyperparameters, written by ``space``'s kinds."""
+        self.run_dir = Path(run_dir)
         self.population_path = self.run_dir / "population.csv"
         self.lineage_path = self.run_dir / "lineage.jsonl"
         self.lineage: list[dict] = list(lineage or [])
-        self.names = config.explored_names
+        self.names = tuple(names)
+        self.space = space
         self.fields = population_fields(self.names)
         self.population_step = population_step or 0
-        command_line = (
-            f"cd {shlex.quote(os.getcwd())} && "
-            f"mpiexec -n {config.world_size} {shlex.join([Path(sys.executable).name, *(command or sys.argv)])}\n"
-        )
         if resume_generation is None:
+            saved_config, command_line = new_run if new_run is not None else ({}, command_line)
             self.run_dir.mkdir(parents=True, exist_ok=False)
-            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(saved_config, sort_keys=False))
             (self.run_dir / "command.txt").write_text(command_line)
             (self.run_dir / "versions.json").write_text(json.dumps(versions(), indent=2) + "\n")
             with self.population_path.open("w", newline="") as handle:
@@ -133,11 +143,37 @@ class RunRecords:
                 handle.write(f"# resumed from generation {resume_generation}:\n{command_line}")
             self._truncate(resume_generation)
         self.writer = None
-        if config.tb_writer:
+        if tb_writer:
             from torch.utils.tensorboard import SummaryWriter
 
             purge = self.population_step + 1 if resume_generation is not None else None
             self.writer = SummaryWriter(str(self.run_dir / "tb" / "population"), purge_step=purge)
+
+    @classmethod
+    def open(
+        cls,
+        config: Config,
+        command: list[str] | None = None,
+        resume_generation: int | None = None,
+        lineage: list[dict] | None = None,
+        population_step: int | None = None,
+    ) -> RunRecords:
+        """The records of the run ``config`` describes: new, or continued from a checkpoint."""
+        command_line = (
+            f"cd {shlex.quote(os.getcwd())} && "
+            f"mpiexec -n {config.world_size} {shlex.join([Path(sys.executable).name, *(command or sys.argv)])}\n"
+        )
+        return cls(
+            config.run_dir,
+            config.explored_names,
+            config.agent.search_space,
+            config.tb_writer,
+            new_run=(config.to_dict(), command_line) if resume_generation is None else None,
+            resume_generation=resume_generation,
+            command_line=command_line,
+            lineage=lineage,
+            population_step=population_step,
+        )
 
     def _truncate(self, generation: int) -> None:
         """Keep the records of generations up to ``generation`` (those the checkpoint covers)."""
@@ -176,13 +212,14 @@ class RunRecords:
                         "score_test": result.score_test,
                         "score_train_stale": int(result.score_train_stale),
                         "donor": donors.get(result.member, ""),
-                        **{name: repr(result.hparams[name]) for name in self.names},
+                        **{name: cell(self.space, name, result.hparams[name]) for name in self.names},
                     }
                 )
         with self.lineage_path.open("a") as handle:
             for exploit in exploits:
-                handle.write(json.dumps(exploit.to_json()) + "\n")
-                self.lineage.append(exploit.to_json())
+                entry = exploit.to_json(self.space)
+                handle.write(json.dumps(entry) + "\n")
+                self.lineage.append(entry)
         self.population_step = max(result.env_steps for result in population)
         if self.writer is not None:
             scores = [result.score for result in population if result.scored]

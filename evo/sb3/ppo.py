@@ -1,4 +1,5 @@
-"""SB3's PPO, with each minibatch's gradient computed in microbatches (gradient accumulation).
+"""PPO's SB3 side: SB3's ``PPO`` with microbatched updates and a precision, and the member that
+trains it (its settings are declared in evo/learners/ppo.py).
 
 SB3 runs a minibatch through the network in one forward and backward pass, so the activations
 of the whole minibatch are alive at once: with the Procgen paper's minibatch (2048 images) and
@@ -12,9 +13,21 @@ statistics are those of the whole minibatch, as in SB3.
 And ``precision``: 'bf16' runs the policy's network in bfloat16 autocast wherever SB3 calls it
 (the rollout's forward, both ``train()`` paths, evaluation), through the policies of
 evo/sb3/policies.py that stand in for SB3's 'MlpPolicy' and 'CnnPolicy'.
+
+PPO's own ways for a value to reach the update (the rest are the generic reaches of
+evo/sb3/learner.py): ``gae_lambda`` is copied into the rollout buffer, which computes the
+advantages; ``n_minibatches`` sets ``batch_size`` to ceil(n_envs * n_steps / n_minibatches).
+``train()`` reads ``n_epochs``, ``batch_size``, ``max_grad_norm``, ``target_kl``, ``ent_coef`` and
+``vf_coef`` from the model at every call (SB3's and the microbatched one alike). What to re-check
+when SB3 changes: those attributes, the rollout buffer's ``gae_lambda``, and ``train()`` below
+against SB3's.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
 
 from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 
@@ -26,7 +39,8 @@ from gymnasium import spaces
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.utils import explained_variance
 
-from evo.sb3.policies import MixedPrecisionCnnPolicy, MixedPrecisionPolicy
+from evo.sb3.learner import SB3Learner, common_policy_kwargs
+from evo.sb3.policies import EXTRACTORS, MixedPrecisionCnnPolicy, MixedPrecisionPolicy
 
 
 class PPO(SB3PPO):
@@ -128,3 +142,60 @@ class PPO(SB3PPO):
         policy, value, entropy, clipped, kl = (totals / n).tolist()
         means = {"policy": policy, "value": value, "entropy": entropy, "clip": clipped, "kl": kl}
         return means, policy + self.ent_coef * entropy + self.vf_coef * value
+
+
+def rollout_size(model: PPO) -> int:
+    return int(model.n_steps * model.n_envs)
+
+
+def set_gae_lambda(learner: SB3Learner, value: float) -> None:
+    learner.model.gae_lambda = float(value)
+    learner.model.rollout_buffer.gae_lambda = float(value)
+
+
+def set_n_minibatches(learner: SB3Learner, value: int) -> None:
+    """The rollout in ``value`` minibatches of ceil(rollout / value) samples."""
+    learner.model.batch_size = math.ceil(rollout_size(learner.model) / int(value))
+
+
+class PPOLearner(SB3Learner):
+    """A PPO member: on-policy, its state the policy and its Adam optimizer."""
+
+    algorithm = PPO
+    custom = {"gae_lambda": set_gae_lambda, "n_minibatches": set_n_minibatches}
+    readers = {
+        "gae_lambda": lambda learner: float(learner.model.rollout_buffer.gae_lambda),
+        "n_minibatches": lambda learner: math.ceil(rollout_size(learner.model) / learner.model.batch_size),
+    }
+
+    def build_model(self, env, values: Mapping[str, Any], seed: int) -> PPO:
+        return PPO(
+            self.policy_name(),
+            env,
+            precision=self.setup.precision,
+            policy_kwargs=self.policy_kwargs(),
+            stats_window_size=100,
+            verbose=0,
+            seed=seed,
+            device="cpu",
+            **self.constructor_arguments(values),
+        )
+
+    def policy_name(self) -> str:
+        return "MlpPolicy" if self.agent.policy == "mlp" else "CnnPolicy"
+
+    def policy_kwargs(self) -> dict[str, Any]:
+        """SB3's policy_kwargs for our policy names (the CNNs: their features extractor)."""
+        kwargs = common_policy_kwargs(self.agent)
+        if self.agent.policy != "mlp":
+            kwargs["features_extractor_class"] = EXTRACTORS[self.agent.policy]
+            kwargs["features_extractor_kwargs"] = {
+                "features_dim": self.agent.policy_kwargs.get(
+                    "features_dim", 256 if self.agent.policy == "impala" else 512
+                ),
+                "channels_last": self.setup.channels_last,
+            }
+        return kwargs
+
+
+LEARNER = PPOLearner

@@ -47,7 +47,7 @@ hyperparameter, then the continuous values by the GP-UCB above, conditioned on t
 - conditioning: the GP is fitted on all observations with each choice's position among its
   choices (index / (count - 1), they are ordered) as one more input column, and the UCB is
   maximised over the continuous columns with the choice columns held at the bandit's picks;
-- integers (``kind="int"``) are continuous in the GP and rounded when the pick is mapped back.
+- integers are continuous in the GP and rounded when the pick is mapped back.
 """
 
 from __future__ import annotations
@@ -57,14 +57,15 @@ import logging
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from evo.core.explore import Change, explore
+from evo.core.explorers.base import Change, Explored, Explorer
+from evo.core.explorers.perturb import explore
+from evo.core.kinds import Kind, SearchSpace
 from evo.core.result import MemberResult
-from evo.core.space import SearchSpace
 
 logger = logging.getLogger(__name__)
 
@@ -138,26 +139,46 @@ def time_varying_kernel(length_scale: float = 0.3, epsilon: float = 0.1):
     return _kernel_class()(length_scale=length_scale, epsilon=epsilon)
 
 
-@dataclass
-class PB2:
+def has_choices(kind: Kind) -> bool:
+    """Whether PB2-Mix's bandit picks this hyperparameter (an ordered or unordered choice)."""
+    return getattr(kind, "choices", None) is not None
+
+
+class PB2(Explorer):
     """PB2's model of the population's history, and its suggestions.
 
     Lives on rank 0 (where the plan is decided) and goes into every checkpoint
-    (:meth:`state` / :meth:`from_state`), so a resumed run continues with its history.
+    (:meth:`state` / :meth:`restore`), so a resumed run continues with its history.
     """
 
-    space: SearchSpace
-    observations: list[tuple[int, list[float], float]] = field(default_factory=list)
-    """(generation, x in [0, 1]^d, change in score) per member and generation."""
-    baselines: dict[int, float] = field(default_factory=dict)
-    """Member -> the score of the weights it starts the next generation with."""
+    name = "pb2"
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        perturb_factors: Sequence[float] = (0.8, 1.2),
+        resample_probability: float = 0.25,
+        observations: list[tuple[int, list[float], float]] | None = None,
+        baselines: dict[int, float] | None = None,
+    ):
+        super().__init__(space, perturb_factors, resample_probability)
+        self.observations: list[tuple[int, list[float], float]] = list(observations or [])
+        """(generation, x in [0, 1]^d, change in score) per member and generation."""
+        self.baselines: dict[int, float] = dict(baselines or {})
+        """Member -> the score of the weights it starts the next generation with."""
 
     # --- history --------------------------------------------------------------------------
 
-    def unit(self, hparams: Mapping[str, float]) -> list[float]:
-        return [param.to_unit(float(hparams[name])) for name, param in self.space.items()]
+    def unit(self, hparams: Mapping[str, Any]) -> list[float]:
+        return [kind.to_unit(hparams[name]) for name, kind in self.space.items()]
 
-    def observe(self, generation: int, population: Sequence[MemberResult]) -> None:
+    def observe(self, generation: int, population: Sequence[MemberResult], donors: Mapping[int, int]) -> None:
+        """Record the generation's changes in score, then start every member's next baseline
+        from the weights it will hold (its donor's, or its own)."""
+        self.record(generation, population)
+        self.rebase(population, donors)
+
+    def record(self, generation: int, population: Sequence[MemberResult]) -> None:
         """Record each member's change in score over ``generation`` (needs its baseline),
         in the order of ``population`` (the plan passes it sorted by member id)."""
         for result in population:
@@ -209,7 +230,7 @@ class PB2:
     @property
     def categorical(self) -> dict[int, str]:
         """Column -> name of each hyperparameter PB2-Mix's bandit chooses (``kind="choice"``)."""
-        return {i: name for i, (name, param) in enumerate(self.space.items()) if param.kind == "choice"}
+        return {i: name for i, (name, kind) in enumerate(self.space.items()) if has_choices(kind)}
 
     def choose(self, generation: int, count: int) -> list[dict[int, float]]:
         """PB2-Mix's bandit: for each of ``count`` recipients, the unit coordinate of each
@@ -263,35 +284,27 @@ class PB2:
                 latent = GaussianProcessRegressor(signal, alpha=alpha, optimizer=None).fit(X, y)
         return picks
 
-    def explore(
-        self,
-        generation: int,
-        donor_hparams: Sequence[Mapping[str, float]],
-        rng: np.random.Generator,
-        perturb_factors: Sequence[float],
-        resample_probability: float,
-    ) -> list[tuple[dict[str, float], list[Change]]]:
+    def explore(self, generation: int, starts: Sequence[Mapping[str, Any]], rng: np.random.Generator) -> list[Explored]:
         """New hyperparameters for each recipient, from its donor's: PB2's picks, or the
         usual perturb/resample while there is no data yet (or, logged, if the fit fails).
         Parameters outside the search space are kept."""
         marker = "pb2 warm-up"
         try:
-            picks = self.suggest(generation, len(donor_hparams), rng)
+            picks = self.suggest(generation, len(starts), rng)
         except (np.linalg.LinAlgError, ValueError) as error:  # a degenerate fit must not end a long run
             logger.warning("PB2 could not fit the history of generation %d (%s); perturbing instead", generation, error)
             picks, marker = None, "pb2 fallback"
         results = []
-        for i, hparams in enumerate(donor_hparams):
+        for i, hparams in enumerate(starts):
             if picks is None:
-                new, changes = explore(hparams, self.space, rng, perturb_factors, resample_probability)
+                new, changes = explore(hparams, self.space, rng, self.perturb_factors, self.resample_probability)
                 changes = [Change(c.name, c.old, c.new, f"{marker}: {c.how}") for c in changes]
             else:
                 new, changes = dict(hparams), []
-                for (name, param), unit in zip(self.space.items(), picks[i], strict=True):
-                    new[name] = param.from_unit(float(unit))
-                    how = "pb2-mix bandit" if param.kind == "choice" else "pb2"
-                    old = hparams[name] if param.discrete else float(hparams[name])
-                    changes.append(Change(name, old, new[name], how))
+                for (name, kind), unit in zip(self.space.items(), picks[i], strict=True):
+                    new[name] = kind.from_unit(float(unit))
+                    how = "pb2-mix bandit" if has_choices(kind) else "pb2"
+                    changes.append(Change(name, kind.coerce(hparams[name]), new[name], how))
             results.append((new, changes))
         return results
 
@@ -303,15 +316,17 @@ class PB2:
             "baselines": {str(m): s for m, s in self.baselines.items()},
         }
 
-    @classmethod
-    def from_state(cls, space: SearchSpace, state: Mapping[str, Any] | None) -> PB2:
+    def restore(self, state: Mapping[str, Any] | None) -> None:
         if not state:
-            return cls(space)
-        return cls(
-            space,
-            [(int(t), [float(v) for v in x], float(dy)) for t, x, dy in state["observations"]],
-            {int(m): float(s) for m, s in state["baselines"].items()},
-        )
+            return
+        self.observations = [(int(t), [float(v) for v in x], float(dy)) for t, x, dy in state["observations"]]
+        self.baselines = {int(m): float(s) for m, s in state["baselines"].items()}
+
+    @classmethod
+    def from_state(cls, space: SearchSpace, state: Mapping[str, Any] | None, **settings: Any) -> PB2:
+        explorer = cls(space, **settings)
+        explorer.restore(state)
+        return explorer
 
 
 def maximise_ucb(

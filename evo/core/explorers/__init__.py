@@ -1,0 +1,41 @@
+"""How recipients change their hyperparameters: the explorers, by ``--explore`` name (pure).
+
+One module per explorer, one line each in :data:`EXPLORERS` (see :mod:`evo.core.explorers.base`
+for the interface).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evo.core.explorers.base import Change, Explorer
+from evo.core.explorers.pb2 import PB2
+from evo.core.explorers.perturb import Perturb, explore
+from evo.core.kinds import SearchSpace
+
+EXPLORERS: dict[str, type[Explorer]] = {
+    "perturb": Perturb,  # random perturbation or resampling (the PBT paper)
+    "pb2": PB2,  # PB2's GP bandit on the population's history (Parker-Holder et al. 2020)
+}
+
+__all__ = ["EXPLORERS", "PB2", "Change", "Explorer", "Perturb", "explore", "explorer_names", "make_explorer"]
+
+
+def explorer_names() -> tuple[str, ...]:
+    return tuple(EXPLORERS)
+
+
+def make_explorer(
+    name: str,
+    space: SearchSpace,
+    perturb_factors: Sequence[float] = (0.8, 1.2),
+    resample_probability: float = 0.25,
+    state: Mapping[str, Any] | None = None,
+) -> Explorer:
+    """Explorer ``name`` over ``space``, continuing from a checkpoint's ``state`` if given."""
+    if name not in EXPLORERS:
+        raise ValueError(f"unknown explorer {name!r}; use one of {', '.join(EXPLORERS)}")
+    explorer = EXPLORERS[name](space, perturb_factors, resample_probability)
+    explorer.restore(state)
+    return explorer

@@ -1,0 +1,130 @@
+"""The learner interface: what the generation loop, the exchange and the checkpoints ask of a
+member, whatever trains it. Pure: typing and numpy only.
+
+Three payloads leave a member:
+
+- its **exploit state** (:meth:`Exchangeable.exploit_state`): what a recipient takes from its
+  donor at an exploit, as named flat numpy buffers (``weights``: every network, every optimizer's
+  state and the algorithm's own tensors, float32; ``normalization``: VecNormalize's statistics,
+  float64; with ``--exploit-buffer copy``, the replay buffer's arrays). The buffers *are* the
+  member's state (the model's tensors are views of ``weights``), so MPI sends from them and
+  receives into them with no copy. Members may differ in size: a recipient is asked for buffers
+  of the donor's :data:`Layout` (:meth:`Exchangeable.receive_buffers`) and gets its own when the
+  layouts match.
+- the **whole member** (:meth:`Learner.member_state`): the exploit state plus its replay buffer,
+  its envs, counters, episode statistics and scores, as plain data and tensors: what moving a
+  member to another rank carries, and what a checkpoint holds;
+- its **checkpoint payload**: the whole member (its replay buffer left out on request) under the
+  run's id and generation (evo.run writes it; evo.rundir.checkpoint stores it).
+
+The SB3 learners (evo/sb3/learner.py) and the toy's workers (evo/toy.py) implement it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from evo.core.result import Scores
+
+Layout = tuple[tuple[str, str, tuple[int, ...]], ...]
+"""A payload's shape: (name, dtype, shape) of each buffer, in order."""
+Payload = Mapping[str, np.ndarray]
+
+
+def layout_of(payload: Payload) -> Layout:
+    """The :data:`Layout` of ``payload``."""
+    return tuple((name, array.dtype.str, tuple(array.shape)) for name, array in payload.items())
+
+
+def buffers_for(layout: Layout, own: Payload) -> dict[str, np.ndarray]:
+    """Buffers of ``layout``: ``own``'s where name, dtype and shape match (received into in place),
+    new ones elsewhere."""
+    found = {}
+    for name, dtype, shape in layout:
+        mine = own.get(name)
+        if mine is not None and mine.dtype.str == dtype and tuple(mine.shape) == tuple(shape):
+            found[name] = mine
+        else:
+            found[name] = np.empty(shape, dtype=np.dtype(dtype))
+    return found
+
+
+@runtime_checkable
+class Exchangeable(Protocol):
+    """What the exchange needs of a member (evo.mpi.exchange): an RL learner or a toy worker."""
+
+    member_id: int
+    hparams: dict[str, Any]
+
+    @property
+    def env_steps(self) -> int: ...
+
+    def exploit_state(self) -> Payload:
+        """The state a recipient copies, packed and ready to send (views: no copy)."""
+        ...
+
+    def receive_buffers(self, layout: Layout) -> Payload:
+        """Buffers to receive a donor's exploit state of ``layout`` into."""
+        ...
+
+    def load(self, state: Payload, hparams: Mapping[str, Any]) -> None:
+        """Become a copy of the donor whose exploit state is ``state``, then take ``hparams``."""
+        ...
+
+    def set_hparams(self, hparams: Mapping[str, Any]) -> None:
+        """Take ``hparams`` from the next update on (an explore without a copy)."""
+        ...
+
+
+class TrainingHooks(Protocol):
+    """What runs while a member trains: the stop check, a replayed schedule, the progress report."""
+
+    should_stop: Callable[[], bool]
+    schedule: Sequence[tuple[int, Mapping[str, Any]]]
+    progress: Any
+
+
+@runtime_checkable
+class Learner(Exchangeable, Protocol):
+    """One member of the population, held by one rank: what evo.run asks of it."""
+
+    scores: list[float]
+    """Its score at the end of each generation so far."""
+
+    def train(
+        self,
+        steps: int,
+        should_stop: Callable[[], bool],
+        schedule: Sequence[tuple[int, Mapping[str, Any]]] = (),
+        progress: Any = None,
+    ) -> None:
+        """Train for ``steps`` env steps (rounded up to the learner's units), checking
+        ``should_stop`` every env step, following a replayed ``schedule`` if given and reporting
+        env steps to ``progress`` (a :class:`evo.core.progress.ProgressReporter`) if given."""
+        ...
+
+    def evaluate(self) -> Scores:
+        """Its scores now: training episodes, evaluation episodes, and the one selection uses."""
+        ...
+
+    def carry_score(self, score: float) -> None:
+        """The training score the weights it now holds had (its donor's at an exploit)."""
+        ...
+
+    def member_state(self, replay: bool = True) -> dict[str, Any]:
+        """The whole member as plain data and tensors (``replay``: with its replay buffer)."""
+        ...
+
+    def restore(self, state: Mapping[str, Any]) -> str | None:
+        """Become the member ``state`` holds; returns a note for the log (its envs could not be
+        restored, its replay buffer was not saved ...) or None."""
+        ...
+
+    def log_generation(self, result: Any, exploited: bool) -> None:
+        """Its TensorBoard row of a generation."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,159 @@
+"""PPO's settings (Stable-Baselines3's ``PPO``), declared once. Pure; its SB3 side is evo/sb3/ppo.py.
+
+SB3's names and defaults, and evo's own: ``n_minibatches`` (the rollout cut into that many
+minibatches, instead of ``batch_size``) and ``microbatch_size`` (each minibatch back-propagated in
+pieces of that many samples: the same update in less memory).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from evo.core.kinds import Choice, Kind, OffOr
+from evo.learners.spec import EnvShape, LearnerSpec, Reach, setting
+
+A, S, LR, D, C = Reach.ATTRIBUTE, Reach.SCHEDULE, Reach.LEARNING_RATE, Reach.DISCOUNT, Reach.CUSTOM
+
+N_STEPS_FIXED = (
+    "it sizes the rollout buffer (n_envs * n_steps samples) that PPO allocates once and that every "
+    "generation's agent_training_steps is rounded to, so changing it mid-run would reallocate the buffer and "
+    "shift the members' generation boundaries; set n_steps as a fixed setting, and explore batch_size or "
+    "n_minibatches instead"
+)
+
+SETTINGS = (
+    setting("learning_rate", float, 3e-4, "Adam's step size", LR, label="learning rate"),
+    setting("ent_coef", float, 0.0, "entropy bonus coefficient", A, label="entropy coefficient"),
+    setting("clip_range", float, 0.2, "PPO's clip range of the probability ratio", S, label="PPO clip range"),
+    setting("gamma", float, 0.99, "discount factor", D, label="discount γ"),
+    setting("gae_lambda", float, 0.95, "GAE's λ", C, label="GAE λ"),
+    setting("vf_coef", float, 0.5, "value-loss coefficient", A, label="value-loss coefficient"),
+    setting("n_epochs", int, 10, "epochs over each rollout", A, label="epochs per update"),
+    setting("batch_size", int, 64, "minibatch size", A, label="minibatch size"),
+    setting(
+        "n_minibatches",
+        int,
+        None,
+        "minibatches per epoch: batch_size = ceil(n_envs * n_steps / n_minibatches); give this or batch_size",
+        C,
+        label="minibatches per epoch",
+    ),
+    setting("max_grad_norm", float, 0.5, "gradient-norm clip", A, label="gradient-norm clip"),
+    setting(
+        "target_kl",
+        float,
+        None,
+        "stop an update's epochs once the approximate KL passes 1.5 x this; null: never",
+        A,
+        may_be_off=True,
+        label="KL early-stop target",
+    ),
+    setting("n_steps", int, 2048, "env steps per env per rollout", why_fixed=N_STEPS_FIXED),
+    setting(
+        "normalize_advantage",
+        bool,
+        True,
+        "normalise advantages per minibatch",
+        why_fixed="a switch of the loss, not a value to tune",
+    ),
+    setting(
+        "use_sde",
+        bool,
+        False,
+        "generalised state-dependent exploration (continuous actions)",
+        why_fixed="it shapes the policy",
+    ),
+    setting(
+        "sde_sample_freq",
+        int,
+        -1,
+        "with gSDE, a new noise matrix every this many steps (-1: at each rollout's start only)",
+        why_fixed="not tuned by evo",
+    ),
+    setting(
+        "microbatch_size",
+        int,
+        0,
+        "back-propagate each minibatch in pieces of this many samples (0: whole); the same update in less memory",
+        why_fixed="it changes how the update is computed, not what it computes",
+        free_on_resume=True,
+    ),
+)
+
+
+def check(
+    settings: dict[str, Any], space: Mapping[str, Kind], n_envs: int, shape: EnvShape | None, problems: list[str]
+) -> None:
+    """PPO's rules across its settings: positive counts, a batch size within the rollout (from
+    ``n_minibatches`` if given), and search ranges PPO can run."""
+    n_steps = settings["n_steps"]
+    if n_steps < 1:
+        problems.append(f"n_steps {n_steps}: must be a positive whole number")
+    if settings["n_epochs"] < 1:
+        problems.append(f"n_epochs {settings['n_epochs']}: must be a positive whole number")
+    if settings["microbatch_size"] < 0:
+        problems.append(
+            f"microbatch_size {settings['microbatch_size']}: must be a positive number of samples, or 0 to "
+            "back-propagate each minibatch whole"
+        )
+    sde = settings["sde_sample_freq"]
+    if sde == 0 or sde < -1:
+        problems.append(
+            f"sde_sample_freq is {sde}: use -1 (a new gSDE noise matrix at the start of each rollout only) or a "
+            "positive number of steps"
+        )
+    rollout = max(1, n_envs * max(n_steps, 1))
+    if settings["n_minibatches"] is not None:
+        if settings["n_minibatches"] < 1:
+            problems.append(f"n_minibatches {settings['n_minibatches']}: must be a positive whole number")
+            settings["n_minibatches"] = 1
+        settings["batch_size"] = rollout // settings["n_minibatches"]
+    if not (2 <= settings["batch_size"] <= rollout):
+        problems.append(
+            f"batch_size {settings['batch_size']}: must be between 2 and n_envs * n_steps = {rollout}; "
+            "set batch_size or n_minibatches in the YAML"
+        )
+    settings["n_minibatches"] = math.ceil(rollout / max(settings["batch_size"], 1))
+    if "batch_size" in space and "n_minibatches" in space:
+        problems.append(
+            "search_space gives both batch_size and n_minibatches; they say the same thing (n_minibatches = "
+            "n_envs * n_steps / batch_size): explore one of them"
+        )
+    limits = {
+        "n_epochs": (1, math.inf, "at least 1"),
+        "batch_size": (2, rollout, f"between 2 and n_envs * n_steps = {rollout}"),
+        "n_minibatches": (1, rollout // 2, f"between 1 and n_envs * n_steps / 2 = {rollout // 2}"),
+        "max_grad_norm": (0, math.inf, "positive"),
+        "target_kl": (0, math.inf, "positive (null in choices: no early stop)"),
+    }
+    for name, (low, high, rule) in limits.items():
+        kind = space.get(name)
+        if kind is None or kind.problems(name):
+            continue
+        values = (
+            [c for c in kind.choices if c is not None] if isinstance(kind, (Choice, OffOr)) else [kind.low, kind.high]
+        )
+        if not (min(values) > 0 and low <= min(values) and max(values) <= high):
+            problems.append(f"search_space.{name} is [{min(values)}, {max(values)}]; every value must be {rule}")
+
+
+def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:
+    """Env steps collected per update (n_envs * n_steps): a generation's budget is rounded up to them."""
+    return n_envs * settings["n_steps"]
+
+
+SPEC = LearnerSpec(
+    name="ppo",
+    title="PPO",
+    settings=SETTINGS,
+    action_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
+    policies=("mlp", "impala", "nature"),
+    policy_kwargs={"ortho_init": bool, "log_std_init": float},
+    net_arch_heads=("pi", "vf"),
+    precisions=("fp32", "bf16"),
+    check=check,
+    steps=rollout_steps,
+    exclusive=(("batch_size", "n_minibatches"),),
+)

@@ -1,0 +1,92 @@
+"""SAC's settings (Stable-Baselines3's ``SAC``), declared once. Pure; its SB3 side is evo/sb3/sac.py.
+
+At an exploit a recipient takes the donor's networks (actor, critics, target critics), their
+optimizers and, with ``ent_coef: auto``, the learned entropy coefficient and its optimizer; its
+replay buffer stays its own unless --exploit-buffer copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from evo.core.kinds import Kind
+from evo.learners.offpolicy import check_ranges, check_shared, collection_steps, shared_settings
+from evo.learners.spec import EnvShape, LearnerSpec, Reach, setting
+
+SETTINGS = (
+    *shared_settings(learning_rate=3e-4),
+    setting(
+        "target_entropy",
+        (float, str),
+        "auto",
+        "the entropy the learned coefficient aims at; 'auto': -dim(action space)",
+        Reach.CUSTOM,
+        label="target entropy",
+    ),
+    setting(
+        "ent_coef",
+        (float, str),
+        "auto",
+        "entropy coefficient: a number, or 'auto' (learned; 'auto_0.1' starts it at 0.1)",
+        why_fixed="with 'auto' it is learned (and moves with the weights at an exploit): tune target_entropy",
+    ),
+    setting(
+        "target_update_interval",
+        int,
+        1,
+        "gradient steps between target-network updates",
+        why_fixed="not tuned by evo (tau sets how fast the targets follow)",
+    ),
+    setting("use_sde", bool, False, "generalised state-dependent exploration", why_fixed="it shapes the policy"),
+    setting("sde_sample_freq", int, -1, "with gSDE, a new noise matrix every this many steps", why_fixed="not tuned"),
+    setting(
+        "use_sde_at_warmup",
+        bool,
+        False,
+        "gSDE instead of uniform random actions before learning_starts",
+        why_fixed="not tuned",
+    ),
+)
+
+
+def check(
+    settings: dict[str, Any], space: Mapping[str, Kind], n_envs: int, shape: EnvShape | None, problems: list[str]
+) -> None:
+    check_shared(settings, space, problems)
+    if settings["target_entropy"] == "auto" and shape is not None:
+        settings["target_entropy"] = -float(shape.action_dims)  # SB3's 'auto', resolved here for the records
+    for name in ("target_entropy", "ent_coef"):
+        value = settings[name]
+        if isinstance(value, str) and not (value == "auto" or (name == "ent_coef" and _auto_start(value))):
+            form = "'auto', 'auto_0.1' or a positive number" if name == "ent_coef" else "'auto' or a number"
+            problems.append(f"{name} {value!r}: give {form}")
+    if not isinstance(settings["ent_coef"], str) and settings["ent_coef"] <= 0:
+        problems.append(f"ent_coef {settings['ent_coef']}: must be positive, or 'auto' to learn it")
+    if "target_entropy" in space and not str(settings["ent_coef"]).startswith("auto"):
+        problems.append(
+            f"search_space.target_entropy: the entropy coefficient is fixed at {settings['ent_coef']}, so no target "
+            "entropy is used; set ent_coef: auto, or explore something else"
+        )
+    check_ranges(space, {"target_entropy": (-float("inf"), float("inf"), "a number")}, problems)
+
+
+def _auto_start(value: str) -> bool:
+    head, _, start = value.partition("_")
+    try:
+        return head == "auto" and float(start) > 0
+    except ValueError:
+        return False
+
+
+SPEC = LearnerSpec(
+    name="sac",
+    title="SAC",
+    settings=SETTINGS,
+    action_spaces=("Box",),
+    policy_kwargs={"log_std_init": float},
+    net_arch_heads=("pi", "qf"),
+    replay=True,
+    check=check,
+    steps=collection_steps,
+)

@@ -1,0 +1,156 @@
+"""How a learner declares its settings, once: :class:`Setting` and :class:`LearnerSpec`. Pure.
+
+A learner's settings are what its YAML file may set for an env (rl-baselines3-zoo's
+``hyperparams/<algo>.yml``): SB3's constructor arguments under SB3's names, and a few of evo's.
+Each is declared once, with its type (a YAML value is coerced to it: PyYAML reads ``3e-4`` as a
+string), its default (SB3's, unless the declaration says otherwise), a help line, and how a new
+value reaches SB3 while a member trains (:class:`Reach`). The config layer derives from the
+declarations the keys a YAML block may hold, their coercion, which may enter a search space and
+with which kinds, and the message for a key of another algorithm; the SB3 layer applies a tuned
+value by its reach. Nothing here imports SB3.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evo.core.kinds import Kind
+
+
+class Reach(enum.Enum):
+    """How a new value of a setting reaches SB3 while a member trains (evo/sb3/learner.py
+    implements the first four for every learner; CUSTOM is the learner's own code)."""
+
+    ATTRIBUTE = "a plain attribute of the model that the update reads at every call"
+    SCHEDULE = "SB3 keeps it as a schedule (a constant one is set)"
+    LEARNING_RATE = "lr_schedule, and the learning rate of every optimizer the learner names"
+    DISCOUNT = "the model's gamma, and every copy SB3 made of it (buffers, the return normaliser)"
+    CUSTOM = "the learner's own code in its SB3 module"
+    CONSTRUCTION = "read once when the model is built: cannot be tuned while it trains"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a learner (see the module docstring)."""
+
+    name: str
+    type: type | tuple[type, ...]
+    """What a YAML value is coerced to; a tuple: any one of these types, taken as it is."""
+    default: Any
+    help: str
+    reach: Reach = Reach.CONSTRUCTION
+    why_fixed: str = ""
+    """For a CONSTRUCTION setting: why it cannot be tuned (said when a search space names it)."""
+    may_be_off: bool = False
+    """None is a value, "off" (e.g. no KL early stop): a search space may list null last."""
+    label: str = ""
+    """Its axis label in the plots (default: the name)."""
+    free_on_resume: bool = False
+    """It changes how an update is computed, not what it computes: a run may resume with another value."""
+
+    @property
+    def tunable(self) -> bool:
+        return self.reach is not Reach.CONSTRUCTION
+
+    @property
+    def whole(self) -> bool:
+        """Whether it takes whole numbers (an integer range in a search space)."""
+        return self.type is int
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in (int, float)
+
+
+@dataclass(frozen=True)
+class EnvShape:
+    """What a learner must know of the env at start-up: its action space's class and shape."""
+
+    action_space: str
+    action_shape: tuple[int, ...] = ()
+
+    @property
+    def action_dims(self) -> int:
+        dims = 1
+        for size in self.action_shape:
+            dims *= size
+        return dims
+
+
+@dataclass(frozen=True)
+class LearnerSpec:
+    """What a learner is, as the config layer needs to know it (its SB3 side: evo/sb3/<name>.py)."""
+
+    name: str
+    """``--algo``: 'ppo', 'sac', 'td3' (rl-baselines3-zoo's names)."""
+    title: str
+    settings: tuple[Setting, ...]
+    action_spaces: tuple[str, ...]
+    """gymnasium space classes it can act in ('Discrete', 'Box', ...)."""
+    policies: tuple[str, ...] = ("mlp",)
+    """Policy names the YAML's ``policy`` may give."""
+    policy_kwargs: Mapping[str, type | tuple[type, ...]] = field(default_factory=dict)
+    """The ``policy_kwargs`` keys it takes besides the common ones (net_arch, activation_fn, features_dim)."""
+    net_arch_heads: tuple[str, ...] = ("pi", "vf")
+    """The keys of a ``net_arch`` mapping: separate networks for the actor and the value or Q function."""
+    replay: bool = False
+    """Whether it learns from a replay buffer (off-policy): --exploit-buffer and buffers in checkpoints."""
+    precisions: tuple[str, ...] = ("fp32",)
+    check: Callable[[dict[str, Any], Mapping[str, Kind], int, EnvShape | None, list[str]], None] | None = None
+    """``check(settings, search_space, n_envs, env_shape, problems)``: its own rules across settings,
+    search ranges and the env (a batch within the rollout, say; ``env_shape`` None: the env could
+    not be made); it may set what its rules resolve (a batch size from a count of minibatches)."""
+    exclusive: tuple[tuple[str, str], ...] = ()
+    """Pairs of settings that say the same thing: a YAML layer that gives one drops the other."""
+    steps: Callable[[Mapping[str, Any], int], int] | None = None
+    """``steps(settings, n_envs)``: the env steps one unit of its training takes (a PPO rollout);
+    a generation's budget is rounded up to whole units."""
+
+    def __post_init__(self) -> None:
+        names = [setting.name for setting in self.settings]
+        if len(set(names)) != len(names):
+            raise TypeError(f"{self.title} declares a setting twice: {names}")
+
+    @property
+    def by_name(self) -> dict[str, Setting]:
+        return {setting.name: setting for setting in self.settings}
+
+    @property
+    def tunable(self) -> tuple[str, ...]:
+        """Its tunable settings in declaration order: the order of the records' columns."""
+        return tuple(setting.name for setting in self.settings if setting.tunable)
+
+    def defaults(self) -> dict[str, Any]:
+        return {setting.name: setting.default for setting in self.settings}
+
+    def record_order(self, names: Sequence[str]) -> tuple[str, ...]:
+        """``names`` in the order their columns take in the records (declaration order)."""
+        given = set(names)
+        return tuple(name for name in self.tunable if name in given)
+
+    def unit_steps(self, settings: Mapping[str, Any], n_envs: int) -> int:
+        """The env steps of one unit of training (default: one step of every env)."""
+        return self.steps(settings, n_envs) if self.steps is not None else n_envs
+
+    def planned_steps(self, budget: int, settings: Mapping[str, Any], n_envs: int) -> int:
+        """The env steps a member trains for ``budget``: rounded up to whole units."""
+        unit = max(self.unit_steps(settings, n_envs), 1)
+        return -(-budget // unit) * unit
+
+
+def setting(
+    name: str,
+    type: type | tuple[type, ...],
+    default: Any,
+    help: str,
+    reach: Reach = Reach.CONSTRUCTION,
+    *,
+    why_fixed: str = "",
+    may_be_off: bool = False,
+    label: str = "",
+    free_on_resume: bool = False,
+) -> Setting:
+    return Setting(name, type, default, help, reach, why_fixed, may_be_off, label, free_on_resume)

@@ -1,0 +1,830 @@
+"""The generic part of every Stable-Baselines3 learner (SB3's ``BaseAlgorithm`` is its template):
+building a member, hyperparameters reaching SB3, the flat state buffer, scoring, checkpoints.
+
+Each algorithm's module (evo/sb3/ppo.py, sac.py, td3.py) subclasses :class:`SB3Learner` with
+what is its own: the SB3 class and how it is built, the code that makes its CUSTOM settings
+reach the model, and what it adds to the member (a replay buffer).
+
+**The state that moves at an exploit** is what the algorithm itself names as its state:
+SB3's ``_get_torch_save_params()`` lists the modules and optimizers it saves (PPO: ``policy``,
+``policy.optimizer``; SAC: ``policy`` with its actor, critics and target critics,
+``actor.optimizer``, ``critic.optimizer``, and with a learned entropy coefficient
+``ent_coef_optimizer`` and the tensor ``log_ent_coef``). Every parameter and buffer of those
+modules (each once), Adam's ``step``, ``exp_avg`` and ``exp_avg_sq`` of every parameter of those
+optimizers, and those tensors, in that order, are moved into one contiguous float32 buffer, and
+the model is made to use views of it (:func:`bind_flat`): the buffer *is* the member's networks
+and optimizer state, so MPI sends from it and receives into it with no copy. VecNormalize's
+statistics travel beside it as a float64 buffer (evo/sb3/normalize.py).
+
+**Hyperparameters reach SB3** through :meth:`SB3Learner.set_hparams`, by the reach each setting
+declares (evo/learners/spec.py): a plain attribute the update reads at every call; a schedule
+(SB3 turns ``clip_range`` into one); the learning rate, which SB3 keeps in ``lr_schedule`` and
+copies into every optimizer at each ``train()``; the discount, of which SB3 keeps copies (the
+rollout buffer's, the return normaliser's); or the learner's own code. Setting
+``model.learning_rate = x`` alone does nothing; the tests prove each value reaches the next update.
+
+What to re-check when SB3 changes: ``_get_torch_save_params``, ``lr_schedule`` and
+``update_learning_rate``, ``rollout_buffer.gamma``, schedules as ``FloatSchedule``, and the
+learners' own lists in their modules.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import operator
+import random
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from evo.sb3 import _quiet  # noqa: F401  (before SB3)
+
+# isort: split
+
+import numpy as np
+import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.logger import HParam, Logger, TensorBoardOutputFormat
+from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, update_learning_rate
+from torch import nn
+
+from evo.config.agent import AgentSettings
+from evo.core.result import MemberResult, Scores
+from evo.core.schedule import hparams_at
+from evo.learners import LearnerSpec, Reach
+from evo.learners.interface import Layout, Payload, buffers_for
+from evo.sb3 import envstate
+from evo.sb3.envs import make_env
+from evo.sb3.normalize import (
+    follow_gamma,
+    freeze_into,
+    frozen,
+    load_statistics,
+    normalized,
+    pack_statistics,
+    renormalize_last_obs,
+    statistics_size,
+)
+
+logger = logging.getLogger(__name__)
+
+SCORE_WINDOW = 10
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU}
+PAYLOAD_FORMAT = 2
+WEIGHTS, NORMALIZATION = "weights", "normalization"
+
+
+def member_seed(seed: int, member: int, stream: int = 0) -> int:
+    """A 31-bit seed for ``member`` derived from the run's seed (independent streams)."""
+    return int(np.random.SeedSequence([seed, member, stream]).generate_state(1)[0] % (2**31 - 1))
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """The env a member trains and is evaluated on (every rank builds the same)."""
+
+    env_id: str
+    env_kwargs: Mapping[str, Any]
+    distribution_mode: str = "easy"
+    num_levels: int = 0
+    start_level: int = 0
+    eval_num_levels: int = 0
+    eval_start_level: int = 0
+
+
+@dataclass(frozen=True)
+class MemberSetup:
+    """What building one member takes (evo.run makes it from the run's Config)."""
+
+    member_id: int
+    seed: int
+    """The run's seed: the member's model, envs and evaluation derive theirs from it."""
+    env: EnvSettings
+    agent: AgentSettings
+    precision: str = "fp32"
+    channels_last: bool = False
+    eval_episodes: int = 0
+    select_on: str = "train"
+    exploit_buffer: str = "own"
+    tb_dir: Path | None = None
+    env_seed: int | None = None
+    """The training envs' seed, if not the member's (a resumed member gets fresh envs)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Flat state: every tensor the algorithm names as its state, in one contiguous float32 buffer
+
+
+def named_state(model: BaseAlgorithm) -> tuple[list[nn.Module], list[torch.optim.Optimizer], list[str]]:
+    """The modules, optimizers and tensor attributes the algorithm saves (``_get_torch_save_params``)."""
+    state_dicts, variables = model._get_torch_save_params()
+    modules, optimizers = [], []
+    for name in state_dicts:
+        found = operator.attrgetter(name)(model)
+        if isinstance(found, torch.optim.Optimizer):
+            optimizers.append(found)
+        elif isinstance(found, nn.Module):
+            modules.append(found)
+        else:
+            raise TypeError(f"{type(model).__name__}.{name} is neither a module nor an optimizer")
+    return modules, optimizers, list(variables)
+
+
+def optimizers_of(model: BaseAlgorithm) -> list[torch.optim.Optimizer]:
+    return named_state(model)[1]
+
+
+def init_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """Create Adam's state now, exactly as its first step would (zeros, step 0), so that
+    every member has the same flat layout from the start."""
+    if not isinstance(optimizer, torch.optim.Adam):
+        raise TypeError(f"evo moves Adam state; got {type(optimizer).__name__}")
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            state = optimizer.state[param]
+            if not state:
+                state["step"] = torch.tensor(0.0, dtype=torch.float32)
+                state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+
+
+ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
+_BUFFER_HOLDERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# model -> (address of its flat buffer, address of each state tensor in it), set by bind_flat
+_BOUND_ADDRESSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _buffer_holders(module: nn.Module) -> list[tuple[nn.Module, str]]:
+    """(module, name) of each registered buffer, each tensor once, in module order (cached:
+    the module tree does not change after construction)."""
+    holders = _BUFFER_HOLDERS.get(module)
+    if holders is None:
+        holders, seen = [], set()
+        for child in module.modules():
+            for name, buffer in child._buffers.items():
+                if buffer is not None and id(buffer) not in seen:
+                    seen.add(id(buffer))
+                    holders.append((child, name))
+        _BUFFER_HOLDERS[module] = holders
+    return holders
+
+
+def _state_slots(model: BaseAlgorithm) -> list[tuple[torch.Tensor, Callable[[torch.Tensor], None]]]:
+    """Every tensor of the member's state, in a fixed order, each with a function that puts
+    another tensor in its place (module parameters and buffers, each once: SB3's state_dict lists
+    a shared extractor several times; then Adam's state per parameter; then the named tensors)."""
+    modules, optimizers, variables = named_state(model)
+    slots: list[tuple[torch.Tensor, Callable]] = []
+    seen: set[int] = set()
+    for module in modules:
+        for param in module.parameters():
+            if id(param) not in seen:
+                seen.add(id(param))
+                slots.append((param, lambda view, param=param: setattr(param, "data", view)))
+        _BUFFER_HOLDERS.pop(module, None)
+        for holder, name in _buffer_holders(module):
+            if id(holder._buffers[name]) not in seen:
+                seen.add(id(holder._buffers[name]))
+                slots.append((holder._buffers[name], lambda view, h=holder, n=name: h._buffers.__setitem__(n, view)))
+    for optimizer in optimizers:
+        init_optimizer_state(optimizer)
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                state = optimizer.state[param]
+                for key in ADAM_STATE:
+                    slots.append((state[key], lambda view, state=state, key=key: state.__setitem__(key, view)))
+    for name in variables:
+        tensor = operator.attrgetter(name)(model)
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            slots.append((tensor, lambda view, tensor=tensor: setattr(tensor, "data", view)))
+    for tensor, _ in slots:
+        if tensor.dtype != torch.float32:
+            raise TypeError(f"evo's flat buffer holds float32 tensors; found {tensor.dtype}")
+    return slots
+
+
+def state_tensors(model: BaseAlgorithm) -> list[torch.Tensor]:
+    """The tensors of :func:`_state_slots`, in the same order (a lighter walk: it runs at every exchange)."""
+    modules, optimizers, variables = named_state(model)
+    tensors: list[torch.Tensor] = []
+    seen: set[int] = set()
+    for module in modules:
+        for tensor in [*module.parameters(), *(h._buffers[n] for h, n in _buffer_holders(module))]:
+            if id(tensor) not in seen:
+                seen.add(id(tensor))
+                tensors.append(tensor)
+    for optimizer in optimizers:
+        state = optimizer.state
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                entry = state[param]
+                tensors += (entry["step"], entry["exp_avg"], entry["exp_avg_sq"])
+    for name in variables:
+        tensor = operator.attrgetter(name)(model)
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            tensors.append(tensor)
+    return tensors
+
+
+def bind_flat(model: BaseAlgorithm, flat: np.ndarray | None = None) -> np.ndarray:
+    """Move every state tensor into one contiguous float32 buffer and make the model use
+    views of it, so the buffer *is* the member's networks and optimizer state: MPI sends
+    from it and receives into it with no packing or unpacking copy."""
+    slots = _state_slots(model)
+    total = sum(tensor.numel() for tensor, _ in slots)
+    if flat is None:
+        flat = np.empty(total, dtype=np.float32)
+    elif flat.size != total or flat.dtype != np.float32:
+        raise ValueError(f"flat buffer holds {flat.size} {flat.dtype}, the model needs {total} float32")
+    base = torch.from_numpy(flat)
+    offset = 0
+    with torch.no_grad():
+        for tensor, put in slots:
+            size = tensor.numel()
+            view = base[offset : offset + size].view(tensor.shape)
+            if view.data_ptr() != tensor.data_ptr():
+                view.copy_(tensor)
+                put(view)
+            offset += size
+    addresses = [flat.ctypes.data + 4 * start for start in np.cumsum([0] + [t.numel() for t, _ in slots[:-1]])]
+    _BOUND_ADDRESSES[model] = (flat.ctypes.data, [int(a) for a in addresses])
+    return flat
+
+
+def is_bound(model: BaseAlgorithm, flat: np.ndarray) -> bool:
+    """Whether every state tensor is still the view of ``flat`` that bind_flat made."""
+    tensors = state_tensors(model)
+    cached = _BOUND_ADDRESSES.get(model)
+    if cached is not None and cached[0] == flat.ctypes.data:  # what bind_flat made, checked fast
+        return len(tensors) == len(cached[1]) and all(
+            t.data_ptr() == a for t, a in zip(tensors, cached[1], strict=False)
+        )
+    address = flat.ctypes.data
+    for tensor in tensors:
+        if tensor.data_ptr() != address or not tensor.is_contiguous():
+            return False
+        address += tensor.numel() * 4
+    return address == flat.ctypes.data + flat.nbytes
+
+
+def flat_size(model: BaseAlgorithm) -> int:
+    return sum(t.numel() for t in state_tensors(model))
+
+
+def pack(model: BaseAlgorithm, out: np.ndarray) -> np.ndarray:
+    """Copy the member's state tensors into ``out`` (float32, flat)."""
+    target = torch.from_numpy(out)
+    offset = 0
+    with torch.no_grad():
+        for tensor in state_tensors(model):
+            size = tensor.numel()
+            target[offset : offset + size].view(tensor.shape).copy_(tensor)
+            offset += size
+    if offset != out.size:
+        raise ValueError(f"flat buffer holds {out.size} floats, the model {offset}")
+    return out
+
+
+def unpack(model: BaseAlgorithm, buffer: np.ndarray) -> None:
+    """Overwrite the member's state tensors from ``buffer``."""
+    source = torch.from_numpy(np.ascontiguousarray(buffer, dtype=np.float32))
+    offset = 0
+    with torch.no_grad():
+        for tensor in state_tensors(model):
+            size = tensor.numel()
+            tensor.copy_(source[offset : offset + size].view(tensor.shape))
+            offset += size
+    if offset != source.numel():
+        raise ValueError(f"flat buffer holds {source.numel()} floats, the model {offset}")
+
+
+# ---------------------------------------------------------------------------------------
+# Callbacks, loggers, RNG
+
+
+class ResumableTensorBoard(TensorBoardOutputFormat):
+    """SB3's TensorBoard writer, with ``purge_step`` so that a resumed run hides the events a
+    crashed run wrote after its last checkpoint (no step shows twice)."""
+
+    def __init__(self, folder: str, purge_step: int | None = None):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=folder, purge_step=purge_step)
+        self._is_closed = False
+
+
+def member_logger(tb_dir: Path | None, purge_step: int | None = None) -> Logger:
+    if tb_dir is None:
+        return Logger(folder=None, output_formats=[])
+    return Logger(folder=str(tb_dir), output_formats=[ResumableTensorBoard(str(tb_dir), purge_step)])
+
+
+class StopCallback(BaseCallback):
+    """Stops ``learn()`` at the next env step once ``should_stop()`` is true."""
+
+    def __init__(self, should_stop):
+        super().__init__()
+        self.should_stop = should_stop
+
+    def _on_step(self) -> bool:
+        return not self.should_stop()
+
+
+class ScheduleCallback(BaseCallback):
+    """Follows a replayed hyperparameter schedule: before each rollout (an off-policy learner:
+    each collection), the member takes the schedule's hyperparameters for its current env-step
+    count (so a change lands on the first rollout boundary at or after the schedule's env_steps)."""
+
+    def __init__(self, member: SB3Learner, schedule):
+        super().__init__()
+        self.member = member
+        self.schedule = list(schedule)
+
+    def _on_rollout_start(self) -> None:
+        wanted = hparams_at(self.schedule, int(self.model.num_timesteps))
+        if any(self.member.hparams.get(name) != value for name, value in wanted.items()):
+            self.member.set_hparams(wanted)
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class ProgressCallback(BaseCallback):
+    """Counts the member's env steps into a progress reporter (rank 0's members only):
+    ``advance(n_envs)`` after every vectorised step, ``rollout_ended()`` before each update."""
+
+    def __init__(self, reporter):
+        super().__init__()
+        self.reporter = reporter
+
+    def _on_step(self) -> bool:
+        self.reporter.advance(self.model.n_envs)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self.reporter.rollout_ended()
+
+
+def training_callbacks(member: SB3Learner, should_stop, schedule=(), progress=None) -> CallbackList:
+    """What runs inside ``learn`` for a member: the stop check, a replayed schedule if any,
+    and the generation's progress report on rank 0 (``progress``: a reporter with ``advance``)."""
+    callbacks: list[BaseCallback] = [StopCallback(should_stop)]
+    if schedule:
+        callbacks.append(ScheduleCallback(member, schedule))
+    if progress is not None:
+        callbacks.append(ProgressCallback(progress))
+    return CallbackList(callbacks)
+
+
+def rng_state() -> dict:
+    """This process's global RNG states (torch, numpy, random) as checkpointable data."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
+        "numpy_position": int(position),
+        "numpy_has_gauss": int(has_gauss),
+        "numpy_cached_gaussian": float(cached),
+        "python": [int(v) for v in random.getstate()[1]],
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    keys = state["numpy_keys"].numpy().astype(np.uint32)
+    np.random.set_state(
+        ("MT19937", keys, state["numpy_position"], state["numpy_has_gauss"], state["numpy_cached_gaussian"])
+    )
+    random.setstate((3, tuple(state["python"]), None))
+
+
+def net_arch(layers: list[int] | dict[str, list[int]]) -> list[int] | dict[str, list[int]]:
+    """The YAML's ``net_arch`` as SB3 2.x takes it: a list of layer sizes for every part, or a
+    mapping of the learner's heads (PPO: pi, vf; SAC and TD3: pi, qf) to their own."""
+    if isinstance(layers, dict):
+        return {head: list(sizes) for head, sizes in layers.items()}
+    return list(layers)
+
+
+def common_policy_kwargs(agent: AgentSettings) -> dict[str, Any]:
+    """The policy_kwargs every learner takes as SB3 does (net_arch, activation_fn), and the learner's
+    own keys as given (features_dim is the CNN policies' business)."""
+    options = dict(agent.policy_kwargs)
+    kwargs: dict[str, Any] = {}
+    if "net_arch" in options:
+        kwargs["net_arch"] = net_arch(options["net_arch"])
+    if "activation_fn" in options:
+        kwargs["activation_fn"] = ACTIVATIONS[options["activation_fn"]]
+    for name in agent.spec.policy_kwargs:
+        if name in options:
+            kwargs[name] = options[name]
+    return kwargs
+
+
+# ---------------------------------------------------------------------------------------
+# A member of the population
+
+
+def constructor_parameters(cls: type) -> set[str]:
+    """The keyword arguments ``cls(...)`` takes: its ``__init__``'s, and its bases' as long as an
+    ``__init__`` passes ``**kwargs`` on."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        parameters = inspect.signature(klass.__init__).parameters.values()
+        names |= {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return names
+
+
+class SB3Learner:
+    """One member trained by an SB3 algorithm, held by one rank (see the module docstring).
+
+    ``buffer`` is its flat state (float32; the model's tensors are views of it); ``stats``, with
+    observation/reward normalisation, its VecNormalize statistics (float64, refreshed by
+    :meth:`exploit_state`); None without normalisation.
+    """
+
+    algorithm: ClassVar[type[BaseAlgorithm]]
+    """The SB3 class (or evo's subclass of it)."""
+    custom: ClassVar[Mapping[str, Callable[[SB3Learner, Any], None]]] = {}
+    """How each setting the learner declares CUSTOM reaches the model: ``apply(learner, value)``."""
+    readers: ClassVar[Mapping[str, Callable[[SB3Learner], Any]]] = {}
+    """Where a CUSTOM setting's value is read back from (for the tests, and the HPARAMS tab)."""
+
+    def __init__(self, setup: MemberSetup, hparams: Mapping[str, Any]):
+        self.member_id = setup.member_id
+        self.setup = setup
+        self.agent = setup.agent
+        self.spec: LearnerSpec = setup.agent.spec
+        self.space = setup.agent.search_space
+        self.eval_episodes = setup.eval_episodes
+        self.select_on = setup.select_on
+        self.scores: list[float] = []
+        self.carried_score = float("nan")
+        """The training score its weights had when they last changed hands (an exploit: the
+        donor's at that moment); its training score while it has finished no episode since."""
+        self.hparams: dict[str, Any] = {}
+        values = {**self.agent.settings, **hparams}
+        seed = member_seed(setup.seed, setup.member_id)
+        env = make_env(
+            setup.env.env_id,
+            self.agent.n_envs,
+            seed if setup.env_seed is None else setup.env_seed,
+            setup.env.distribution_mode,
+            setup.env.num_levels,
+            setup.env.start_level,
+            env_kwargs=dict(setup.env.env_kwargs),
+        )
+        if self.agent.normalizes:
+            env = normalized(env, self.agent.normalize, values["gamma"])
+        self.model = self.build_model(env, values, seed)
+        self.model.set_logger(member_logger(setup.tb_dir))
+        for optimizer in optimizers_of(self.model):
+            init_optimizer_state(optimizer)
+        self.set_hparams(hparams)
+        self.eval_env = self.make_eval_env()
+        self.buffer = bind_flat(self.model)
+        normalizer = self.normalizer
+        self.stats = None
+        if normalizer is not None:
+            self.stats = pack_statistics(normalizer, np.empty(statistics_size(normalizer), dtype=np.float64))
+
+    # --- what each algorithm provides ---------------------------------------------------
+
+    def build_model(self, env, values: Mapping[str, Any], seed: int) -> BaseAlgorithm:
+        """The SB3 model on ``env``, built with ``values`` (every setting, the member's
+        hyperparameters over the YAML's): the constructor's own arguments are passed as they are."""
+        return self.algorithm(
+            self.policy_name(),
+            env,
+            policy_kwargs=self.policy_kwargs(),
+            verbose=0,
+            seed=seed,
+            device="cpu",
+            **self.constructor_arguments(values),
+        )
+
+    def policy_name(self) -> str:
+        return "MlpPolicy"
+
+    def policy_kwargs(self) -> dict[str, Any]:
+        return common_policy_kwargs(self.agent)
+
+    def constructor_arguments(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings the SB3 class takes as constructor arguments (evo's own ones are not)."""
+        accepted = constructor_parameters(self.algorithm)
+        return {name: value for name, value in values.items() if name in accepted and name in self.spec.by_name}
+
+    def make_eval_env(self):
+        if self.eval_episodes <= 0:
+            return None
+        env = self.setup.env
+        eval_env = make_env(
+            env.env_id,
+            min(self.eval_episodes, 8),
+            member_seed(self.setup.seed, self.member_id, stream=1),
+            env.distribution_mode,
+            env.eval_num_levels,
+            env.eval_start_level,
+            env_kwargs=dict(env.env_kwargs),
+        )
+        if self.agent.normalize["norm_obs"]:
+            eval_env = frozen(eval_env, self.agent.normalize)
+        return eval_env
+
+    # --- hyperparameters ------------------------------------------------------------------
+
+    def set_hparams(self, hparams: Mapping[str, Any]) -> None:
+        """Make ``hparams`` the values the model uses from the next update on, each by its reach."""
+        settings = self.spec.by_name
+        self.hparams = {name: self._typed(name, hparams[name]) for name in self.spec.record_order(hparams)}
+        for name, value in self.hparams.items():
+            reach = settings[name].reach
+            if reach is Reach.ATTRIBUTE:
+                setattr(self.model, name, value)
+            elif reach is Reach.SCHEDULE:
+                setattr(self.model, name, FloatSchedule(ConstantSchedule(float(value))))
+            elif reach is Reach.LEARNING_RATE:
+                self.model.learning_rate = float(value)
+                self.model.lr_schedule = FloatSchedule(ConstantSchedule(float(value)))
+                for optimizer in optimizers_of(self.model):
+                    update_learning_rate(optimizer, float(value))
+            elif reach is Reach.DISCOUNT:
+                self.model.gamma = float(value)
+                for holder in (getattr(self.model, "rollout_buffer", None), getattr(self.model, "replay_buffer", None)):
+                    if holder is not None and hasattr(holder, "gamma"):
+                        holder.gamma = float(value)
+            elif reach is Reach.CUSTOM:
+                self.custom[name](self, value)
+            else:
+                raise ValueError(f"{name} cannot change while {self.spec.title} trains ({settings[name].why_fixed})")
+        follow_gamma(self.model)
+
+    def _typed(self, name: str, value: Any) -> Any:
+        setting = self.spec.by_name[name]
+        if setting.may_be_off and (value is None or (isinstance(value, float) and np.isinf(value))):
+            return None  # off (a format-1 checkpoint wrote it as inf)
+        if name in self.space:
+            return self.space[name].coerce(value)
+        return int(round(float(value))) if setting.type is int else float(value)
+
+    def effective_hparams(self, names: Sequence[str] | None = None) -> dict[str, Any]:
+        """The values the model will actually use, read from where SB3 reads them."""
+        names = self.spec.record_order(names if names is not None else self.hparams)
+        model, found = self.model, {}
+        progress = model._current_progress_remaining
+        for name in names:
+            reach = self.spec.by_name[name].reach
+            if reach is Reach.LEARNING_RATE:
+                found[name] = float(model.lr_schedule(progress))
+            elif reach is Reach.SCHEDULE:
+                found[name] = float(getattr(model, name)(progress))
+            elif reach is Reach.DISCOUNT:
+                holder = getattr(model, "rollout_buffer", None)
+                found[name] = float(holder.gamma if holder is not None else model.gamma)
+            elif reach is Reach.CUSTOM:
+                found[name] = self.readers[name](self)
+            else:
+                found[name] = getattr(model, name)
+        return found
+
+    # --- training and scores --------------------------------------------------------------
+
+    @property
+    def normalizer(self):
+        """The training envs' VecNormalize, or None."""
+        return self.model.get_vec_normalize_env()
+
+    @property
+    def env_steps(self) -> int:
+        return int(self.model.num_timesteps)
+
+    def train(self, steps: int, should_stop=None, schedule=(), progress=None, callback=None) -> None:
+        """Train for ``steps`` env steps (SB3 rounds up to whole rollouts or collections)."""
+        if callback is None:
+            callback = training_callbacks(self, should_stop or (lambda: False), schedule, progress)
+        self.model.learn(total_timesteps=steps, reset_num_timesteps=False, callback=callback, progress_bar=False)
+
+    def training_score(self) -> float:
+        """Mean return of the last 10 training episodes finished since the weights last changed
+        hands; with none, the score the weights carried over (see :attr:`score_train_stale`),
+        NaN if they never had one."""
+        episodes = list(self.model.ep_info_buffer or [])[-SCORE_WINDOW:]
+        returns = [info["r"] for info in episodes]
+        return float(np.mean(returns)) if returns else self.carried_score
+
+    @property
+    def score_train_stale(self) -> bool:
+        """Whether :meth:`training_score` is carried over rather than measured: no training
+        episode finished since the weights last changed hands, so the weights are scored by
+        the last score they had (when episodes are long against a generation, a recipient
+        may finish none in the generation after its exploit; NaN would rank it last)."""
+        return not self.model.ep_info_buffer and not np.isnan(self.carried_score)
+
+    def carry_score(self, score: float) -> None:
+        """The training score the weights this member now holds had (a donor's at its
+        exploit): the member's training score until it finishes an episode."""
+        self.carried_score = float(score)
+
+    def test_score(self) -> float:
+        """Mean return of ``eval_episodes`` deterministic episodes on the evaluation env (for
+        Procgen, levels the member never trained on); NaN without evaluation."""
+        if self.eval_episodes > 0 and self.eval_env is not None:
+            if self.stats is not None:
+                freeze_into(self.normalizer, self.eval_env)
+            mean, _ = evaluate_policy(
+                self.model, self.eval_env, n_eval_episodes=self.eval_episodes, deterministic=True, warn=False
+            )
+            return float(mean)
+        return float("nan")
+
+    def evaluate(self) -> Scores:
+        """Both scores, and ``score``: the one selection uses (``select_on``)."""
+        train, test = self.training_score(), self.test_score()
+        return Scores(
+            score=test if self.select_on == "test" else train,
+            score_train=train,
+            score_test=test,
+            score_train_stale=self.score_train_stale,
+        )
+
+    def score(self) -> float:
+        return self.evaluate().score
+
+    # --- the exploit state ----------------------------------------------------------------
+
+    def pack(self) -> np.ndarray:
+        """The member's flat state, ready to send (no copy while the model's tensors are still
+        views of the buffer; if anything replaced them, they are bound again first); with
+        normalisation, ``stats`` is refreshed too."""
+        if not is_bound(self.model, self.buffer):
+            logger.warning("member %d: state tensors were replaced; rebinding them to the flat buffer", self.member_id)
+            bind_flat(self.model, self.buffer)
+        if self.stats is not None:
+            pack_statistics(self.normalizer, self.stats)
+        return self.buffer
+
+    def exploit_state(self) -> dict[str, np.ndarray]:
+        """Networks, optimizers and the algorithm's tensors (``weights``, the model's own memory),
+        and the normalisation statistics (``normalization``) if it normalises."""
+        state = {WEIGHTS: self.pack()}
+        if self.stats is not None:
+            state[NORMALIZATION] = self.stats
+        return state
+
+    def own_buffers(self) -> dict[str, np.ndarray]:
+        """The buffers a donor's state of the same layout is received into: the member's own."""
+        own = {WEIGHTS: self.buffer}
+        if self.stats is not None:
+            own[NORMALIZATION] = self.stats
+        return own
+
+    def receive_buffers(self, layout: Layout) -> Payload:
+        return buffers_for(layout, self.own_buffers())
+
+    def load(self, state: Payload, hparams: Mapping[str, Any]) -> None:
+        """Become a copy of a donor (its ``state``: weights and optimizer state, normalisation
+        statistics), then take ``hparams``. Episode statistics are cleared, so the next score
+        reflects the new weights only; until an episode finishes, the score is what
+        :meth:`carry_score` gives (NaN without it)."""
+        weights = state[WEIGHTS]
+        if weights.size != self.buffer.size:
+            raise ValueError(
+                f"member {self.member_id}: the donor's state holds {weights.size} floats, this model {self.buffer.size}"
+            )
+        if weights is not self.buffer or not is_bound(self.model, self.buffer):
+            unpack(self.model, weights)
+        if self.stats is not None:
+            stats = state.get(NORMALIZATION)
+            if stats is not None and stats is not self.stats:
+                np.copyto(self.stats, stats)
+            load_statistics(self.normalizer, self.stats)
+            renormalize_last_obs(self.model, self.normalizer)
+        if self.model.ep_info_buffer is not None:
+            self.model.ep_info_buffer.clear()
+        self.carried_score = float("nan")
+        self.set_hparams(hparams)
+
+    # --- the whole member -----------------------------------------------------------------
+
+    def member_state(self, replay: bool = True) -> dict[str, Any]:
+        """Everything needed to rebuild this member bit-exactly, as plain data and tensors."""
+        episodes = [[info["r"], info["l"], info.get("t", 0.0)] for info in (self.model.ep_info_buffer or [])]
+        return {
+            "algo": self.spec.name,
+            "member": self.member_id,
+            "state": torch.from_numpy(self.pack().copy()),
+            "hparams": {name: self.hparams[name] for name in self.hparams},
+            "num_timesteps": int(self.model.num_timesteps),
+            "episode_num": int(self.model._episode_num),
+            "n_updates": int(self.model._n_updates),
+            "episodes": torch.tensor(episodes, dtype=torch.float64).reshape(-1, 3),
+            "scores": [float(score) for score in self.scores],
+            "carried_score": float(self.carried_score),
+            "normalization": torch.from_numpy(self.stats.copy()) if self.stats is not None else None,
+            "envs": envstate.capture(self.model),
+        }
+
+    def restore(self, payload: Mapping[str, Any]) -> str | None:
+        """Become the member saved in ``payload`` (see :meth:`member_state`); returns a note for
+        the log, or None."""
+        if payload["member"] != self.member_id:
+            raise ValueError(f"payload of member {payload['member']} given to member {self.member_id}")
+        if payload.get("algo", "ppo") != self.spec.name:
+            raise ValueError(f"member {self.member_id}: the checkpoint holds a {payload.get('algo')} member")
+        state = payload["state"].numpy()
+        if state.size != self.buffer.size:
+            raise ValueError(
+                f"member {self.member_id}: checkpoint holds {state.size} floats, this policy {self.buffer.size}; "
+                "the policy architecture changed since the checkpoint was written"
+            )
+        unpack(self.model, state)
+        self._restore_statistics(payload.get("normalization"))
+        self.set_hparams(payload["hparams"])
+        self.model.num_timesteps = int(payload["num_timesteps"])
+        self.model._episode_num = int(payload["episode_num"])
+        self.model._n_updates = int(payload["n_updates"])
+        window = self.model._stats_window_size
+        self.model.ep_info_buffer = deque(
+            ({"r": float(r), "l": int(length), "t": float(t)} for r, length, t in payload["episodes"].tolist()),
+            maxlen=window,
+        )
+        self.model.ep_success_buffer = deque(maxlen=window)
+        self.scores = list(payload["scores"])
+        self.carried_score = float(payload.get("carried_score", float("nan")))
+        saved_envs = payload.get("envs")
+        if saved_envs is not None and not envstate.restore(self.model, saved_envs):
+            return "its envs differ from the checkpoint's; starting fresh episodes"
+        return None
+
+    def _restore_statistics(self, saved: torch.Tensor | None) -> None:
+        if (saved is None) != (self.stats is None):
+            raise ValueError(
+                f"member {self.member_id}: the checkpoint was written {'without' if saved is None else 'with'} "
+                f"observation/reward normalisation, this run trains {'with' if saved is None else 'without'} it"
+            )
+        if saved is None:
+            return
+        if saved.numel() != self.stats.size or saved.dtype != torch.float64:
+            raise ValueError(
+                f"member {self.member_id}: checkpoint holds {saved.numel()} {saved.dtype} normalisation "
+                f"statistics, this env needs {self.stats.size} float64"
+            )
+        np.copyto(self.stats, saved.numpy())
+        load_statistics(self.normalizer, self.stats)
+
+    # --- TensorBoard ------------------------------------------------------------------------
+
+    def set_tensorboard(self, tb_dir: Path | None, purge_step: int | None = None) -> None:
+        self.model.set_logger(member_logger(tb_dir, purge_step))
+
+    def log_generation(self, result: MemberResult, exploited: bool) -> None:
+        """The member's TensorBoard row of the generation: scores, exploited, hyperparameters."""
+        record = self.model.logger.record
+        record("pbt/score", result.score)
+        for key in ("score_train", "score_test"):
+            value = getattr(result, key)
+            if value == value:  # not NaN
+                record(f"pbt/{key}", value)
+        record("pbt/exploited", int(exploited))
+        for name, value in result.hparams.items():
+            record(f"hparams/{name}", self.space[name].number(value) if name in self.space else value)
+        self.model.logger.dump(result.env_steps)
+
+    def log_final(self, result: MemberResult) -> None:
+        """TensorBoard's HPARAMS tab: the final score vs the hyperparameters that reached it."""
+        shown = {
+            name: self.space[name].number(value) if name in self.space else value
+            for name, value in result.hparams.items()
+        }
+        self.model.logger.record("hparams", HParam({"member": self.member_id, **shown}, {"pbt/score": result.score}))
+        self.model.logger.dump(result.env_steps)
+
+    def close(self) -> None:
+        self.model.logger.close()
+        self.model.env.close()
+        if self.eval_env is not None:
+            self.eval_env.close()
+
+
+def learner_class(algo: str) -> type[SB3Learner]:
+    """The SB3 side of learner ``algo``: the ``LEARNER`` of evo/sb3/<algo>.py."""
+    import importlib
+
+    return importlib.import_module(f"evo.sb3.{algo}").LEARNER
+
+
+def build_member(setup: MemberSetup, hparams: Mapping[str, Any]) -> SB3Learner:
+    """A new member of ``setup``'s learner with ``hparams`` in effect."""
+    return learner_class(setup.agent.algo)(setup, hparams)
