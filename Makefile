@@ -78,7 +78,7 @@ test: install
 	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not mpi and not e2e and not slurm and not multinode" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 bench: install
 	mkdir -p bench/results

@@ -208,9 +208,10 @@ def plans(config) -> list[dict]:
 
     import numpy as np
 
+    from evo.core.explorers import make_explorer
+    from evo.core.kinds import sample_hparams
     from evo.core.plan import generation_rng, plan_generation
     from evo.core.result import MemberResult, Scores
-    from evo.core.space import sample_hparams
 
     space, rng, records = config.agent.search_space, np.random.default_rng(0), []
     for size in MODEL_RANKS:
@@ -220,7 +221,8 @@ def plans(config) -> list[dict]:
         seconds = []
         for repeat in range(5):
             start = time.perf_counter()
-            plan = plan_generation(repeat + 1, population, "truncation", space, generation_rng(0, repeat + 1))
+            explorer = make_explorer("perturb", space)
+            plan = plan_generation(repeat + 1, population, "truncation", explorer, generation_rng(0, repeat + 1))
             seconds.append(time.perf_counter() - start)
         result_bytes = len(pickle.dumps([population[0]]))
         records.append(
@@ -233,7 +235,7 @@ def sizes_worker() -> None:
     """Bytes a member exchanges for each policy: weights + Adam state (float32), and the
     VecNormalize statistics (float64) where the env normalises; and the plan's sizes and cost."""
     from evo.config import parse_config
-    from evo.sb3.agent import build_member
+    from evo.run import make_member
 
     sizes = {}
     for name, (env_id, block, extra) in POLICIES.items():
@@ -241,7 +243,7 @@ def sizes_worker() -> None:
             handle.write(f"{block}:\n  n_envs: 1\n  n_steps: 32\n{extra}")
             handle.flush()
             config = parse_config(["--env-id", env_id, "--hyperparams", handle.name], world_size=1, check_run_dir=False)
-            member = build_member(config, 0, config.agent.defaults, None)
+            member = make_member(config, 0, config.agent.defaults, tensorboard=False)
         stats = member.stats.nbytes if member.stats is not None else 0
         sizes[name] = {"env_id": env_id, "buffer": int(member.buffer.nbytes), "stats": int(stats)}
         member.close()

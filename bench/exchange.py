@@ -60,26 +60,33 @@ def measure_policy(comm, policy: str, env_id: str, block: str, repeats: int) -> 
 
     from evo.config import parse_config
     from evo.mpi import exchange
-    from evo.sb3.agent import build_member
+    from evo.run import make_member
 
     rank, size = comm.Get_rank(), comm.Get_size()
     hp = Path(os.environ.get("TMPDIR", "/tmp")) / f"evo-bench-exchange-{os.getpid()}.yml"
     hp.write_text(f"{block}:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n")
     config = parse_config(["--env-id", env_id, "--hyperparams", str(hp)], world_size=size, check_run_dir=False)
     hp.unlink()
-    member = build_member(config, rank, config.agent.defaults, None)
+    member = make_member(config, rank, config.agent.defaults, tensorboard=False)
     member.train(64)  # real Adam state
     donors = {size - 1: 0}  # truncation at f=0.25, n=2..4: the worst member copies the best
-    buffers = {rank: member.buffer}
     scratch = np.empty_like(member.buffer)
+    scratch_buffers: dict = {}
 
     def evo_exchange(transport):
         def run():
-            if rank == 0:
-                member.pack()
-            exchange.exchange(comm, transport, donors, lambda m: m, buffers, scratch)
+            states = {rank: member.exploit_state()} if rank == 0 else {}
+            received, _ = exchange.exchange(
+                comm,
+                transport,
+                donors,
+                lambda m: m,
+                states,
+                lambda r, layout: member.receive_buffers(layout),
+                scratch_buffers,
+            )
             if rank == size - 1:
-                member.load(member.buffer, member.hparams)
+                member.load(received[rank], member.hparams)
 
         return run
 

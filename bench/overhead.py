@@ -33,14 +33,13 @@ def independent_worker(members: int, ranks: int, rank: int, generations: int, st
     import torch
 
     from evo.config import parse_config
-    from evo.run import initial_hparams
-    from evo.sb3.agent import build_member
+    from evo.run import make_member
     from evo.sb3.cputune import tune_allocator
 
     torch.set_num_threads(1)
     tune_allocator()
     config = parse_config(["--num-agents", str(members)], world_size=ranks, check_run_dir=False)
-    agents = [build_member(config, m, initial_hparams(config, m), None) for m in config.members_of(rank)]
+    agents = [make_member(config, m, tensorboard=False) for m in config.members_of(rank)]
     for _ in range(generations):
         for agent in agents:
             agent.train(steps)

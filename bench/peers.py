@@ -144,9 +144,11 @@ def build_spec(args: argparse.Namespace) -> dict:
 
     config = parse_config(work_argv(args, args.members), world_size=args.members, check_run_dir=False)
     agent = config.agent
-    if agent.policy != "mlp" or agent.normalizes or agent.use_sde or agent.target_kl is not None:
+    settings = agent.settings
+    if agent.policy != "mlp" or agent.normalizes or settings["use_sde"] or settings["target_kl"] is not None:
         raise ValueError(f"{ENV_ID}'s settings grew beyond what bench/sb3_member.py builds: {agent}")
-    extra = set(agent.search_space) - set(agent.defaults)
+    six = ("learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef")
+    extra = set(agent.search_space) - set(six)
     if extra:
         raise ValueError(f"the search space explores {sorted(extra)}; bench/ray_pbt.py explores the six only")
     return {
@@ -157,11 +159,11 @@ def build_spec(args: argparse.Namespace) -> dict:
         "eval_episodes": args.eval_episodes,
         "cores": args.cores,
         "n_envs": agent.n_envs,
-        "n_steps": agent.n_steps,
-        "batch_size": agent.batch_size,
-        "n_epochs": agent.n_epochs,
-        "max_grad_norm": agent.max_grad_norm,
-        "normalize_advantage": agent.normalize_advantage,
+        "n_steps": settings["n_steps"],
+        "batch_size": settings["batch_size"],
+        "n_epochs": settings["n_epochs"],
+        "max_grad_norm": settings["max_grad_norm"],
+        "normalize_advantage": settings["normalize_advantage"],
         "net_arch": list(agent.policy_kwargs["net_arch"]),
         "activation_fn": agent.policy_kwargs["activation_fn"],
         "defaults": dict(agent.defaults),

@@ -56,25 +56,25 @@ def build(case: str, variant: str):
     config = parse_config(argv, check_run_dir=False)
     hyperparams.unlink()
     if variant.startswith("evo"):
-        from evo.sb3.agent import build_model
+        from evo.run import make_member
         from evo.sb3.cputune import tune_allocator
 
         tune_allocator()
-        return build_model(config, 0, config.agent.defaults, None), config
+        return make_member(config, 0, config.agent.defaults, tensorboard=False).model, config
     from stable_baselines3 import PPO
 
-    from evo.sb3.agent import policy_arguments
     from evo.sb3.envs import make_env
+    from evo.sb3.ppo import policy_arguments
 
-    agent, hp = config.agent, config.agent.defaults
+    agent, hp, settings = config.agent, config.agent.defaults, config.agent.settings
     name, policy_kwargs = policy_arguments(agent, channels_last=False)
     model = PPO(
         name,
         make_env(env_id, n_envs, seed=0),
-        n_steps=agent.n_steps,
-        batch_size=agent.batch_size,
-        n_epochs=agent.n_epochs,
-        max_grad_norm=agent.max_grad_norm,
+        n_steps=settings["n_steps"],
+        batch_size=settings["batch_size"],
+        n_epochs=settings["n_epochs"],
+        max_grad_norm=settings["max_grad_norm"],
         policy_kwargs=policy_kwargs,
         seed=0,
         device="cpu",
@@ -181,8 +181,8 @@ def _conv_forward_backward(conv, x, weight, bias, needs: list[bool]):
 def worker(case: str, variant: str, iterations: int) -> dict:
     model, config = build(case, variant)
     # per env step: one forward in the rollout, then per epoch a forward and a backward (~2x)
-    flops_per_step = forward_flops(model.policy) * (1 + 3 * config.agent.n_epochs)
-    rollout = config.agent.rollout_steps
+    flops_per_step = forward_flops(model.policy) * (1 + 3 * config.agent.settings["n_epochs"])
+    rollout = config.agent.unit_steps
     model.learn(rollout, reset_num_timesteps=False)  # warm-up: first rollout and update
     cpu, wall = time.process_time(), time.perf_counter()
     model.learn(rollout * iterations, reset_num_timesteps=False)

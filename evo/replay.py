@@ -32,6 +32,7 @@ def write_schedule(run_dir: str | Path, member: str | int = "best", out: str | P
     document = {
         "format": SCHEDULE_FORMAT,
         "env_id": history.config.get("env_id"),
+        "algo": history.algo,
         "source": {
             "run_dir": str(Path(run_dir).resolve()),
             "run_id": history.config.get("run_id"),
@@ -53,8 +54,8 @@ def write_schedule(run_dir: str | Path, member: str | int = "best", out: str | P
     out = Path(out) if out is not None else Path(run_dir) / f"schedule_member{chosen}.yml"
     header = (
         f"# Hyperparameter schedule of member {chosen} of {run_dir}, following its lineage back through every\n"
-        f"# exploit. Replay it with: python pbt_rl_truct.py --env-id {document['env_id']} --num-agents 1 "
-        f"--schedule {out}\n"
+        f"# exploit. Replay it with: python pbt_rl_truct.py --algo {document['algo']} --env-id {document['env_id']} "
+        f"--num-agents 1 --schedule {out}\n"
     )
     out.write_text(header + yaml.safe_dump(document, sort_keys=False))
     return out, document

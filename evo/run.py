@@ -12,6 +12,7 @@ collective or a receive.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -94,6 +95,21 @@ def member_setup(config: Config, member: int, env_seed: int | None = None) -> Me
         tb_dir=tb_dir(config.run_dir, member, config.tb_writer),
         env_seed=env_seed,
     )
+
+
+def make_member(
+    config: Config,
+    member: int,
+    hparams: Mapping[str, object] | None = None,
+    env_seed: int | None = None,
+    tensorboard: bool = True,
+) -> Learner:
+    """A new member ``member`` of the run (its learner's SB3 side), with ``hparams`` (default: its
+    initial ones) in effect; ``tensorboard=False`` writes no event files (tools and tests)."""
+    setup = member_setup(config, member, env_seed)
+    if not tensorboard:
+        setup = dataclasses.replace(setup, tb_dir=None)
+    return build_member(setup, initial_hparams(config, member) if hparams is None else hparams)
 
 
 def startup(
@@ -273,7 +289,7 @@ def build_members(config: Config, rank: int, checkpoint: Checkpoint | None) -> d
     for member_id in config.members_of(rank):
         # a resumed member gets fresh envs, seeded by the generation it resumes at
         env_seed = member_seed(config.seed, member_id, stream=2 + start) if start else None
-        member = build_member(member_setup(config, member_id, env_seed), initial_hparams(config, member_id))
+        member = make_member(config, member_id, env_seed=env_seed)
         if checkpoint is not None:
             restore_member(config, rank, member, checkpoint)
         members[member_id] = member

@@ -52,6 +52,13 @@ Value = Any
 """A hyperparameter's value: a float, an int, a name, or None ("off")."""
 
 
+def _whole(bound: Any) -> Any:
+    """A whole-number bound as an int (a YAML file gives 1.0 as often as 1); anything else as given."""
+    if _number(bound) and math.isfinite(bound) and float(bound).is_integer():
+        return int(bound)
+    return bound
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
@@ -241,7 +248,7 @@ class Integer(Kind):
     discrete = True
 
     def __init__(self, low: float, high: float, log: bool = False):
-        self.low, self.high, self.log = low, high, bool(log)
+        self.low, self.high, self.log = _whole(low), _whole(high), bool(log)
         self.log_axis = self.log
 
     def __repr__(self) -> str:

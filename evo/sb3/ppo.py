@@ -39,6 +39,7 @@ from gymnasium import spaces
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.utils import explained_variance
 
+from evo.config.agent import AgentSettings
 from evo.sb3.learner import SB3Learner, common_policy_kwargs
 from evo.sb3.policies import EXTRACTORS, MixedPrecisionCnnPolicy, MixedPrecisionPolicy
 
@@ -156,6 +157,19 @@ def set_gae_lambda(learner: SB3Learner, value: float) -> None:
 def set_n_minibatches(learner: SB3Learner, value: int) -> None:
     """The rollout in ``value`` minibatches of ceil(rollout / value) samples."""
     learner.model.batch_size = math.ceil(rollout_size(learner.model) / int(value))
+
+
+def policy_arguments(agent: AgentSettings, channels_last: bool = False) -> tuple[str, dict[str, Any]]:
+    """SB3's policy name and policy_kwargs for our policy names (the CNNs: their features extractor)."""
+    kwargs = common_policy_kwargs(agent)
+    if agent.policy == "mlp":
+        return "MlpPolicy", kwargs
+    kwargs["features_extractor_class"] = EXTRACTORS[agent.policy]
+    kwargs["features_extractor_kwargs"] = {
+        "features_dim": agent.policy_kwargs.get("features_dim", 256 if agent.policy == "impala" else 512),
+        "channels_last": channels_last,
+    }
+    return "CnnPolicy", kwargs
 
 
 class PPOLearner(SB3Learner):
