@@ -33,7 +33,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot compare compare-continuous compare-ties test test-fast lint bench bench-peers clean
+.PHONY: install run toy plot compare compare-continuous compare-ties compare-sac test test-fast lint bench bench-peers clean
 
 install: $(STAMP)
 
@@ -74,6 +74,10 @@ compare-continuous:
 compare-ties: install
 	$(MPI_ENV) $(BIN)/python experiments/compare.py --study ties $(ARGS)
 
+# SAC (--algo sac): PBT against one agent with zoo's tuned settings on Pendulum-v1, 3 seeds (~30 min)
+compare-sac: install
+	$(MPI_ENV) $(BIN)/python experiments/compare.py --study sac $(ARGS)
+
 test: install
 	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -86,6 +90,7 @@ bench: install
 	$(BIN)/python bench/throughput.py --json bench/results/throughput.json
 	$(MPI_ENV) $(BIN)/python bench/overhead.py --json bench/results/overhead.json
 	$(MPI_ENV) $(BIN)/python bench/controlplane.py --json bench/results/controlplane.json
+	$(MPI_ENV) $(BIN)/python bench/replay.py --json bench/results/replay.json
 
 # evo against Ray Tune's PBT (synchronous and asynchronous) on make run's work, with one evo and
 # one stock SB3 agent for the ideal; ~25 min on 2 cores: docs/performance.md

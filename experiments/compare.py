@@ -4,6 +4,7 @@ env-step budget per member, over several seeds. Three studies:
     python experiments/compare.py                      # or: make compare  (~30 min on 2 cores)
     python experiments/compare.py --study continuous   # or: make compare-continuous  (~2 h)
     python experiments/compare.py --study ties         # the tie rule where ties happen (~15 min)
+    python experiments/compare.py --study sac          # SAC: PBT vs zoo's tuned agent on Pendulum-v1
     python experiments/compare.py --seeds 0 --envs CartPole-v1 --generations 4   # a quick look
 
 ``classic`` is CartPole-v1 and Acrobot-v1 with pbt, pbt-wta, pb2, random and single.
@@ -114,6 +115,7 @@ class Study:
     out: str
     reference: str = "pbt"  # the method the paired comparisons are made against
     space_flags: tuple[str, ...] = ()  # given to every population method
+    flags: tuple[str, ...] = ()  # given to every run (the learner, say)
     thresholds: dict[str, float] = field(default_factory=dict)  # over gymnasium's own
 
 
@@ -138,6 +140,16 @@ STUDIES = {
         space_flags=MIXED_SPACE,
         # Pendulum has no threshold in gymnasium; HalfCheetah's 4800 is for 1e6 steps and more
         thresholds={"Pendulum-v1": -200.0, "HalfCheetah-v5": 1000.0},
+    ),
+    "sac": Study(
+        envs=("Pendulum-v1",),
+        methods=("pbt", "zoo"),
+        seeds=(0, 1, 2),
+        # zoo's budget for its tuned SAC on Pendulum: 20,000 env steps (per member here)
+        budgets={"Pendulum-v1": Budget(10, 2000, 5)},
+        out="compare-sac",
+        flags=("--algo", "sac"),
+        thresholds={"Pendulum-v1": -200.0},
     ),
     "ties": Study(
         envs=("Acrobot-v1",),
@@ -226,6 +238,7 @@ def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
                     "--seed",
                     str(seed),
                     *([] if spec.single else ["--num-agents", str(args.members), *args.study.space_flags]),
+                    *args.study.flags,
                     *spec.flags,
                 ]
                 run_dir = runs / env_id / f"{method}-seed{seed}"

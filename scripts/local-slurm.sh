@@ -27,8 +27,9 @@
 #   normal  the default; its jobs can be pre-empted (PreemptMode=REQUEUE) with
 #           GraceTime=$LOCAL_SLURM_GRACE_TIME s (default 60) between SIGTERM and SIGKILL
 #   urgent  PriorityTier=10: its jobs pre-empt the normal partition's (preempt/partition_prio)
-# LOCAL_SLURM_CRED_EXPIRE=N sets cred_expire=N: a requeued job is held N + 1 s before it may
-# start again (SLURM's default: 120, so 121 s).
+# LOCAL_SLURM_CRED_EXPIRE=N sets cred_expire=N (5 at least: SLURM ignores a smaller value): a
+# requeued job is held N + 1 s before it may start again (SLURM's default: 120, so 121 s).
+# LOCAL_SLURM_SCHED_INTERVAL=S: the scheduler looks at pending jobs every S s (default 5).
 # LOCAL_SLURM_SEND_USER_SIGNAL=1 adds SlurmctldParameters=preempt_send_user_signal (a
 # pre-emption then sends the job's --signal, e.g. B:USR1, instead of SIGTERM to the steps).
 set -euo pipefail
@@ -99,13 +100,14 @@ controller_port() { # the instance's slurmctld port: given, kept from its config
 }
 
 render_config() { # the slurm.conf for this node and these settings, on stdout
-    local node cpus sockets cores threads memory port auth
+    local node cpus sockets cores threads memory port auth sched
     node="$(hostname -s)"
     port="$(controller_port)"
     # the node's real shape, as slurmd sees it (CPUs, sockets, cores, memory in MB)
     read -r cpus sockets cores threads memory < <(slurmd -C | awk '/^NodeName/ {
         for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         print v["CPUs"], v["Boards"] * v["SocketsPerBoard"], v["CoresPerSocket"], v["ThreadsPerCore"], v["RealMemory"] }')
+    sched="${LOCAL_SLURM_SCHED_INTERVAL:-5}"
     auth="socket=$MUNGE_SOCKET"
     [ -n "${LOCAL_SLURM_CRED_EXPIRE:-}" ] && auth="$auth,cred_expire=$LOCAL_SLURM_CRED_EXPIRE"
     cat <<EOF
@@ -138,8 +140,8 @@ ReturnToService=2
 # one job per node at a time: a job in the urgent partition always has to pre-empt
 SelectType=select/linear
 SchedulerType=sched/backfill
-# look at pending jobs every 5 s (default 30 s and 60 s), so a requeued job starts soon after its hold
-SchedulerParameters=bf_interval=5,sched_interval=5
+# look at pending jobs every $sched s (default 30 s and 60 s), so a requeued job starts soon after its hold
+SchedulerParameters=bf_interval=$sched,sched_interval=$sched
 # pre-emption by partition: urgent jobs requeue normal ones after their GraceTime
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE

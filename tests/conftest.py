@@ -4,6 +4,7 @@ under mpiexec, the package built and installed), ``slurm/`` (a private SLURM), `
 (two hosts in network namespaces). Shared helpers live in tests/support.py."""
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ from tests.support import TINY_CARTPOLE
 
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "mpi", "e2e", "slurm", "multinode")
+DURATIONS = TESTS.parent / "test-durations.txt"
+"""Where every session writes its slowest tests (git ignores it): `make test` leaves the full suite's."""
+_durations: dict[str, float] = {}
 
 # Open MPI's libfabric BTL finds no fabric here and sleeps a second as it closes, in every
 # MPI_Init (README, MPI notes); the suite starts MPI a few hundred times. A user's own setting wins.
@@ -26,6 +30,29 @@ def pytest_collection_modifyitems(config, items):
         if tier not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: every test lives in a tier folder ({', '.join(TIERS)})")
         item.add_marker(tier)
+
+
+def pytest_runtest_logreport(report):
+    """Each test's time, set-up and tear-down included."""
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The session's slowest tests, its total and its tiers' totals, into test-durations.txt."""
+    if not _durations or "OMPI_COMM_WORLD_RANK" in os.environ:  # the rank tests' inner sessions keep quiet
+        return
+    tiers: dict[str, float] = {}
+    for nodeid, seconds in _durations.items():
+        tier = nodeid.split("/")[1] if nodeid.startswith("tests/") and nodeid.count("/") > 1 else "?"
+        tiers[tier] = tiers.get(tier, 0.0) + seconds
+    slowest = sorted(_durations.items(), key=lambda item: -item[1])[:60]
+    lines = [
+        f"# {time.strftime('%Y-%m-%d %H:%M:%S')}: {len(_durations)} tests, {sum(_durations.values()):.0f} s in tests "
+        f"(exit status {int(exitstatus)}); by tier: "
+        + ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in sorted(tiers.items())),
+        *(f"{seconds:8.2f}s  {nodeid}" for nodeid, seconds in slowest),
+    ]
+    DURATIONS.write_text("\n".join(lines) + "\n")
 
 
 @pytest.fixture

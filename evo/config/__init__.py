@@ -207,8 +207,9 @@ def cross_option_checks(
     checks.learner_options(spec, args.exploit_buffer, args.checkpoint_buffers, problems)
     precision = resolve_precision(args.precision, settings.get("precision"), problems)
     if precision not in spec.precisions:
+        where = "--precision" if args.precision is not None else "precision (YAML)"
         problems.append(
-            f"--precision {precision}: {spec.title} runs in {' or '.join(spec.precisions)} only (its networks have "
+            f"{where} {precision}: {spec.title} runs in {' or '.join(spec.precisions)} only (its networks have "
             "no mixed-precision policy here); use --precision fp32"
         )
     return {

@@ -88,7 +88,7 @@ def recorded_agent(saved: Mapping[str, Any]) -> dict[str, Any]:
     entries = {
         name: {"kind": "float", "choices": [], **entry} for name, entry in (saved.get("search_space") or {}).items()
     }
-    return {
+    recorded = {
         "algo": spec.name,
         **spec.defaults(),
         "normalize": {"norm_obs": False, "norm_reward": False},
@@ -96,6 +96,9 @@ def recorded_agent(saved: Mapping[str, Any]) -> dict[str, Any]:
         **saved,
         "search_space": entries,
     }
+    if "algo" not in saved and spec.upgrade is not None:
+        spec.upgrade(recorded)  # what the learner resolves now that those runs did not record
+    return recorded
 
 
 def build_agent(

@@ -56,7 +56,7 @@ ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu")
 PARAM_SETS = {"easy": ("easy", 0), "easy-200": ("easy", 200), "hard": ("hard", 0), "hard-500": ("hard", 500)}
 ENV_KWARGS_FORM = "key:value (e.g. reward_scale:0.1 max_episode_steps:200)"
 FLOAT_LITERAL = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
-OVERRIDE_FORM = "key:value (e.g. learning_rate:1e-3 n_epochs:4 'policy_kwargs:{net_arch: [32, 32]}')"
+OVERRIDE_FORM = "key:value (e.g. learning_rate:1e-3 batch_size:128 'policy_kwargs:{net_arch: [32, 32]}')"
 
 
 def agent_keys(spec: LearnerSpec) -> dict[str, type | tuple[type, ...]]:
@@ -133,7 +133,7 @@ def _check_keys(
             problems.append(foreign or _unknown_key(str(key), list(schema), where))
             continue
         if value is None and spec is not None and key in spec.by_name and spec.by_name[key].may_be_off:
-            out[key] = None  # "off" (e.g. target_kl: null)
+            out[key] = None  # "off" (a limit that may be switched off: null)
             continue
         coerced = _coerce(value, schema[key], f"{where}.{key}", problems)
         if coerced is not None:

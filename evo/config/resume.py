@@ -59,7 +59,9 @@ def resume_differences(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
     found = []
     for name in FIXED_ON_RESUME:
         if name == "agent":
-            found += _agent_differences(recorded_agent(saved["agent"]), new["agent"])
+            recorded = recorded_agent(saved["agent"])
+            if recorded["algo"] == new["agent"]["algo"]:  # another learner: the algo's own difference says it
+                found += _agent_differences(recorded, new["agent"])
         elif (before := saved.get(name, RECORDED_SINCE.get(name))) != new.get(name):
             found.append(
                 f"--resume: {name} was {before!r} in this run, the command gives {new.get(name)!r}; "

@@ -144,6 +144,13 @@ def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:
     return n_envs * settings["n_steps"]
 
 
+def upgrade(recorded: dict[str, Any]) -> None:
+    """A run recorded before the learners kept the batch size only; n_minibatches is resolved now."""
+    if recorded.get("n_minibatches") is None:
+        rollout = recorded["n_envs"] * recorded["n_steps"]
+        recorded["n_minibatches"] = math.ceil(rollout / max(recorded["batch_size"], 1))
+
+
 SPEC = LearnerSpec(
     name="ppo",
     title="PPO",
@@ -155,5 +162,6 @@ SPEC = LearnerSpec(
     precisions=("fp32", "bf16"),
     check=check,
     steps=rollout_steps,
+    upgrade=upgrade,
     exclusive=(("batch_size", "n_minibatches"),),
 )

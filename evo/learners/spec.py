@@ -103,6 +103,9 @@ class LearnerSpec:
     """``check(settings, search_space, n_envs, env_shape, problems)``: its own rules across settings,
     search ranges and the env (a batch within the rollout, say; ``env_shape`` None: the env could
     not be made); it may set what its rules resolve (a batch size from a count of minibatches)."""
+    upgrade: Callable[[dict[str, Any]], None] | None = None
+    """Completes the settings a run recorded before the learners were declared (config.yaml's
+    ``agent`` of a PPO run of then) with what the learner resolves now."""
     exclusive: tuple[tuple[str, str], ...] = ()
     """Pairs of settings that say the same thing: a YAML layer that gives one drops the other."""
     steps: Callable[[Mapping[str, Any], int], int] | None = None

@@ -18,7 +18,7 @@ statistics travel beside it as a float64 buffer (evo/sb3/normalize.py).
 
 **Hyperparameters reach SB3** through :meth:`SB3Learner.set_hparams`, by the reach each setting
 declares (evo/learners/spec.py): a plain attribute the update reads at every call; a schedule
-(SB3 turns ``clip_range`` into one); the learning rate, which SB3 keeps in ``lr_schedule`` and
+(SB3 turns some values into one); the learning rate, which SB3 keeps in ``lr_schedule`` and
 copies into every optimizer at each ``train()``; the discount, of which SB3 keeps copies (the
 rollout buffer's, the return normaliser's); or the learner's own code. Setting
 ``model.learning_rate = x`` alone does nothing; the tests prove each value reaches the next update.

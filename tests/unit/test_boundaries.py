@@ -16,11 +16,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import ROOT
+from evo.learners import algos
+from tests.support import ROOT
 
 PACKAGE = ROOT / "evo"
-PURE = ("evo.core", "evo.config")
-"""The pure core: testable anywhere, with neither MPI nor torch nor SB3 installed."""
+PURE = ("evo.core", "evo.config", "evo.learners")
+"""The pure core: testable anywhere, with neither MPI nor torch nor SB3 installed (the learners'
+declarations and the learner interface included)."""
 HEAVY = ("mpi4py", "torch", "stable_baselines3")
 
 # Which modules may import each heavy dependency, and why (a prefix ending in "." is a package).
@@ -32,7 +34,7 @@ ALLOWED = {
         "evo.sb3.": "the one adapter around SB3's internals",
     },
     "torch": {
-        "evo.sb3.": "policies, the PPO adapter and the agent's weights and Adam state are torch objects",
+        "evo.sb3.": "policies, the learners' networks, optimizers and flat state are torch objects",
         "evo.rundir.checkpoint": "checkpoints are torch.save / torch.load(weights_only=True) files",
         "evo.rundir.records": "TensorBoard files are written with torch.utils.tensorboard's SummaryWriter",
         "evo.run": "the command sets torch's thread count and seeds torch for each member",
@@ -126,20 +128,20 @@ def is_allowed(module: str, allowed: dict[str, str]) -> bool:
 def test_the_scan_resolves_relative_lazy_and_package_imports():
     source = (
         "from . import selection\n"
-        "from .space import SearchSpace\n"
+        "from .kinds import SearchSpace\n"
         "from .. import config\n"
         "from ..mpi.exchange import world\n"
-        "import evo.sb3.agent\n"
+        "import evo.sb3.learner\n"
         "def train():\n"
         "    import torch.nn as nn\n"
     )
     lines = imports_in(source, "evo.core.plan", False, evo_modules())
     assert [line.targets for line in lines] == [
         ("evo.core.selection",),
-        ("evo.core.space",),
+        ("evo.core.kinds",),
         ("evo.config",),
         ("evo.mpi.exchange",),
-        ("evo.sb3.agent",),
+        ("evo.sb3.learner",),
         ("torch.nn",),
     ]
     assert str(lines[-1]) == "evo.core.plan (line 7): import torch.nn as nn"
@@ -155,7 +157,7 @@ def test_the_scan_sees_the_real_imports():
     assert "mpi4py" in by_module["evo.mpi.exchange"] or "mpi4py.MPI" in by_module["evo.mpi.exchange"]
     assert "evo.core.selection" in by_module["evo.core.plan"]  # from evo.core.selection import select
     assert "torch" in by_module["evo.rundir.checkpoint"]  # `import torch` inside a function
-    assert set(evo_modules()) >= {"evo", "evo.core", "evo.core.plan", "evo.sb3.agent", "evo.run"}
+    assert set(evo_modules()) >= {"evo", "evo.core", "evo.core.plan", "evo.sb3.learner", "evo.run"}
 
 
 def test_heavy_dependencies_are_imported_only_in_their_layers():
@@ -231,7 +233,7 @@ for module in {modules!r}:
 try:
     import evo
     result["evo_file"] = evo.__file__
-    from tests.test_boundaries import exercise_pure_core
+    from tests.unit.test_boundaries import exercise_pure_core
     result["exercised"] = exercise_pure_core({run_dir!r})
 except Exception:
     result["errors"].append(traceback.format_exc())
@@ -248,19 +250,28 @@ def exercise_pure_core(run_dir: str) -> dict:
     import numpy as np
 
     from evo.config import parse_config
+    from evo.core.explorers import make_explorer
+    from evo.core.kinds import sample_hparams
     from evo.core.plan import plan_generation
     from evo.core.result import MemberResult
-    from evo.core.space import sample_hparams
 
-    config = parse_config(["--env-id", "CartPole-v1", "--run-dir", run_dir, "--num-agents", "4"])
-    space = config.agent.search_space
-    rng = np.random.default_rng(0)
-    population = [
-        MemberResult(member, 0, 128, score, score, float("nan"), sample_hparams(space, rng))
-        for member, score in enumerate((3.0, 1.0, 4.0, 2.0))
-    ]
-    exploits = plan_generation(1, population, "truncation", space, rng, truncation_fraction=0.25)
-    return {"env_id": config.env_id, "moves": [(e.recipient, e.donor) for e in exploits]}
+    from evo.learners import specs
+
+    moves = {}
+    for algo, spec in specs().items():
+        env_id = "CartPole-v1" if "Discrete" in spec.action_spaces else "Pendulum-v1"
+        argv = ["--algo", algo, "--env-id", env_id, "--run-dir", f"{run_dir}-{algo}", "--num-agents", "4"]
+        config = parse_config(argv)
+        space = config.agent.search_space
+        rng = np.random.default_rng(0)
+        population = [
+            MemberResult(member, 0, 128, score, score, float("nan"), sample_hparams(space, rng))
+            for member, score in enumerate((3.0, 1.0, 4.0, 2.0))
+        ]
+        explorer = make_explorer(config.explore, space)
+        exploits = plan_generation(1, population, "truncation", explorer, rng, truncation_fraction=0.25)
+        moves[algo] = [(e.recipient, e.donor) for e in exploits]
+    return {"moves": moves}
 
 
 def test_pure_core_imports_and_runs_with_mpi4py_torch_and_sb3_blocked(tmp_path):
@@ -277,8 +288,8 @@ def test_pure_core_imports_and_runs_with_mpi4py_torch_and_sb3_blocked(tmp_path):
     assert not result["errors"], "\n".join(result["errors"])
     assert not result["attempts"], "the pure core tried to import: " + ", ".join(result["attempts"])
     assert not result["loaded"], result["loaded"]
-    # the worst member (1, score 1.0) copies the best (2, score 4.0): selection really ran
-    assert result["exercised"] == {"env_id": "CartPole-v1", "moves": [[1, 2]]}
+    # the worst member (1, score 1.0) copies the best (2, score 4.0): selection really ran, for every learner
+    assert result["exercised"] == {"moves": {algo: [[1, 2]] for algo in algos()}}
 
 
 # --- no import cycles among evo's modules ------------------------------------------------------
@@ -327,9 +338,37 @@ def test_find_cycle_finds_a_cycle_and_only_a_cycle():
 
 def test_no_import_cycles_among_evo_modules():
     graph = import_graph()
-    assert graph["evo.core.plan"] >= {"evo.core.selection", "evo.core.explore"}, graph["evo.core.plan"]
+    assert graph["evo.core.plan"] >= {"evo.core.selection", "evo.core.explorers.base"}, graph["evo.core.plan"]
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# --- nothing above the learner interface imports an algorithm --------------------------------------
+
+
+def algorithm_modules() -> dict[str, str]:
+    """Each learner's own modules (its declaration and its SB3 side) -> the learner."""
+    return {f"evo.{layer}.{algo}": algo for algo in algos() for layer in ("learners", "sb3")}
+
+
+def test_only_a_learners_own_modules_import_it():
+    """The loop, the exchange, the checkpoints, the config and the run reach a learner through the
+    registries (evo.learners.learner_spec, evo.sb3.learner.learner_class), never by importing it."""
+    owners = algorithm_modules()
+    assert set(owners) <= set(evo_modules()), sorted(set(owners) - set(evo_modules()))
+    offending = [
+        f"{target} imported by {line}"
+        for line in import_lines()
+        for target in line.targets
+        if target in owners and line.module not in owners
+    ]
+    assert not offending, "modules that import a learner directly:\n  " + "\n  ".join(offending)
+
+
+def test_the_scan_of_learner_imports_would_see_one():
+    owners = algorithm_modules()
+    lines = imports_in("from evo.sb3.sac import SACLearner\n", "evo.run", False, evo_modules())
+    assert [target for line in lines for target in line.targets if target in owners] == ["evo.sb3.sac"]
 
 
 # --- short functions ----------------------------------------------------------------------------

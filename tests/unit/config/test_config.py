@@ -28,7 +28,7 @@ def test_defaults_resolve_for_cartpole(tmp_path):
     assert config.num_agents == 4 and config.members_per_rank == 1
     assert config.total_generations == 12 and config.agent_training_steps == 4096
     assert config.agent.policy == "mlp"
-    assert config.agent.batch_size == config.agent.rollout_steps // 4
+    assert config.agent.settings["batch_size"] == config.agent.unit_steps // 4
     assert set(config.agent.search_space) == {
         "learning_rate",
         "ent_coef",
@@ -45,8 +45,9 @@ def test_procgen_gets_the_paper_settings_and_impala(tmp_path):
         config = parse(["--env-id", env_id], tmp_path, world_size=2)
         agent = config.agent
         assert config.procgen_game == "bigfish"
-        assert (agent.policy, agent.n_envs, agent.n_steps, agent.n_epochs) == ("impala", 64, 256, 3)
-        assert agent.batch_size == 64 * 256 // 8
+        settings = agent.settings
+        assert (agent.policy, agent.n_envs, settings["n_steps"], settings["n_epochs"]) == ("impala", 64, 256, 3)
+        assert settings["batch_size"] == 64 * 256 // 8
         assert agent.defaults == {
             "learning_rate": 5e-4,
             "ent_coef": 0.01,
@@ -141,7 +142,7 @@ def test_hyperparams_file_layers_and_coerces(tmp_path):
     )
     config = parse(["--hyperparams", str(path)], tmp_path)
     agent = config.agent
-    assert (agent.n_epochs, agent.n_steps, agent.batch_size) == (3, 64, 32)
+    assert (agent.settings["n_epochs"], agent.settings["n_steps"], agent.settings["batch_size"]) == (3, 64, 32)
     assert agent.defaults["learning_rate"] == 3e-4  # PyYAML reads 3e-4 as a string
     assert agent.search_space["learning_rate"].high == 1e-3
     assert agent.search_space["gamma"].low == 0.95  # untouched entries come from ppo.yml
@@ -217,8 +218,9 @@ def test_strategy_none_is_the_control_on_every_script(tmp_path):
 )
 def test_procgen_param_sets_by_name(tmp_path, name, envs, mode, levels):
     config = parse(["--env-id", "bigfish", "--param-set", name], tmp_path)
-    assert config.agent.n_envs == envs and config.agent.n_steps == 256
-    assert config.agent.batch_size == envs * 256 // 8  # 8 minibatches per epoch, as in train-procgen-pytorch
+    assert config.agent.n_envs == envs and config.agent.settings["n_steps"] == 256
+    # 8 minibatches per epoch, as in train-procgen-pytorch
+    assert config.agent.settings["batch_size"] == envs * 256 // 8
     assert (config.distribution_mode, config.num_levels) == (mode, levels)
     assert config.agent.defaults["gamma"] == 0.999 and config.agent.defaults["learning_rate"] == 5e-4
     assert config.agent_training_steps % (envs * 256) == 0
@@ -278,7 +280,7 @@ def test_hyperparams_overrides_reach_the_agent(tmp_path):
     )
     default = parse([], tmp_path / "other")
     assert config.agent.defaults["learning_rate"] == 5e-4 != default.agent.defaults["learning_rate"]
-    assert (config.agent.n_epochs, config.agent.normalize_advantage) == (4, False)
+    assert (config.agent.settings["n_epochs"], config.agent.settings["normalize_advantage"]) == (4, False)
     assert config.agent.policy_kwargs["net_arch"] == [32, 32]
     assert config.hyperparams["learning_rate"] == 5e-4  # coerced: PyYAML reads 5e-4 as a string
     assert config.conf_file is None
@@ -304,7 +306,7 @@ def test_conf_file_is_layered_like_hyperparams_file_and_named_in_messages(tmp_pa
     path.write_text("CartPole-v1:\n  n_steps: 64\n  n_epochs: 3\n")
     for flag in ("--conf-file", "--hyperparams"):
         config = parse([flag, str(path)], tmp_path)
-        assert (config.agent.n_steps, config.agent.n_epochs) == (64, 3)
+        assert (config.agent.settings["n_steps"], config.agent.settings["n_epochs"]) == (64, 3)
         assert config.conf_file == path and config.hyperparams == {}
     missing = tmp_path / "missing.yml"
     assert f"--conf-file {missing}: cannot read the file" in problems(["--conf-file", str(missing)], tmp_path)[0]
@@ -318,8 +320,9 @@ def test_overrides_are_layered_over_the_conf_file(tmp_path):
     path = tmp_path / "hp.yml"
     path.write_text("default:\n  n_epochs: 2\nCartPole-v1:\n  n_steps: 64\n  n_epochs: 3\n  batch_size: 32\n")
     config = parse(["--conf-file", str(path), "--hyperparams", "n_epochs:5", "n_minibatches:4"], tmp_path)
-    assert (config.agent.n_steps, config.agent.n_epochs) == (64, 5)  # file, then the overrides
-    assert config.agent.batch_size == config.agent.rollout_steps // 4  # n_minibatches replaces the file's batch_size
+    assert (config.agent.settings["n_steps"], config.agent.settings["n_epochs"]) == (64, 5)  # file, then the overrides
+    # n_minibatches replaces the file's batch_size
+    assert config.agent.settings["batch_size"] == config.agent.unit_steps // 4
     (problem,) = problems(["--conf-file", str(path), "--hyperparams", str(path)], tmp_path)
     assert "both name a YAML file" in problem
 
@@ -334,7 +337,8 @@ def test_resume_keeps_conf_file_and_overrides_and_refuses_other_ppo_settings(tmp
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(started.to_dict()))
     resumed = parse_config(["--resume", "--run-dir", str(run_dir)])
-    assert resumed.agent == started.agent and resumed.agent.n_epochs == 4 and resumed.agent.n_steps == 64
+    assert resumed.agent == started.agent
+    assert resumed.agent.settings["n_epochs"] == 4 and resumed.agent.settings["n_steps"] == 64
     assert (resumed.conf_file, resumed.hyperparams) == (path, started.hyperparams)
     with pytest.raises(ConfigError) as caught:
         parse_config(["--resume", "--run-dir", str(run_dir), "--hyperparams", "n_epochs:5", "learning_rate:5e-4"])
@@ -357,10 +361,11 @@ def test_param_set_step_alone(tmp_path):
 
 def test_cross_option_checks_alone():
     from evo.config import build_parser, cross_option_checks
+    from evo.learners import learner_spec
 
     args = build_parser().parse_args(["--num-agents", "6", "--total-generations", "3"])
     found = []
-    resolved = cross_option_checks(args, {"agent_training_steps": 100}, None, 4, found)
+    resolved = cross_option_checks(args, learner_spec("ppo"), {"agent_training_steps": 100}, None, 4, found)
     assert (resolved["num_agents"], resolved["total_generations"], resolved["agent_training_steps"]) == (6, 3, 100)
     assert found == [
         "--num-agents 6 is not a multiple of the 4 MPI ranks: every rank must hold the same number of members. "

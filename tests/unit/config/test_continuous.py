@@ -1,15 +1,13 @@
 """Continuous control: rl-baselines3-zoo's tuned settings resolve (normalisation included), the
-new YAML keys reach SB3, and the MuJoCo extra is named when missing."""
+new YAML keys are checked, and the MuJoCo extra is named when missing. That the keys reach SB3:
+tests/unit/sb3/test_continuous.py."""
 
 import sys
 
-import numpy as np
 import pytest
-import torch
 import yaml
-from torch import nn
 
-from evo.config import DEFAULT_HYPERPARAMS, ConfigError, parse_config
+from evo.config import ConfigError, builtin_hyperparams, parse_config
 from evo.config.envnames import PROCGEN_GAMES
 
 CONTINUOUS = ["Pendulum-v1", "MountainCarContinuous-v0", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5"]
@@ -36,7 +34,7 @@ def problems(argv, tmp_path):
 
 
 def env_blocks():
-    data = yaml.safe_load(DEFAULT_HYPERPARAMS.read_text())
+    data = yaml.safe_load(builtin_hyperparams("ppo").read_text())
     return [name for name in data if name != "default" and not name.startswith("procgen") and name not in PROCGEN_GAMES]
 
 
@@ -48,7 +46,7 @@ def test_every_continuous_env_has_a_block():
 def test_every_continuous_env_has_a_budget(tmp_path, env_id):
     config = parse(["--env-id", env_id, *NO_NORMALIZE], tmp_path)
     assert config.total_generations * config.agent_training_steps >= 2e4
-    assert config.agent_training_steps >= config.agent.rollout_steps
+    assert config.agent_training_steps >= config.agent.unit_steps
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", *CONTINUOUS])
@@ -63,8 +61,9 @@ def test_each_default_lies_in_its_search_space(tmp_path, env_id):
 def test_pendulum_gets_zoo_s_tuned_settings(tmp_path):
     config = parse(["--env-id", "Pendulum-v1"], tmp_path)
     agent = config.agent
-    assert (agent.n_envs, agent.n_steps, agent.batch_size, agent.n_epochs) == (4, 1024, 64, 10)
-    assert (agent.use_sde, agent.sde_sample_freq, agent.normalizes) == (True, 4, False)
+    settings = agent.settings
+    assert (agent.n_envs, settings["n_steps"], settings["batch_size"], settings["n_epochs"]) == (4, 1024, 64, 10)
+    assert (settings["use_sde"], settings["sde_sample_freq"], agent.normalizes) == (True, 4, False)
     assert agent.defaults == {
         "learning_rate": 1e-3,
         "ent_coef": 0.0,
@@ -77,7 +76,8 @@ def test_pendulum_gets_zoo_s_tuned_settings(tmp_path):
 
 def test_mujoco_blocks_are_zoo_s_v3_settings(tmp_path):
     cheetah = parse(["--env-id", "HalfCheetah-v5", *NO_NORMALIZE], tmp_path / "c").agent
-    assert (cheetah.n_envs, cheetah.n_steps, cheetah.batch_size, cheetah.n_epochs) == (1, 512, 64, 20)
+    settings = cheetah.settings
+    assert (cheetah.n_envs, settings["n_steps"], settings["batch_size"], settings["n_epochs"]) == (1, 512, 64, 20)
     assert cheetah.defaults["learning_rate"] == 2.0633e-5 and cheetah.defaults["gamma"] == 0.98
     assert cheetah.policy_kwargs == {
         "log_std_init": -2.0,
@@ -86,12 +86,13 @@ def test_mujoco_blocks_are_zoo_s_v3_settings(tmp_path):
         "net_arch": {"pi": [256, 256], "vf": [256, 256]},
     }
     hopper = parse(["--env-id", "Hopper-v5", *NO_NORMALIZE], tmp_path / "h").agent
-    assert (hopper.batch_size, hopper.n_epochs, hopper.max_grad_norm) == (32, 5, 0.7)
+    settings = hopper.settings
+    assert (settings["batch_size"], settings["n_epochs"], settings["max_grad_norm"]) == (32, 5, 0.7)
     assert hopper.policy_kwargs == cheetah.policy_kwargs
     walker = parse(["--env-id", "Walker2d-v5", *NO_NORMALIZE], tmp_path / "w").agent
     assert walker.policy_kwargs == {"net_arch": [64, 64], "activation_fn": "tanh"}  # SB3's own
     ant = parse(["--env-id", "Ant-v5", *NO_NORMALIZE], tmp_path / "a").agent
-    assert (ant.n_steps, ant.batch_size, ant.defaults["learning_rate"]) == (2048, 64, 3e-4)
+    assert (ant.settings["n_steps"], ant.settings["batch_size"], ant.defaults["learning_rate"]) == (2048, 64, 3e-4)
 
 
 @pytest.mark.parametrize("env_id", ["MountainCarContinuous-v0", *MUJOCO])
@@ -148,82 +149,6 @@ def test_missing_mujoco_extra_names_the_install_command(tmp_path, monkeypatch):
     parse(["--env-id", "Pendulum-v1"], tmp_path / "classic")  # classic control needs no extra
 
 
-# ---------------------------------------------------------------------------------------
-# The settings really reach SB3
-
-
-def linear_sizes(network):
-    return [layer.out_features for layer in network if isinstance(layer, nn.Linear)]
-
-
-def test_yaml_keys_reach_sb3(tmp_path):
-    from evo.sb3.agent import build_member
-
-    config = parse(
-        [
-            "--env-id",
-            "Pendulum-v1",
-            "--hyperparams",
-            "n_envs:2",
-            "n_steps:32",
-            "batch_size:32",
-            "n_epochs:1",
-            "sde_sample_freq:3",
-            "policy_kwargs:{net_arch: {pi: [16], vf: [32, 8]}, log_std_init: -1.5, activation_fn: relu}",
-        ],
-        tmp_path,
-    )
-    member = build_member(config, 0, config.agent.defaults, None)
-    model, policy = member.model, member.model.policy
-    assert model.use_sde is True and model.sde_sample_freq == 3
-    assert torch.all(policy.log_std == -1.5)
-    assert linear_sizes(policy.mlp_extractor.policy_net) == [16]
-    assert linear_sizes(policy.mlp_extractor.value_net) == [32, 8]
-    assert any(isinstance(layer, nn.ReLU) for layer in policy.mlp_extractor.policy_net)
-    assert not any(isinstance(layer, nn.Tanh) for layer in policy.mlp_extractor.modules())
-    member.train(64)
-    assert member.env_steps == 64
-    member.close()
-
-
-def test_without_sde_pendulum_gets_a_plain_gaussian(tmp_path):
-    from evo.sb3.agent import build_member
-
-    config = parse(
-        ["--env-id", "Pendulum-v1", "--hyperparams", "use_sde:false", "n_envs:1", "n_steps:32", "batch_size:32"],
-        tmp_path,
-    )
-    member = build_member(config, 0, config.agent.defaults, None)
-    assert member.model.use_sde is False
-    assert tuple(member.model.policy.log_std.shape) == (1,) and torch.all(member.model.policy.log_std == 0.0)
-    assert linear_sizes(member.model.policy.mlp_extractor.policy_net) == [64, 64]
-    member.close()
-
-
-def test_halfcheetah_builds_and_trains_one_rollout(tmp_path, monkeypatch):
-    pytest.importorskip("mujoco", reason=MUJOCO_MISSING)
-    from evo.sb3.agent import build_member
-
-    monkeypatch.chdir(tmp_path)
-
-    config = parse(
-        ["--env-id", "HalfCheetah-v5", *NO_NORMALIZE, "n_steps:64", "batch_size:32", "n_epochs:1"],
-        tmp_path,
-    )
-    member = build_member(config, 0, config.agent.defaults, None)
-    policy = member.model.policy
-    assert member.model.action_space.shape == (6,)
-    assert linear_sizes(policy.mlp_extractor.policy_net) == [256, 256]
-    assert linear_sizes(policy.mlp_extractor.value_net) == [256, 256]
-    assert torch.all(policy.log_std == -2.0)
-    before = member.pack().copy()
-    member.train(64)
-    assert member.env_steps == 64
-    assert not np.array_equal(before, member.pack())  # one PPO update changed the weights
-    member.close()
-    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()  # MuJoCo's warnings go to logging instead
-
-
 def test_a_run_recorded_before_these_settings_resumes_as_it_ran(tmp_path):
     """config.yaml of a run started before --env-kwargs, gSDE and normalize existed: it made its
     envs with no kwargs and trained without either, and resumes so; --env-kwargs stays FIXED."""
@@ -236,7 +161,7 @@ def test_a_run_recorded_before_these_settings_resumes_as_it_ran(tmp_path):
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(started))
     resumed = parse_config(["--resume", "--run-dir", str(run_dir)])
-    assert resumed.env_kwargs == {} and resumed.agent.use_sde is False
+    assert resumed.env_kwargs == {} and resumed.agent.settings["use_sde"] is False
     with pytest.raises(ConfigError) as caught:
         parse_config(["--resume", "--run-dir", str(run_dir), "--env-kwargs", "sutton_barto_reward:true"])
     assert "env_kwargs was {} in this run, the command gives {'sutton_barto_reward': True}" in str(caught.value)

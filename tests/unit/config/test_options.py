@@ -24,7 +24,7 @@ from evo.config.options import (
     saved_options,
 )
 from evo.config.resume import FIXED_ON_RESUME, resume_differences
-from evo.core.space import EXPLORED
+from tests.support import PPO_SIX
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5)
 
@@ -126,6 +126,7 @@ def test_the_resume_classes_of_the_issue():
     own = {o.name for o in OPTIONS if o.resume is Resume.OWN}
     assert fixed == {
         "env_id",
+        "algo",
         "env_kwargs",
         "num_agents",
         "strategy",
@@ -169,8 +170,10 @@ def examples(tmp_path):
     entry = {"env_steps": 0, "hparams": {**hparams, "vf_coef": 0.5}}
     schedule.write_text(yaml.safe_dump({"env_id": "CartPole-v1", "schedule": [entry]}))
     bigfish = ["--env-id", "bigfish"]
+    sac = ["--algo", "sac", "--env-id", "Pendulum-v1"]  # the replay-buffer options are refused for PPO
     return {
         "env_id": ["--env-id", "Acrobot-v1"],
+        "algo": sac,
         "env_kwargs": ["--env-kwargs", "sutton_barto_reward:true"],
         "num_agents": ["--num-agents", "2"],
         "total_generations": ["--total-generations", "3"],
@@ -204,6 +207,8 @@ def examples(tmp_path):
         "keep_checkpoints": ["--keep-checkpoints", "3"],
         "precision": ["--precision", "bf16"],
         "progress_interval": ["--progress-interval", "5"],
+        "exploit_buffer": ["--exploit-buffer", "copy", *sac],
+        "checkpoint_buffers": ["--no-checkpoint-buffers", *sac],
     }
 
 
@@ -301,4 +306,4 @@ def test_saved_values_are_plain_and_restore_as_argparse_makes_them(tmp_path):
 
 def test_explored_names_are_the_agent_defaults_keys(tmp_path):
     config = parse_config(["--run-dir", str(tmp_path / "run")], now=NOW)
-    assert set(config.agent.defaults) == set(EXPLORED)
+    assert set(config.agent.defaults) == set(PPO_SIX)

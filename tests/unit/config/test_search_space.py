@@ -1,11 +1,10 @@
 """Search-space kinds in the YAML and --hyperparams: parsed, defaulted, and refused with the reason."""
 
-import math
-
 import pytest
 
 from evo.config import ConfigError, parse_config
-from evo.core.space import EXPLORED, ParamSpace
+from evo.core.kinds import Choice, Integer, LogFloat, OffOr
+from tests.support import PPO_SIX
 
 
 def config_with(space: str, *extra: str):
@@ -24,25 +23,33 @@ def test_choices_and_integer_ranges_join_the_six():
         "max_grad_norm: {low: 0.3, high: 5, scale: log}, target_kl: {choices: [0.01, 0.05, null]}}"
     )
     space = config.agent.search_space
-    assert tuple(space)[: len(EXPLORED)] == EXPLORED
-    assert space["n_epochs"] == ParamSpace.categorical((3, 5, 10, 20))
-    assert space["n_minibatches"].kind == "int" and (space["n_minibatches"].low, space["n_minibatches"].high) == (1, 8)
-    assert space["max_grad_norm"].kind == "float" and space["max_grad_norm"].scale == "log"
-    assert space["target_kl"].choices == (0.01, 0.05, math.inf)
+    assert tuple(space)[: len(PPO_SIX)] == tuple(PPO_SIX)
+    # the extras follow in PPO's declaration order
+    assert tuple(space) == (*PPO_SIX, "n_epochs", "n_minibatches", "max_grad_norm", "target_kl")
+    assert space["n_epochs"] == Choice((3, 5, 10, 20))
+    assert space["n_minibatches"] == Integer(1, 8)
+    assert (space["n_minibatches"].low, space["n_minibatches"].high) == (1, 8)
+    assert space["max_grad_norm"] == LogFloat(0.3, 5)
+    assert isinstance(space["target_kl"], OffOr) and space["target_kl"].choices == (0.01, 0.05, None)
     assert config.agent.defaults["n_epochs"] == 10 and config.agent.defaults["n_minibatches"] == 4
-    assert config.agent.defaults["target_kl"] == math.inf  # absent: no early stop
+    assert config.agent.defaults["target_kl"] is None  # absent: no early stop ("off" is None)
 
 
 def test_the_six_may_be_choices_too():
-    config = config_with("{gamma: {choices: [0.95, 0.99, 0.995]}}")
-    assert config.agent.search_space["gamma"] == ParamSpace.categorical((0.95, 0.99, 0.995))
-    assert config.explored_names == EXPLORED  # no new column: gamma has one
+    config = config_with("{gamma: {choices: [0.95, 0.98, 0.995]}}")  # CartPole's gamma is 0.98
+    assert config.agent.search_space["gamma"] == Choice((0.95, 0.98, 0.995))
+    assert config.explored_names == tuple(PPO_SIX)  # no new column: gamma has one
+    # the six follow the extras' rule now: the YAML's default must be one of the choices
+    assert any(
+        "the default gamma 0.98 is not in the choices [0.95, 0.99, 0.995]" in p
+        for p in problems_of("{gamma: {choices: [0.95, 0.99, 0.995]}}")
+    )
     assert any("type: int is for the counts" in p for p in problems_of("{gamma: {low: 0.9, high: 0.99, type: int}}"))
 
 
 def test_type_int_with_a_log_scale():
     space = config_with("{batch_size: {low: 32, high: 1024, type: int, scale: log}}").agent.search_space
-    assert space["batch_size"] == ParamSpace(32, 1024, "log", "int")
+    assert space["batch_size"] == Integer(32, 1024, log=True)
 
 
 @pytest.mark.parametrize(
@@ -72,6 +79,6 @@ def test_bad_search_spaces_are_refused_with_the_fix(space, words):
 
 def test_a_run_without_extra_kinds_keeps_exactly_the_six():
     config = parse_config(["--env-id", "CartPole-v1"], world_size=1)
-    assert tuple(config.agent.search_space) == EXPLORED
-    assert set(config.agent.defaults) == set(EXPLORED)
-    assert config.agent.target_kl is None
+    assert tuple(config.agent.search_space) == tuple(PPO_SIX)
+    assert set(config.agent.defaults) == set(PPO_SIX)
+    assert config.agent.settings["target_kl"] is None

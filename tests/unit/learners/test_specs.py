@@ -1,0 +1,110 @@
+"""The learners' declarations: each name in one place, each learner's names in its own files."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evo.config import ConfigError, builtin_hyperparams, parse_config
+from evo.config.envnames import PROCGEN_GAMES
+from evo.learners import Reach, algos, learner_spec, specs
+from tests.support import ROOT
+
+EVO = ROOT / "evo"
+
+
+def own_files(algo: str) -> set[Path]:
+    """A learner's own files: its declaration, its SB3 side and its YAML."""
+    return {EVO / "learners" / f"{algo}.py", EVO / "sb3" / f"{algo}.py", EVO / "hyperparams" / f"{algo}.yml"}
+
+
+def declared_names(algo: str) -> set[str]:
+    spec = learner_spec(algo)
+    return set(spec.by_name) | set(spec.policy_kwargs)
+
+
+def specific_names() -> dict[str, set[str]]:
+    """Each learner's names that no other learner declares."""
+    found = {}
+    for algo in algos():
+        others = set().union(*(declared_names(other) for other in algos() if other != algo))
+        found[algo] = declared_names(algo) - others
+    return found
+
+
+def mentions(text: str, name: str) -> bool:
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text) is not None
+
+
+def test_the_learners_are_found_by_their_files():
+    assert algos()[0] == "ppo" and {"ppo", "sac"} <= set(algos())
+    for algo in algos():
+        assert all(path.is_file() for path in own_files(algo)), algo
+        assert (ROOT / "hyperparams" / f"{algo}.yml").resolve() == builtin_hyperparams(algo)
+
+
+def test_each_learner_has_names_of_its_own():
+    specific = specific_names()
+    assert {"gae_lambda", "clip_range", "n_epochs", "target_kl", "microbatch_size", "ortho_init"} <= specific["ppo"]
+    assert {"target_entropy", "use_sde_at_warmup"} <= specific["sac"]
+    assert "tau" not in specific["sac"] and "gamma" not in specific["ppo"]  # shared names are nobody's own
+
+
+def test_an_algorithm_specific_name_appears_only_in_its_learner_and_yaml():
+    """Searched in every file under evo/: a name only one learner declares is written nowhere but
+    in that learner's declaration, its SB3 side and its YAML file."""
+    files = [path for path in sorted(EVO.rglob("*")) if path.is_file() and path.suffix in (".py", ".yml", ".yaml")]
+    offending = []
+    for algo, names in specific_names().items():
+        for path in files:
+            if path.resolve() in {p.resolve() for p in own_files(algo)}:
+                continue
+            text = path.read_text()
+            offending += [f"{name} ({algo}) in {path.relative_to(ROOT)}" for name in sorted(names) if mentions(text, name)]
+    assert not offending, "algorithm-specific names outside their learner:\n  " + "\n  ".join(offending)
+
+
+def test_the_name_search_would_see_one(tmp_path):
+    assert mentions("model.gae_lambda = 0.9", "gae_lambda")
+    assert not mentions("model.gae_lambda_old = 0.9", "gae_lambda")
+    assert not mentions("vf_coefficient", "vf_coef")
+
+
+def test_a_setting_is_declared_once_with_a_reason_when_it_cannot_be_tuned():
+    for algo, spec in specs().items():
+        names = [setting.name for setting in spec.settings]
+        assert len(names) == len(set(names)), algo
+        for setting in spec.settings:
+            assert setting.help, (algo, setting.name)
+            if setting.reach is Reach.CONSTRUCTION:
+                assert setting.why_fixed, (algo, setting.name)
+            if setting.may_be_off:
+                assert setting.default is None or setting.reach is not Reach.CONSTRUCTION
+
+
+def test_every_key_of_the_builtin_yaml_files_is_declared():
+    for algo, spec in specs().items():
+        data = yaml.safe_load(builtin_hyperparams(algo).read_text())
+        for block, settings in data.items():
+            assert isinstance(settings, dict), (algo, block)
+            space = settings.get("search_space") or {}
+            assert set(space) <= set(spec.tunable), (algo, block, set(space) - set(spec.tunable))
+
+
+def blocks(algo: str) -> list[str]:
+    data = yaml.safe_load(builtin_hyperparams(algo).read_text())
+    return [name for name in data if name != "default" and not name.startswith("procgen")]
+
+
+@pytest.mark.parametrize("algo, env_id", [(algo, env) for algo in algos() for env in blocks(algo)])
+def test_every_env_block_of_the_builtin_yaml_resolves(algo, env_id):
+    """Each env's tuned settings resolve into a valid configuration (MuJoCo's need the extra)."""
+    if env_id not in PROCGEN_GAMES and "-v5" in env_id:
+        pytest.importorskip("mujoco", reason="MuJoCo is an optional extra: make install EXTRAS=mujoco")
+    try:
+        config = parse_config(["--algo", algo, "--env-id", env_id], check_run_dir=False)
+    except ConfigError as error:
+        pytest.fail(f"{algo} {env_id}: {error}")
+    assert config.agent.algo == algo and config.agent.search_space
+    assert config.explored_names == tuple(config.agent.search_space)
