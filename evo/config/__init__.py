@@ -218,7 +218,9 @@ def cross_option_checks(
         "total_generations": total_generations,
         "agent_training_steps": agent_training_steps,
         "eval_start_level": checks.evaluation(args, game, problems),
-        "schedule": checks.schedule(args.schedule, args.env_id, num_agents, spec, problems),
+        "schedule": checks.schedule(
+            args.schedule, args.env_id, num_agents, spec, problems, list(settings.get("search_space") or {})
+        ),
         "precision": precision,
     }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,13 +123,21 @@ def evaluation(args: Any, game: str | None, problems: list[str]) -> int:
     return start
 
 
-def schedule(path: Path | None, env_id: str, num_agents: int, spec: LearnerSpec, problems: list[str]) -> tuple:
-    """The entries of ``--schedule FILE``, which trains one agent of the learner on the env it was found on."""
+def schedule(
+    path: Path | None,
+    env_id: str,
+    num_agents: int,
+    spec: LearnerSpec,
+    problems: list[str],
+    explored: Sequence[str] = (),
+) -> tuple:
+    """The entries of ``--schedule FILE``, which trains one agent of the learner on the env it was found on;
+    each must give every name of ``explored`` (the search space's: the run records a column for each)."""
     if path is None:
         return ()
     tunable = {s.name: (s.type, s.may_be_off) for s in spec.settings if s.tunable}
     try:
-        entries, found_on, found_with = load_schedule(path, tunable)
+        entries, found_on, found_with = load_schedule(path, tunable, spec.record_order(explored))
     except ValueError as error:
         problems.append(str(error))
         return ()

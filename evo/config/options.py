@@ -43,7 +43,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """argparse's parser for ``OPTIONS`` (``--help`` lists every flag with its default)."""
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Population Based Training of Stable-Baselines3 PPO agents over MPI. "
+        description="Population Based Training of Stable-Baselines3 agents (PPO, SAC, TD3: --algo) over MPI. "
         "Run under mpiexec: every rank trains num_agents / world_size members.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False,

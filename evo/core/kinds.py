@@ -538,7 +538,11 @@ def kind_from_entry(entry: Mapping[str, Any], whole: bool = False) -> Kind:
             return Categorical(choices)
         return Choice(choices)
     scale = entry.get("scale", "linear")
+    if entry.get("type", "float") not in ("float", "int"):
+        return _BadType(entry["low"], entry["high"], entry["type"])
     if whole or entry.get("type") == "int" or scale == "int":
+        if scale not in ("linear", "log", "int"):
+            return _BadIntegerScale(entry["low"], entry["high"], scale)
         return Integer(entry["low"], entry["high"], log=scale == "log")
     if scale not in CONTINUOUS:
         return _BadScale(entry["low"], entry["high"], scale)
@@ -568,3 +572,21 @@ class _BadScale(Continuous):
 
     def problems(self, name: str) -> list[str]:
         return [f"search_space.{name}.scale is {self.scale!r}; use one of {', '.join(SCALES)}"]
+
+
+class _BadType(_BadScale):
+    """A range with a type that does not exist: reported by :meth:`problems`, never used."""
+
+    def problems(self, name: str) -> list[str]:
+        return [f"search_space.{name}.type is {self.scale!r}; use float or int (or give choices)"]
+
+
+class _BadIntegerScale(Integer):
+    """An integer range on a scale integers do not have: reported by :meth:`problems`, never used."""
+
+    def __init__(self, low: float, high: float, scale: str):
+        super().__init__(low, high)
+        self.scale = scale
+
+    def problems(self, name: str) -> list[str]:
+        return [f"search_space.{name} is an integer range; its scale must be linear or log, not {self.scale!r}"]

@@ -8,7 +8,7 @@ its ``env_steps``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,12 @@ SCHEDULE_FORMAT = 1
 
 
 def load_schedule(
-    path: str | Path, tunable: Mapping[str, tuple[type, bool]]
+    path: str | Path, tunable: Mapping[str, tuple[type, bool]], required: Sequence[str] = ()
 ) -> tuple[list[tuple[int, dict[str, Any]]], str | None, str | None]:
     """Read a schedule file: ``[(env_steps, hparams), ...]`` sorted by env_steps, its env id and
     its learner (None if the file does not say). ``tunable``: the learner's tunable settings, each
-    with its type and whether it may be off (null).
+    with its type and whether it may be off (null); ``required``: the names every entry must give
+    (the run's explored hyperparameters: its records have a column for each).
 
     Raises ValueError naming the file and what is wrong with it."""
     path = Path(path)
@@ -45,6 +46,9 @@ def load_schedule(
             raise ValueError(
                 f"{where}: hparams may give {', '.join(tunable)}; unknown {', '.join(sorted(map(str, unknown)))}"
             )
+        missing = [name for name in required if name not in entry["hparams"]]
+        if missing:
+            raise ValueError(f"{where}: hparams must give {', '.join(required)}; missing {', '.join(missing)}")
         names = [name for name in tunable if name in entry["hparams"]]
         if schedule and names != list(schedule[0][1]):
             raise ValueError(f"{where}: gives {', '.join(names)}; every entry must give the same hyperparameters")

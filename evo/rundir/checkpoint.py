@@ -13,7 +13,7 @@ or None, hyperparameters, counters, recent episode returns, score history, the c
 score, the training envs as plain data, ``evo.sb3.envstate``, None for envs that are not, and an
 off-policy learner's replay buffer as arrays unless left out) and the rank's RNG states. Every file is written to a
 temporary name, fsynced and renamed. The manifest lists every file with its size and
-SHA-256, the generation, the run id, the lineage so far and the config; a checkpoint is
+SHA-256, the generation, the run id, the lineage so far and the explorer's state; a checkpoint is
 complete only when its manifest exists and every file matches it, so a crash at any instant
 leaves the previous complete checkpoint loadable.
 """

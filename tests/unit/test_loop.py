@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from evo.core.explorers import make_explorer
 from evo.core.plan import generation_rng, plan_generation
 from evo.core.result import Scores
+from evo.learners.interface import Exchangeable, buffers_for
 from evo.loop import Hooks, LoopSettings, run_generations
 from evo.mpi.exchange import StopNotifier
 
@@ -30,7 +32,7 @@ class RecordingComm:
 
 
 class FakeMember:
-    """A member whose weights are a small buffer; notes pack/load in the event list."""
+    """A member whose weights are a small buffer; notes exploit_state/load in the event list."""
 
     def __init__(self, member_id: int, events: list):
         self.member_id = member_id
@@ -39,14 +41,17 @@ class FakeMember:
         self.hparams = {"x": float(member_id)}
         self.env_steps = 0
 
-    def pack(self):
-        self.events.append(("pack", self.member_id))
-        return self.buffer
+    def exploit_state(self):
+        self.events.append(("exploit_state", self.member_id))
+        return {"weights": self.buffer}
 
-    def load(self, buffer, hparams):
+    def receive_buffers(self, layout):
+        return buffers_for(layout, {"weights": self.buffer})
+
+    def load(self, state, hparams):
         self.events.append(("load", self.member_id))
-        if buffer is not self.buffer:
-            np.copyto(self.buffer, buffer)
+        if state["weights"] is not self.buffer:
+            np.copyto(self.buffer, state["weights"])
         self.hparams = dict(hparams)
 
     def set_hparams(self, hparams):
@@ -70,6 +75,8 @@ def fake_run(events: list, stop_at: int | None = None, stop_flag: list | None = 
     """Members 0 and 1 (member m gains m + 1 per generation, so member 1 is always best and
     member 0 copies it under winner-takes-all) and hooks that note every call."""
     members = {m: FakeMember(m, events) for m in (0, 1)}
+    assert all(isinstance(member, Exchangeable) for member in members.values())
+    explorer = make_explorer("perturb", SPACE_X)
     trained = {0: 0, 1: 0}
 
     def train(member, should_stop):
@@ -88,7 +95,7 @@ def fake_run(events: list, stop_at: int | None = None, stop_flag: list | None = 
 
     def plan(generation, population):
         events.append(("plan", tuple(result.member for result in population)))
-        return plan_generation(generation, population, "wta", SPACE_X, generation_rng(0, generation))
+        return plan_generation(generation, population, "wta", explorer, generation_rng(0, generation))
 
     hooks = Hooks(
         train=train,
@@ -110,7 +117,7 @@ def steps_of(generation: int) -> list[tuple]:
         ("score", 1),
         ("gather",),
         ("plan", (0, 1)),
-        ("pack", 1),
+        ("exploit_state", 1),
         ("load", 0),
         ("records", generation),
         ("snapshot", generation, {"state of": generation}),
@@ -155,7 +162,7 @@ def test_a_stop_during_training_skips_the_rest_of_the_generation_and_writes_the_
     assert outcome.stopped and outcome.completed == 3 and outcome.last.generation == 3
     # generation 4: member 0's training was cut short, member 1 never started; nothing after
     after = events[events.index(("records", 3)) :]
-    assert [e for e in after if e[0] in ("train", "score", "plan", "pack", "load", "records")] == [
+    assert [e for e in after if e[0] in ("train", "score", "plan", "exploit_state", "load", "records")] == [
         ("records", 3),
         ("train", 0),
     ]
@@ -181,21 +188,25 @@ def test_the_toy_reaches_the_optimum_on_comm_self():
     assert neither["lineage"] == []
 
 
-def test_two_ppo_members_exchange_through_the_real_loop(tiny_hyperparams):
+def test_two_ppo_members_exchange_through_the_real_loop(tiny_hyperparams, tmp_path):
     transport = "p2p"
     from evo.config import parse_config
-    from evo.run import build_members, ppo_hooks
-    from evo.sb3.agent import pack
+    from evo.run import build_members, run_hooks
+    from evo.sb3.learner import pack
 
     config = parse_config(
-        ["--hyperparams", str(tiny_hyperparams), "--num-agents", "2", "--agent-training-steps", "128"],
+        ["--hyperparams", str(tiny_hyperparams), "--num-agents", "2", "--agent-training-steps", "128"]
+        + ["--run-dir", str(tmp_path / "run")],  # the members' TensorBoard files go there, not into runs/
         strategy="wta",
         transport=transport,
         world_size=1,
         check_run_dir=False,
     )
     members = build_members(config, 0, None)
-    hooks = replace(ppo_hooks(MPI.COMM_SELF, config, members, None, None), records=None, snapshot=None, save=None)
+    explorer = make_explorer(
+        config.explore, config.agent.search_space, config.perturb_factors, config.resample_probability
+    )
+    hooks = replace(run_hooks(MPI.COMM_SELF, config, members, None, explorer), records=None, snapshot=None, save=None)
     assert not np.array_equal(members[0].buffer, members[1].buffer)
     outcome = run_generations(MPI.COMM_SELF, members, config.owner, hooks, LoopSettings(0, 1, transport))
 

@@ -1,17 +1,14 @@
 """Stop signals, sent for real to this process: repeats of a scheduler's signal never
-abort a graceful stop; a second Ctrl-C (SIGINT) does."""
+abort a graceful stop; a second Ctrl-C (SIGINT) does. (A stop in another process, and in a
+real run under mpiexec: tests/e2e/test_stopping_runs.py.)"""
 
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
 from evo.stopping import StopRequest
-from tests.conftest import ROOT
 
 
 @pytest.fixture
@@ -58,53 +55,3 @@ def test_uninstall_restores_the_previous_handlers():
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
     StopRequest().install().uninstall()
     assert {s: signal.getsignal(s) for s in before} == before
-
-
-def test_a_late_repeat_after_the_stop_does_not_change_the_exit_status():
-    """srun forwards USR1 to the ranks after SLURM's own copy stopped them: the repeat can
-    arrive after the run returned, while the process exits with status 75."""
-    script = textwrap.dedent(
-        """
-        import os, signal, sys, time
-        from evo.stopping import EXIT_STOPPED, StopRequest
-        request = StopRequest().install()
-        os.kill(os.getpid(), signal.SIGUSR1)
-        time.sleep(0.01)
-        request.uninstall()
-        os.kill(os.getpid(), signal.SIGUSR1)
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.01)
-        sys.exit(EXIT_STOPPED)
-        """
-    )
-    stopped = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=60)
-    assert stopped.returncode == 75, stopped.stderr
-
-
-@pytest.mark.e2e
-def test_every_rank_signalled_twice_still_stops_with_a_checkpoint(tmp_path, tiny_hyperparams):
-    """What `scancel --signal=USR1 --full` does to a job started by mpiexec: SLURM signals
-    every rank and mpiexec, which forwards the signal to every rank again."""
-    from evo.rundir import checkpoint as ckpt
-    from tests.test_resilience import common, generations_recorded, rank_pids, rows, start, wait_for
-
-    run_dir = tmp_path / "run"
-    args = ["pbt_rl_truct.py", "--num-agents", "2", "--total-generations", "3", "--agent-training-steps", "20000"]
-    job = start(2, [*args, *common(run_dir, tiny_hyperparams)])
-    try:
-        wait_for(lambda: (run_dir / "population.csv").exists() and len(rows(run_dir)) >= 2, 240, "generation 1")
-        time.sleep(1.0)  # inside generation 2
-        ranks = rank_pids(run_dir)
-        assert len(ranks) == 2
-        for pid in ranks:
-            os.kill(pid, signal.SIGUSR1)
-        os.kill(job.pid, signal.SIGUSR1)
-        stdout, stderr = job.communicate(timeout=90)
-    finally:
-        if job.poll() is None:
-            job.kill()
-    assert job.returncode == 75, stderr[-3000:]
-    assert "KeyboardInterrupt" not in stderr and "aborting" not in stderr
-    assert "checkpoint of generation 1" in stdout + stderr
-    assert generations_recorded(run_dir) == {1: [0, 1]}
-    assert ckpt.latest(run_dir)[0].generation == 1

@@ -4,7 +4,12 @@
 that records every ``Isend``, ``Recv`` and ``Bcast`` instead of sending it (no MPI job; the
 requests it returns are MPI's null request, which ``Waitall`` accepts). The messages and
 bytes it records must be the model's, for many population sizes, truncation fractions and
-placements of members on ranks, with and without normalisation statistics.
+placements of members on ranks, with and without normalisation statistics (one more array
+of a member's exploit state, sent right after its weights).
+
+Before its buffers, each exchange sends the state's layout, a small pickled message (``isend``
+/ ``recv`` for p2p, ``bcast`` for the collective): the communicator records those apart, and
+there is exactly one per remote pair (p2p) or per broadcast donor (collective).
 """
 
 import math
@@ -16,15 +21,18 @@ from mpi4py import MPI
 from bench import netmodel
 from evo.core.plan import Exploit
 from evo.core.selection import truncation, truncation_count
+from evo.learners.interface import buffers_for, layout_of
 from evo.mpi import exchange
 
 
 class RecordingComm:
-    """Stands for rank ``rank`` of ``size``: records the calls, moves no data."""
+    """Stands for rank ``rank`` of ``size``: records the calls, moves no data. A layout message
+    received is ``layout``, the one every member's exploit state has."""
 
-    def __init__(self, rank: int, size: int):
-        self.rank, self.size = rank, size
+    def __init__(self, rank: int, size: int, layout):
+        self.rank, self.size, self.layout = rank, size, layout
         self.sends, self.receives, self.broadcasts = [], [], []
+        self.layout_sends, self.layout_receives, self.layout_broadcasts = [], [], []
 
     def Get_rank(self):
         return self.rank
@@ -42,6 +50,18 @@ class RecordingComm:
     def Bcast(self, buffer, root):
         self.broadcasts.append((root, buffer.nbytes))
 
+    def isend(self, obj, dest, tag):
+        self.layout_sends.append((dest, obj))
+        return MPI.REQUEST_NULL
+
+    def recv(self, source, tag):
+        self.layout_receives.append(source)
+        return self.layout
+
+    def bcast(self, obj, root):
+        self.layout_broadcasts.append(root)
+        return obj if self.rank == root else self.layout
+
 
 class Member:
     """What apply_exploits needs of a member: a float32 buffer, maybe float64 statistics."""
@@ -51,10 +71,17 @@ class Member:
         self.stats = np.zeros(statistics, dtype=np.float64) if statistics else None
         self.hparams = {}
 
-    def pack(self):
-        return self.buffer
+    def exploit_state(self):
+        state = {"weights": self.buffer}
+        if self.stats is not None:
+            state["normalization"] = self.stats
+        return state
 
-    def load(self, buffer, hparams):
+    def receive_buffers(self, layout):
+        return buffers_for(layout, self.exploit_state())
+
+    def load(self, state, hparams):
+        assert state["weights"] is self.buffer  # received in place
         self.hparams = dict(hparams)
 
     def set_hparams(self, hparams):
@@ -64,10 +91,11 @@ class Member:
 def recorded(donors, owner, size, members_per_rank, floats, statistics, transport):
     """Every simulated rank's RecordingComm after apply_exploits of ``donors``."""
     exploits = [Exploit(1, r, d, 0.0, 1.0, {}, {}) for r, d in sorted(donors.items())]
+    layout = layout_of(Member(floats, statistics).exploit_state())
     comms = []
     for rank in range(size):
         mine = [m for m in range(size * members_per_rank) if owner(m) == rank]
-        comm = RecordingComm(rank, size)
+        comm = RecordingComm(rank, size, layout)
         exchange.apply_exploits(comm, exploits, {m: Member(floats, statistics) for m in mine}, transport, owner)
         comms.append(comm)
     return comms
@@ -99,11 +127,17 @@ def test_model_counts_every_message_and_byte(size, statistics, placement):
                 assert sum(n for _, n in comm.sends) == sum(t[rank].bytes_sent for t in model)
                 assert len(comm.receives) == sum(t[rank].messages_received for t in model)
                 assert sum(n for _, n in comm.receives) == sum(t[rank].bytes_received for t in model)
+                # one layout message per pair, before its buffers
+                assert len(comm.layout_sends) == model[0][rank].messages_sent
+                assert len(comm.layout_receives) == model[0][rank].messages_received
             collective = recorded(donors, owner, size, per_rank, floats, statistics, "collective")
-            expected = [b for nbytes in buffers for b in netmodel.collective_broadcasts(donors, owner, nbytes)]
+            # statistics are one more array of the state: each donor's buffers go one after the other
+            rounds = [netmodel.collective_broadcasts(donors, owner, nbytes) for nbytes in buffers]
+            expected = [b for donor in zip(*rounds, strict=True) for b in donor]
             for comm in collective:  # every rank takes part in every Bcast, in the same order
                 assert comm.broadcasts == expected
-                assert comm.sends == comm.receives == []
+                assert comm.layout_broadcasts == [root for root, _ in rounds[0]]  # one layout per donor
+                assert comm.sends == comm.receives == comm.layout_sends == comm.layout_receives == []
 
 
 @pytest.mark.parametrize("size", [2, 3, 4, 7, 16, 32, 100])

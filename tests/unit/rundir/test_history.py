@@ -5,13 +5,18 @@ from pathlib import Path
 
 import pytest
 
+from evo.config import ConfigError, parse_config
 from evo.core.schedule import hparams_at, load_schedule
-from evo.core.space import EXPLORED
+from evo.learners import learner_spec
 from evo.rundir.history import Row, RunDirError, RunHistory, ancestry, best_member, copies_by_generation, schedule_of
+from tests.support import PPO_SIX
+
+TUNABLE = {s.name: (s.type, s.may_be_off) for s in learner_spec("ppo").settings if s.tunable}
+"""PPO's tunable settings as --schedule reads a file against them (evo.config.checks.schedule)."""
 
 
 def hp(lr):
-    return {name: (lr if name == "learning_rate" else 0.5) for name in EXPLORED}
+    return {name: (lr if name == "learning_rate" else 0.5) for name in PPO_SIX}
 
 
 def history(table):
@@ -64,9 +69,14 @@ def test_hparams_at_picks_the_last_entry_started(tmp_path):
     assert hparams_at(schedule, 0) == hp(1.0)
     assert hparams_at(schedule, 149) == hp(1.0)
     assert hparams_at(schedule, 150) == hp(2.0)
+    with pytest.raises(ValueError, match="no such file"):
+        load_schedule(tmp_path / "none.yml", TUNABLE)
+
+
+def test_a_schedule_must_give_every_explored_hyperparameter(tmp_path):
+    """A member replaying it carries the schedule's hyperparameters, and the run's records have a
+    column for every explored one (the search space's): a schedule without ent_coef is refused."""
     bad = tmp_path / "s.yml"
     bad.write_text("schedule:\n- env_steps: 10\n  hparams: {learning_rate: 1}\n")
-    with pytest.raises(ValueError, match="missing ent_coef"):
-        load_schedule(bad)
-    with pytest.raises(ValueError, match="no such file"):
-        load_schedule(tmp_path / "none.yml")
+    with pytest.raises(ConfigError, match="missing ent_coef"):
+        parse_config(["--num-agents", "1", "--schedule", str(bad)], world_size=1, check_run_dir=False)

@@ -1,4 +1,4 @@
-"""PB2 explore (evo.core.pb2), pure: the kernel, the history, the picks and their place in the plan."""
+"""PB2 explore (evo.core.explorers.pb2), pure: the kernel, the history, the picks and their place in the plan."""
 
 import json
 from dataclasses import replace
@@ -7,31 +7,32 @@ import numpy as np
 import pytest
 
 from evo.config import ConfigError, parse_config
-from evo.core.pb2 import PB2, time_varying_kernel
+from evo.core.explorers import PB2, make_explorer
+from evo.core.explorers.pb2 import time_varying_kernel
+from evo.core.kinds import Additive, Float, Horizon, LogFloat
 from evo.core.plan import generation_rng, plan_generation, weight_moves
 from evo.core.result import MemberResult
-from evo.core.space import ParamSpace
 
 CARTPOLE_LIKE = {
-    "learning_rate": ParamSpace(1e-5, 1e-2, "log"),
-    "ent_coef": ParamSpace(1e-4, 0.05, "log"),
-    "clip_range": ParamSpace(0.1, 0.4),
-    "gamma": ParamSpace(0.9, 0.9999, "horizon"),
-    "gae_lambda": ParamSpace(0.8, 1.0),
-    "vf_coef": ParamSpace(0.1, 1.0, "additive"),
+    "learning_rate": LogFloat(1e-5, 1e-2),
+    "ent_coef": LogFloat(1e-4, 0.05),
+    "clip_range": Float(0.1, 0.4),
+    "gamma": Horizon(0.9, 0.9999),
+    "gae_lambda": Float(0.8, 1.0),
+    "vf_coef": Additive(0.1, 1.0),
 }
-UNIT3 = {f"p{i}": ParamSpace(0.0, 1.0) for i in range(3)}
+UNIT3 = {f"p{i}": Float(0.0, 1.0) for i in range(3)}
 
 
 @pytest.mark.parametrize("name", list(CARTPOLE_LIKE))
 def test_unit_coordinates_round_trip_on_every_scale(name):
-    param = CARTPOLE_LIKE[name]
-    assert param.to_unit(param.low) == 0.0 and param.to_unit(param.high) == pytest.approx(1.0)
+    kind = CARTPOLE_LIKE[name]
+    assert kind.to_unit(kind.low) == 0.0 and kind.to_unit(kind.high) == pytest.approx(1.0)
     for unit in np.linspace(0, 1, 11):
-        value = param.from_unit(unit)
-        assert param.low <= value <= param.high
-        assert param.to_unit(value) == pytest.approx(unit, abs=1e-9)
-    assert param.from_unit(-0.5) == param.low and param.from_unit(7) == param.high
+        value = kind.from_unit(unit)
+        assert kind.low <= value <= kind.high
+        assert kind.to_unit(value) == pytest.approx(unit, abs=1e-9)
+    assert kind.from_unit(-0.5) == kind.low and kind.from_unit(7) == kind.high
 
 
 def test_time_varying_kernel_fades_with_time_and_its_gradient_is_right():
@@ -78,7 +79,7 @@ def test_the_gp_pick_beats_random_picks_on_a_known_surface():
 def test_recent_data_outweighs_old_data():
     """The surface moved: its optimum was at 0.2 for generations 1-6 and is at 0.8 since."""
     rng = np.random.default_rng(0)
-    pb2 = PB2({"p": ParamSpace(0.0, 1.0)})
+    pb2 = PB2({"p": Float(0.0, 1.0)})
     for generation in range(1, 11):
         optimum = 0.2 if generation <= 6 else 0.8
         for x in rng.uniform(0, 1, 4):
@@ -97,12 +98,12 @@ def test_batch_picks_spread_out_and_stay_inside_the_bounds():
         donors = [
             {name: p.from_unit(u) for (name, p), u in zip(CARTPOLE_LIKE.items(), rng.uniform(0, 1, 6), strict=True)}
         ] * 3
-        explored = pb2.explore(4, [dict(d, n_epochs=10) for d in donors], rng, (0.8, 1.2), 0.25)
+        explored = pb2.explore(4, [dict(d, n_epochs=10) for d in donors], rng)
         points = []
         for new, changes in explored:
             assert new["n_epochs"] == 10  # outside the search space: kept
-            for name, param in CARTPOLE_LIKE.items():
-                assert param.low <= new[name] <= param.high
+            for name, kind in CARTPOLE_LIKE.items():
+                assert kind.low <= new[name] <= kind.high
             assert [c.how for c in changes] == ["pb2"] * len(CARTPOLE_LIKE)
             points.append(pb2.unit(new))
         distances = [np.linalg.norm(np.subtract(a, b)) for i, a in enumerate(points) for b in points[i + 1 :]]
@@ -111,10 +112,10 @@ def test_batch_picks_spread_out_and_stay_inside_the_bounds():
 
 def test_suggestions_stay_inside_the_bounds_with_flat_or_tiny_data():
     rng = np.random.default_rng(3)
-    flat = PB2(CARTPOLE_LIKE, [(1, [0.5] * 6, 0.0), (1, [0.2] * 6, 0.0), (2, [0.9] * 6, 0.0)])
+    flat = PB2(CARTPOLE_LIKE, observations=[(1, [0.5] * 6, 0.0), (1, [0.2] * 6, 0.0), (2, [0.9] * 6, 0.0)])
     for units in flat.suggest(3, 4, rng):
         assert np.all((0 <= units) & (units <= 1))
-    assert PB2(CARTPOLE_LIKE, [(1, [0.5] * 6, 1.0)]).suggest(2, 1, rng) is None  # one point: nothing to fit
+    assert PB2(CARTPOLE_LIKE, observations=[(1, [0.5] * 6, 1.0)]).suggest(2, 1, rng) is None  # one point: no fit
 
 
 POPULATION = [
@@ -125,14 +126,14 @@ POPULATION = [
 
 def test_the_plan_feeds_pb2_and_its_baselines_follow_the_weights():
     pb2 = PB2(UNIT3)
-    first = plan_generation(1, POPULATION, "truncation", UNIT3, generation_rng(0, 1), pb2=pb2)
+    first = plan_generation(1, POPULATION, "truncation", pb2, generation_rng(0, 1))
     assert weight_moves(first) == {3: 1}  # the NaN member copies the best
     assert pb2.observations == []  # generation 1 has no starting scores
     assert all(c.startswith("p") and "(pb2 warm-up: " in c for c in first[0].changes)
     assert pb2.baselines == {0: 10.0, 1: 30.0, 2: 20.0, 3: 30.0}  # member 3 now starts from member 1's weights
 
     later = [replace(row, score=s) for row, s in zip(POPULATION, [12.0, 31.0, 26.0, 40.0], strict=True)]
-    second = plan_generation(2, later, "truncation", UNIT3, generation_rng(0, 2), pb2=pb2)
+    second = plan_generation(2, later, "truncation", pb2, generation_rng(0, 2))
     deltas = {round(x[0], 3): dy for _, x, dy in pb2.observations}
     assert deltas == {0.1: 2.0, 0.5: 1.0, 0.9: 6.0, 0.3: 10.0}  # member 3: 40 - member 1's 30
     assert weight_moves(second) == {0: 3}
@@ -141,10 +142,14 @@ def test_the_plan_feeds_pb2_and_its_baselines_follow_the_weights():
 
 
 def test_state_survives_a_json_round_trip():
-    pb2 = PB2(UNIT3, [(2, [0.1, 0.2, 0.3], 1.5)], {0: 3.0, 1: float("-inf")})
+    pb2 = PB2(UNIT3, observations=[(2, [0.1, 0.2, 0.3], 1.5)], baselines={0: 3.0, 1: float("-inf")})
     again = PB2.from_state(UNIT3, json.loads(json.dumps(pb2.state())))
     assert again.observations == pb2.observations and again.baselines == pb2.baselines
     assert PB2.from_state(UNIT3, None).observations == []
+    # as a run resumes it: the explorer registry with a checkpoint's state
+    resumed = make_explorer("pb2", UNIT3, (0.8, 1.2), 0.25, json.loads(json.dumps(pb2.state())))
+    assert isinstance(resumed, PB2)
+    assert resumed.observations == pb2.observations and resumed.baselines == pb2.baselines
 
 
 def test_config_takes_explore_and_refuses_it_with_the_control():
@@ -160,9 +165,9 @@ def test_a_failed_fit_falls_back_to_perturb_and_says_so(caplog):
         def fit(self, rng):
             raise np.linalg.LinAlgError("matrix is not positive definite")
 
-    pb2 = Broken(UNIT3, [(1, [0.5] * 3, 1.0), (1, [0.2] * 3, 0.0)])
+    pb2 = Broken(UNIT3, (0.8, 1.2), 0.0, observations=[(1, [0.5] * 3, 1.0), (1, [0.2] * 3, 0.0)])
     donor = {"p0": 0.5, "p1": 0.5, "p2": 0.5}
-    ((new, changes),) = pb2.explore(2, [donor], np.random.default_rng(0), (0.8, 1.2), 0.0)
+    ((new, changes),) = pb2.explore(2, [donor], np.random.default_rng(0))
     assert all(c.how in ("pb2 fallback: * 0.8", "pb2 fallback: * 1.2") for c in changes)
     assert all(new[k] == pytest.approx(donor[k] * 0.8) or new[k] == pytest.approx(donor[k] * 1.2) for k in donor)
     assert "PB2 could not fit the history of generation 2" in caplog.text

@@ -1,4 +1,4 @@
-"""PB2-Mix (evo.core.pb2), pure: the time-varying bandit over choices, the GP conditioned on them,
+"""PB2-Mix (evo.core.explorers.pb2), pure: the time-varying bandit over choices, the GP conditioned on them,
 picks inside the space, and the state in checkpoints."""
 
 import json
@@ -6,16 +6,17 @@ import json
 import numpy as np
 import pytest
 
-import evo.core.pb2 as pb2_module
-from evo.core.pb2 import PB2, DiscountedUCB
-from evo.core.space import ParamSpace
+import evo.core.explorers.pb2 as pb2_module
+from evo.core.explorers import PB2
+from evo.core.explorers.pb2 import DiscountedUCB
+from evo.core.kinds import Choice, Float, Integer, LogFloat
 
-EPOCHS = ParamSpace.categorical((3, 5, 10, 20))
+EPOCHS = Choice((3, 5, 10, 20))
 SPACE = {
-    "learning_rate": ParamSpace(1e-4, 1e-2, "log"),
-    "clip_range": ParamSpace(0.1, 0.4),
+    "learning_rate": LogFloat(1e-4, 1e-2),
+    "clip_range": Float(0.1, 0.4),
     "n_epochs": EPOCHS,
-    "batch_size": ParamSpace(16, 256, "log", "int"),
+    "batch_size": Integer(16, 256, log=True),
 }
 EPOCHS_COLUMN = 2
 
@@ -40,14 +41,12 @@ def chosen_arms(pb2, generation, count=1):
 
 
 def test_the_bandit_prefers_the_choice_that_improves_the_score_most():
-    pb2 = PB2(SPACE, history(lambda g: [0.0, 0.1, 1.0, 0.2], generations=6))
+    pb2 = PB2(SPACE, observations=history(lambda g: [0.0, 0.1, 1.0, 0.2], generations=6))
     assert chosen_arms(pb2, 7) == [2]  # n_epochs = 10
     suggestion, changes = pb2.explore(
         7,
         [dict(learning_rate=1e-3, clip_range=0.2, n_epochs=3, batch_size=64)],
         np.random.default_rng(0),
-        (0.8, 1.2),
-        0.25,
     )[0]
     assert suggestion["n_epochs"] == 10
     assert any(c.startswith("n_epochs : 3 --- (pb2-mix bandit) --> 10") for c in map(str, changes))
@@ -58,18 +57,18 @@ def test_old_data_fades_so_a_change_of_best_choice_is_followed(monkeypatch):
     def gains(generation):
         return [1.0, 0.0, 0.0, 0.0] if generation <= 6 else [0.0, 0.0, 0.0, 1.0]
 
-    pb2 = PB2(SPACE, history(gains, generations=10))
+    pb2 = PB2(SPACE, observations=history(gains, generations=10))
     assert chosen_arms(pb2, 11) == [3]
     monkeypatch.setattr(pb2_module, "BANDIT_DISCOUNT", 1.0)  # without fading, the old majority wins
     assert chosen_arms(pb2, 11) == [0]
 
 
 def test_a_batch_tries_untried_choices_and_spreads_its_picks():
-    pb2 = PB2(SPACE, [(1, [0.5, 0.5, 1 / 3, 0.5], 1.0), (1, [0.2, 0.5, 1 / 3, 0.1], 0.5)])
+    pb2 = PB2(SPACE, observations=[(1, [0.5, 0.5, 1 / 3, 0.5], 1.0), (1, [0.2, 0.5, 1 / 3, 0.1], 0.5)])
     assert sorted(chosen_arms(pb2, 2, count=3)) == [0, 2, 3]  # the three arms never pulled come first
     # and the recipients train with the bandit's choices, not the GP's favourite (n_epochs 5, the only one seen)
     donors = [dict(learning_rate=1e-3, clip_range=0.2, n_epochs=5, batch_size=64)] * 3
-    explored = pb2.explore(2, donors, np.random.default_rng(0), (0.8, 1.2), 0.25)
+    explored = pb2.explore(2, donors, np.random.default_rng(0))
     assert sorted(new["n_epochs"] for new, _ in explored) == [3, 10, 20]
     bandit = DiscountedUCB(np.array([5.0, 5.0]), np.array([1.0, 0.9]))
     first = bandit.best()
@@ -79,9 +78,9 @@ def test_a_batch_tries_untried_choices_and_spreads_its_picks():
 
 
 def test_picks_stay_inside_the_space_and_keep_their_types():
-    pb2 = PB2(SPACE, history(lambda g: [0.0, 0.3, 0.6, 0.9], generations=3))
+    pb2 = PB2(SPACE, observations=history(lambda g: [0.0, 0.3, 0.6, 0.9], generations=3))
     donors = [dict(learning_rate=1e-3, clip_range=0.2, n_epochs=5, batch_size=64)] * 5
-    for new, _ in pb2.explore(4, donors, np.random.default_rng(3), (0.8, 1.2), 0.25):
+    for new, _ in pb2.explore(4, donors, np.random.default_rng(3)):
         assert new["n_epochs"] in EPOCHS.choices and isinstance(new["n_epochs"], int)
         assert isinstance(new["batch_size"], int) and 16 <= new["batch_size"] <= 256
         assert 1e-4 <= new["learning_rate"] <= 1e-2 and 0.1 <= new["clip_range"] <= 0.4
@@ -98,7 +97,7 @@ def test_the_continuous_pick_is_conditioned_on_the_chosen_category():
             clip = float(rng.uniform())
             target = 0.15 if arm == 0 else 0.85
             observations.append((generation, [0.5, clip, arm / 3, 0.5], -4 * (clip - target) ** 2))
-    pb2 = PB2(SPACE, observations)
+    pb2 = PB2(SPACE, observations=observations)
     gp = pb2.fit(np.random.default_rng(0))
     X = gp.X_train_
     picks = {
@@ -110,17 +109,17 @@ def test_the_continuous_pick_is_conditioned_on_the_chosen_category():
 
 
 def test_state_round_trips_through_json_and_suggests_the_same():
-    pb2 = PB2(SPACE, history(lambda g: [0.0, 0.5, 0.2, 0.1], generations=3), {0: 1.5, 1: -2.0})
+    pb2 = PB2(SPACE, observations=history(lambda g: [0.0, 0.5, 0.2, 0.1], generations=3), baselines={0: 1.5, 1: -2.0})
     restored = PB2.from_state(SPACE, json.loads(json.dumps(pb2.state())))
     assert restored.observations == pb2.observations and restored.baselines == pb2.baselines
     donors = [dict(learning_rate=1e-3, clip_range=0.2, n_epochs=5, batch_size=64)] * 2
-    before = pb2.explore(4, donors, np.random.default_rng(9), (0.8, 1.2), 0.25)
-    after = restored.explore(4, donors, np.random.default_rng(9), (0.8, 1.2), 0.25)
+    before = pb2.explore(4, donors, np.random.default_rng(9))
+    after = restored.explore(4, donors, np.random.default_rng(9))
     assert [new for new, _ in before] == [new for new, _ in after]
 
 
 def test_without_choices_pb2_is_unchanged():
-    space = {name: param for name, param in SPACE.items() if name != "n_epochs"}
-    pb2 = PB2(space, [(1, [0.5, 0.5, 0.5], 1.0)])
+    space = {name: kind for name, kind in SPACE.items() if name != "n_epochs"}
+    pb2 = PB2(space, observations=[(1, [0.5, 0.5, 0.5], 1.0)])
     assert pb2.categorical == {} and pb2.choose(2, 3) == [{}, {}, {}]
     assert pb2.kappa() == pytest.approx(np.sqrt(0.2 * 3 * np.log(2)))

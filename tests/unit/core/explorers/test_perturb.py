@@ -1,20 +1,20 @@
-"""Explore and the search space: bounds always hold, and the reachable set is what we say."""
+"""Explore by perturbation (evo.core.explorers.perturb) over a search space of kinds: bounds always
+hold, and the reachable set is what we say."""
 
 import math
 
 import numpy as np
-import pytest
 
-from evo.core.explore import explore
-from evo.core.space import ParamSpace, sample_hparams
+from evo.core.explorers import Perturb, explore, make_explorer
+from evo.core.kinds import Additive, Float, Horizon, LogFloat, sample_hparams
 
 SPACE = {
-    "learning_rate": ParamSpace(1e-5, 1e-2, "log"),
-    "ent_coef": ParamSpace(0.0, 0.02, "linear"),
-    "clip_range": ParamSpace(0.1, 0.4, "linear"),
-    "gamma": ParamSpace(0.9, 0.9999, "horizon"),
-    "gae_lambda": ParamSpace(0.8, 0.99, "horizon"),
-    "vf_coef": ParamSpace(0.25, 1.0, "linear"),
+    "learning_rate": LogFloat(1e-5, 1e-2),
+    "ent_coef": Float(0.0, 0.02),
+    "clip_range": Float(0.1, 0.4),
+    "gamma": Horizon(0.9, 0.9999),
+    "gae_lambda": Horizon(0.8, 0.99),
+    "vf_coef": Float(0.25, 1.0),
 }
 
 
@@ -85,23 +85,8 @@ def test_explore_passes_other_keys_through_and_reads_like_ray_tune():
     assert str(changes[0]) == "learning_rate : 0.0003 --- (* 0.8) --> 0.00024"
 
 
-@pytest.mark.parametrize(
-    "param, message",
-    [
-        (ParamSpace(0.3, 0.1), "reversed"),
-        (ParamSpace(0.1, 0.1), "empty"),
-        (ParamSpace(0.0, 0.1, "log"), "needs low > 0"),
-        (ParamSpace(0.9, 1.0, "horizon"), "0 <= low < high < 1"),
-        (ParamSpace(0.1, 0.2, "cubic"), "use one of linear, log, additive, horizon"),
-    ],
-)
-def test_space_problems_name_the_fix(param, message):
-    problems = param.problems("x")
-    assert problems and message in " ".join(problems)
-
-
 def test_additive_scale_moves_zero_by_a_fraction_of_the_range():
-    space = {"h": ParamSpace(0.0, 2.0, "additive")}
+    space = {"h": Additive(0.0, 2.0)}
     reached = set()
     rng = np.random.default_rng(3)
     for _ in range(100):
@@ -109,4 +94,14 @@ def test_additive_scale_moves_zero_by_a_fraction_of_the_range():
         reached.add(round(new["h"], 12))
         assert changes[0].how in ("-10% of range", "+10% of range")
     assert reached == {0.0, 0.2}  # -10 % of the range clips at 0, +10 % of 2.0 is 0.2
-    assert ParamSpace(0.0, 2.0, "additive").perturb(1.9, 1.1) == 2.0
+    assert Additive(0.0, 2.0).perturb(1.9, 1.1, rng) == (2.0, "+10% of range")
+
+
+def test_the_perturb_explorer_explores_each_start_as_explore_does():
+    starts = [{"learning_rate": 1e-3, "ent_coef": 0.01}, {"learning_rate": 2e-3, "ent_coef": 0.0}]
+    space = {name: SPACE[name] for name in ("learning_rate", "ent_coef")}
+    explorer = make_explorer("perturb", space, (0.8, 1.2), 0.25)
+    assert isinstance(explorer, Perturb) and explorer.state() is None
+    rng, again = np.random.default_rng(6), np.random.default_rng(6)
+    explored = explorer.explore(1, starts, rng)
+    assert explored == [explore(start, space, again, (0.8, 1.2), 0.25) for start in starts]
