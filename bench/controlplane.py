@@ -170,6 +170,7 @@ def exchange_worker(sizes: list[int], maps: int, repeats: int) -> None:
     from mpi4py import MPI
 
     from bench.exchange import timed
+    from evo.learners.interface import buffers_for
     from evo.mpi import exchange
 
     comm = MPI.COMM_WORLD
@@ -177,14 +178,21 @@ def exchange_worker(sizes: list[int], maps: int, repeats: int) -> None:
     records = []
 
     def measure(transport, donors, nbytes, count):
-        buffers = {rank: np.full(nbytes // 4, rank, dtype=np.float32)}
-        scratch = np.empty_like(buffers[rank])
-        seconds = (
-            timed(
-                comm, lambda: exchange.exchange(comm, transport, donors, netmodel.one_per_rank, buffers, scratch), count
+        states = {rank: {"weights": np.full(nbytes // 4, rank, dtype=np.float32)}}
+        scratch: dict = {}
+
+        def run():
+            exchange.exchange(
+                comm,
+                transport,
+                donors,
+                netmodel.one_per_rank,
+                {d: states[d] for d in set(donors.values()) if d in states},
+                lambda r, layout: buffers_for(layout, states[r]),
+                scratch,
             )
-            / 1e3
-        )
+
+        seconds = timed(comm, run, count) / 1e3
         return {"transport": transport, "ranks": size, "bytes": nbytes, "donors": sorted(donors.items()), "s": seconds}
 
     for transport in TRANSPORTS:

@@ -4,13 +4,14 @@ and evo's selection rule; no MPI, no torch).
 What the exchange sends is read off the algorithm of ``evo.mpi.exchange`` (and checked against
 it by ``tests/test_exchange_model.py``, which counts the calls the real functions make):
 
-- **p2p**: for every recipient whose donor lives on another rank, the donor's rank posts one
-  ``Isend`` of the member's buffer and the recipient's rank one ``Recv``; a second, identical
-  round moves the normalisation statistics when the members have them. A donor drawn by k
-  recipients sends k messages.
-- **collective**: one ``Bcast`` over the whole communicator per donor with a recipient on
-  another rank, donors in increasing id, every rank taking part in every one of them; again
-  a second round for the statistics.
+- **p2p**: for every recipient whose donor lives on another rank, the donor's rank posts the
+  exploit state's layout (a small pickled message, :data:`LAYOUT_BYTES`) and one ``Isend`` per
+  buffer of the state (the weights with Adam's state, and the normalisation statistics when the
+  members have them), and the recipient's rank receives them in that order, all in one round. A
+  donor drawn by k recipients sends k times.
+- **collective**: per donor with a recipient on another rank, donors in increasing id, one small
+  ``bcast`` of the layout and one ``Bcast`` per buffer over the whole communicator, every rank
+  taking part in every one of them.
 
 The model of one message of n bytes is ``alpha + n / bandwidth``. A p2p round costs, on the
 busiest rank, its messages times alpha plus its bytes over the bandwidth, sent and received
@@ -37,6 +38,9 @@ import numpy as np
 from evo.core.selection import truncation, truncation_count
 
 Owner = Callable[[int], int]
+LAYOUT_BYTES = 65
+"""A pickled layout of a state of two buffers (``pickle.dumps(layout_of(state))``: 37 bytes for
+one buffer, 65 for two)."""
 
 
 @dataclass(frozen=True)
@@ -152,19 +156,24 @@ def exchange_time(
     latency: float,
     bandwidth: float,
 ) -> float:
-    """Seconds to move one generation's donor map: one round per buffer (the weights with Adam's
-    state, then the normalisation statistics if any), rounds one after the other."""
-    total = 0.0
-    for nbytes in buffers:
-        if transport == "p2p":
-            total += p2p_round_time(p2p_traffic(donors, owner, size, nbytes), latency, bandwidth)
-        elif transport == "collective":
-            total += sum(
-                bcast_time(size, n, latency, bandwidth) for _, n in collective_broadcasts(donors, owner, nbytes)
+    """Seconds to move one generation's donor map: p2p, one round in which every remote pair sends
+    its layout and its buffers; collective, per donor its layout's broadcast then its buffers'."""
+    if transport == "p2p":
+        rounds = [p2p_traffic(donors, owner, size, nbytes) for nbytes in (LAYOUT_BYTES, *buffers)]
+        combined = [
+            RankTraffic(
+                sum(r[rank].messages_sent for r in rounds),
+                sum(r[rank].bytes_sent for r in rounds),
+                sum(r[rank].messages_received for r in rounds),
+                sum(r[rank].bytes_received for r in rounds),
             )
-        else:
-            raise ValueError(f"unknown transport {transport!r}")
-    return total
+            for rank in range(size)
+        ]
+        return p2p_round_time(combined, latency, bandwidth)
+    if transport == "collective":
+        per_donor = sum(bcast_time(size, n, latency, bandwidth) for n in (LAYOUT_BYTES, *buffers))
+        return len(collective_broadcasts(donors, owner, 1)) * per_donor
+    raise ValueError(f"unknown transport {transport!r}")
 
 
 def truncation_maps(size: int, fraction: float, draws: int, seed: int = 0) -> list[dict[int, int]]:

@@ -166,13 +166,14 @@ def test_model_times():
     assert netmodel.bcast_time(2, 1000, latency, bandwidth) == pytest.approx(latency + 1000 / bandwidth)
     # a large Bcast costs about twice the bytes (scatter + allgather), whatever the ranks
     assert netmodel.bcast_time(1024, 10**9, latency, bandwidth) == pytest.approx(2 * 10**9 / bandwidth, rel=0.01)
-    # p2p: a donor drawn by three recipients sends three buffers; the round waits for it
+    # p2p: a donor drawn by three recipients sends three layouts and three buffers; the round waits for it
     donors = {5: 0, 6: 0, 7: 0, 4: 1}
+    layout = netmodel.LAYOUT_BYTES
     time = netmodel.exchange_time("p2p", donors, lambda m: m, 8, [1000], latency, bandwidth)
-    assert time == pytest.approx(3 * (latency + 1000 / bandwidth))
+    assert time == pytest.approx(3 * (2 * latency + (layout + 1000) / bandwidth))
     collective = netmodel.exchange_time("collective", donors, lambda m: m, 8, [1000, 80], latency, bandwidth)
     assert collective == pytest.approx(
-        2 * (netmodel.bcast_time(8, 1000, latency, bandwidth) + netmodel.bcast_time(8, 80, latency, bandwidth))
+        2 * sum(netmodel.bcast_time(8, n, latency, bandwidth) for n in (layout, 1000, 80))
     )
 
 
