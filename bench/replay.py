@@ -68,17 +68,16 @@ def member_with_full_buffer(env_id: str, transitions: int, exploit_buffer: str, 
 
 def measure(comm, env_id: str, transitions: int, repeats: int) -> dict:
     from evo.mpi import exchange
-    from evo.rundir.checkpoint import atomic_write, dump_payload
     from evo.run import checkpoint_payload
+    from evo.rundir.checkpoint import atomic_write, dump_payload
     from evo.sb3.learner import rng_state
 
     rank = comm.Get_rank()
     record: dict = {"env_id": env_id, "transitions": transitions}
     for mode in ("own", "copy"):
         member = member_with_full_buffer(env_id, transitions, mode, rank)
-        donors = {1: 0}
 
-        def exploit(member=member):
+        def exploit(member=member, donors={1: 0}):  # noqa: B006 (read only)
             states = {0: member.exploit_state()} if rank == 0 else {}
             received, _ = exchange.exchange(
                 comm, "p2p", donors, lambda m: m, states, lambda r, layout: member.receive_buffers(layout)
