@@ -36,6 +36,7 @@ from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.type_aliases import TrainFreq, TrainFrequencyUnit
 
 from evo.learners.interface import Layout, Payload, buffers_for
+from evo.sb3 import envstate
 from evo.sb3.learner import SB3Learner
 
 REPLAY_ARRAYS = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
@@ -106,11 +107,27 @@ class OffPolicyLearner(SB3Learner):
             position, full = (int(v) for v in state[POSITION])
             fill_replay(self.replay_buffer, arrays, position, bool(full))
 
+    def update_once_refilled(self) -> None:
+        """Skip the updates until the replay buffer holds a batch (SB3 would sample a batch of many
+        from the few transitions of an emptied buffer); then SB3's own ``train`` again."""
+        model = self.model
+        train = model.train
+
+        def train_once_refilled(gradient_steps: int, batch_size: int = 256) -> None:
+            if self.replay_buffer.size() < model.batch_size:
+                return
+            del model.train  # SB3's method from now on
+            train(gradient_steps=gradient_steps, batch_size=batch_size)
+
+        model.train = train_once_refilled
+
     # --- the whole member -------------------------------------------------------------------------
 
     def member_state(self, replay: bool = True) -> dict[str, Any]:
         state = super().member_state(replay)
         buffer = self.replay_buffer
+        # before learning_starts SB3 acts by sampling the action space, from the space's own generator
+        state["action_space_rng"] = envstate.to_plain(self.model.action_space.np_random)
         state["replay"] = (
             {
                 "arrays": {name: torch.from_numpy(array.copy()) for name, array in replay_arrays(buffer).items()},
@@ -124,11 +141,15 @@ class OffPolicyLearner(SB3Learner):
 
     def restore(self, payload: Mapping[str, Any]) -> str | None:
         notes = [note for note in [super().restore(payload)] if note]
+        saved_rng = payload.get("action_space_rng")
+        if saved_rng is not None:
+            envstate.from_plain(saved_rng, self.model.action_space.np_random)
         saved = payload.get("replay")
         if saved is None:
+            self.update_once_refilled()
             notes.append(
-                "its replay buffer was left out of the checkpoint (--no-checkpoint-buffers): it starts empty and "
-                "refills as the member trains"
+                "its replay buffer was left out of the checkpoint (--no-checkpoint-buffers): it starts empty, and the "
+                "member acts with its policy and resumes its updates once the buffer holds a batch of new transitions"
             )
         else:
             arrays = {name: tensor.numpy() for name, tensor in saved["arrays"].items()}

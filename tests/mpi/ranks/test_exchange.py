@@ -1,30 +1,20 @@
 """Exchange tests that run on every rank of an MPI job.
 
-Run by tests/test_mpi.py under ``mpiexec -n 2`` and ``-n 4`` with
+Run by tests/mpi/test_under_mpiexec.py under ``mpiexec -n 2`` and ``-n 4`` with
 ``python -m mpi4py -m pytest`` (an exception aborts the job instead of deadlocking); plain
 ``pytest`` also runs them in one process, so every function is checked at size 1 too.
 Every test binds COMM_WORLD and a Dup() of it.
+
+The exchange moves named payloads (a dict of numpy arrays per donor): a recipient is asked for
+buffers of the donor's layout (``receive``) and gets what it received under each name.
 """
 
 import numpy as np
 import pytest
 
-from evo.core.selection import truncation, winner_takes_all
+from evo.learners.interface import buffers_for, layout_of
 from evo.mpi import exchange
-
-
-def payload(member, size=1000):
-    """A buffer whose content says which member it came from."""
-    return np.full(size, member, dtype=np.float32) + np.arange(size, dtype=np.float32) * 1e-3
-
-
-def donor_maps(population):
-    rng = np.random.default_rng(population)
-    for trial in range(5):
-        scores = list(rng.normal(size=population))
-        yield truncation(scores, 0.25, np.random.default_rng(trial))
-        yield truncation(scores, 0.5, np.random.default_rng(trial))
-    yield winner_takes_all(list(rng.normal(size=population)))
+from tests.mpi.ranks.payloads import donor_maps, named_payload
 
 
 @pytest.mark.parametrize("transport", ["p2p", "collective"])
@@ -36,14 +26,27 @@ def test_routing_with_dummy_payloads(comm, transport, per_rank):
     mine = range(rank * per_rank, rank * per_rank + per_rank)
     for donors in donor_maps(population):
         assert comm.bcast(donors, root=0) == donors  # the same map on every rank
-        buffers = {m: payload(m) for m in mine}
-        sent = exchange.exchange(comm, transport, donors, owner, buffers)
+        buffers = {m: named_payload(m) for m in mine}
+        states = {d: buffers[d] for d in set(donors.values()) if d in buffers}
+        asked = []
+
+        def receive(recipient, layout, buffers=buffers, asked=asked):
+            asked.append(recipient)
+            return buffers_for(layout, buffers[recipient])
+
+        received, sent = exchange.exchange(comm, transport, donors, owner, states, receive)
+        assert sorted(received) == sorted(r for r in donors if owner(r) == rank)  # this rank's recipients
+        assert sorted(asked) == sorted(received)  # each asked for its buffers once
         for member in mine:
-            expected = payload(donors.get(member, member))
-            assert np.array_equal(buffers[member], expected), (member, donors)
-        # traffic: p2p sends one message per remote pair; collectives one Bcast per donor
+            expected = named_payload(donors.get(member, member))
+            assert list(buffers[member]) == list(expected)
+            for name, array in expected.items():
+                assert np.array_equal(buffers[member][name], array), (member, name, donors)
+        for recipient, state in received.items():  # received in place: into the recipient's own arrays
+            assert all(state[name] is buffers[recipient][name] for name in buffers[recipient])
+        # traffic: p2p sends one payload per remote pair; collectives one Bcast per buffer of each donor
         total = comm.allreduce(sent)
-        nbytes = payload(0).nbytes
+        nbytes = sum(array.nbytes for array in named_payload(0).values())
         if transport == "p2p":
             remote_pairs = sum(owner(r) != owner(d) for r, d in donors.items())
             assert total == remote_pairs * nbytes
@@ -52,9 +55,33 @@ def test_routing_with_dummy_payloads(comm, transport, per_rank):
             assert total == len(remote_donors) * nbytes
 
 
+@pytest.mark.parametrize("transport", ["p2p", "collective"])
+def test_a_recipient_of_another_layout_receives_into_new_buffers(comm, transport):
+    """Members may differ in size: a recipient whose own buffers do not match the donor's layout
+    gets new ones, holding the donor's state exactly; its own stay untouched."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    owner = lambda member: member // 2  # noqa: E731
+    mine = (2 * rank, 2 * rank + 1)
+    population = 2 * size
+    donors = {r: 0 for r in range(1, population)}  # member 0 (rank 0) donates to every other member
+    own = {m: {"weights": np.full(10 + m, -1.0, dtype=np.float32)} for m in mine}
+    states = {0: named_payload(0, size=5)} if rank == 0 else {}
+    received, _ = exchange.exchange(
+        comm, transport, donors, owner, states, lambda r, layout: buffers_for(layout, own[r])
+    )
+    for recipient in (m for m in mine if m in donors):
+        state = received[recipient]
+        assert layout_of(state) == layout_of(named_payload(0, size=5))
+        assert all(np.array_equal(state[name], array) for name, array in named_payload(0, size=5).items())
+        assert state["weights"] is not own[recipient]["weights"]
+        assert np.all(own[recipient]["weights"] == -1.0)
+
+
 def test_donor_that_is_also_a_recipient_is_refused(comm):
     with pytest.raises(ValueError, match="both donor and recipient"):
-        exchange.exchange_p2p(comm, {0: 1, 1: 2}, lambda m: 0, {})
+        exchange.exchange_p2p(comm, {0: 1, 1: 2}, lambda m: 0, {}, lambda r, layout: {})
+    with pytest.raises(ValueError, match="both donor and recipient"):
+        exchange.exchange_collective(comm, {0: 1, 1: 2}, lambda m: 0, {}, lambda r, layout: {})
 
 
 def test_gather_and_decide(comm):
@@ -70,28 +97,76 @@ def test_gather_and_decide(comm):
     assert exchange.agree(comm, False) is False
 
 
-def test_real_ppo_weights_are_identical_after_transfer(comm, tmp_path_factory):
+def test_real_ppo_weights_are_identical_after_transfer(comm):
     """Rank 0's member is copied into every other rank's member, both transports."""
     from evo.config import parse_config
-    from evo.sb3.agent import build_member, state_tensors
+    from evo.run import make_member
+    from evo.sb3.learner import pack, state_tensors
 
     size, rank = comm.Get_size(), comm.Get_rank()
     config = parse_config(["--num-envs", "2"], world_size=size, check_run_dir=False)
-    member = build_member(config, rank, config.agent.defaults, None)
+    member = make_member(config, rank, config.agent.defaults, tensorboard=False)
     member.train(256)
     donors = {r: 0 for r in range(1, size)}
     for transport in ("p2p", "collective"):
-        member.pack()
+        states = {rank: member.exploit_state()} if rank == 0 else {}
         before = member.buffer.copy()
-        exchange.exchange(comm, transport, donors, lambda m: m, {rank: member.buffer})
+        received, _ = exchange.exchange(
+            comm, transport, donors, lambda m: m, states, lambda r, layout: member.receive_buffers(layout)
+        )
         if rank in donors:
-            member.load(member.buffer, member.hparams)
+            assert received[rank]["weights"] is member.buffer  # received straight into the member's memory
+            member.load(received[rank], member.hparams)
+        else:
+            assert received == {}
         packed = np.empty_like(member.buffer)
-        from evo.sb3.agent import pack
-
         pack(member.model, packed)
         reference = comm.bcast(packed if rank == 0 else None, root=0)
         assert np.array_equal(packed, reference)
         if rank == 0:
             assert np.array_equal(packed, before)  # the donor is untouched
         assert all(t.dtype.is_floating_point for t in state_tensors(member.model))
+
+
+def test_real_sac_state_and_replay_buffer_are_identical_after_transfer(comm):
+    """--exploit-buffer copy: rank 0's SAC member, its replay buffer (the filled part of each array,
+    its position and full flag) with it, is copied into every other rank's member, both transports."""
+    from evo.config import parse_config
+    from evo.run import make_member
+    from evo.sb3.offpolicy import replay_arrays
+
+    size, rank = comm.Get_size(), comm.Get_rank()
+    config = parse_config(
+        ["--algo", "sac", "--env-id", "Pendulum-v1", "--exploit-buffer", "copy", "--hyperparams", "learning_starts:20"]
+        + ["batch_size:32", "buffer_size:100", "policy_kwargs:{net_arch: [16, 16]}"],
+        world_size=size,
+        check_run_dir=False,
+    )
+    member = make_member(config, rank, config.agent.defaults, tensorboard=False)
+    member.train(130 if rank == 0 else 30)  # the donor's buffer is full and has wrapped, the others' are not
+    buffer = member.model.replay_buffer
+    donors = {r: 0 for r in range(1, size)}
+
+    def digest():
+        arrays = {name: array.tobytes() for name, array in replay_arrays(buffer).items()}
+        return member.pack().tobytes(), arrays, buffer.pos, buffer.full
+
+    for transport in ("p2p", "collective"):
+        if rank in donors:
+            member.train(10)  # differ from the donor again
+        before = digest()
+        states = {rank: member.exploit_state()} if rank == 0 else {}
+        received, _ = exchange.exchange(
+            comm, transport, donors, lambda m: m, states, lambda r, layout: member.receive_buffers(layout)
+        )
+        if rank in donors:
+            assert received[rank]["weights"] is member.buffer
+            assert np.shares_memory(received[rank]["replay.observations"], buffer.observations)  # in place
+            member.load(received[rank], member.hparams)
+        reference = comm.bcast(digest() if rank == 0 else None, root=0)
+        assert digest() == reference
+        assert reference[3] is True and reference[2] == 30  # the donor's: full, written up to row 30
+        if rank == 0:
+            assert before == reference  # the donor is untouched
+        else:
+            assert before != reference

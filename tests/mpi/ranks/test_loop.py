@@ -1,7 +1,7 @@
 """The generation loop on every rank of an MPI job, with members placed round-robin
 (member m on rank m % size) instead of in contiguous blocks.
 
-Run by tests/test_mpi.py under ``mpiexec -n 2`` and ``-n 4``; plain ``pytest`` runs it at
+Run by tests/mpi/test_under_mpiexec.py under ``mpiexec -n 2`` and ``-n 4``; plain ``pytest`` runs it at
 size 1 too. Every test binds COMM_WORLD and a Dup() of it.
 """
 
@@ -10,12 +10,14 @@ import pytest
 
 from evo.core.plan import Exploit
 from evo.core.result import Scores
+from evo.learners.interface import Exchangeable, buffers_for
 from evo.loop import Hooks, LoopSettings, run_generations
-from tests.mpi.test_exchange_mpi import donor_maps, payload
+from tests.mpi.ranks.payloads import donor_maps, payload
 
 
 class Worker:
-    """A member whose buffer says which member it came from; counts its loads."""
+    """A member whose buffer says which member it came from; counts its loads and how many of
+    them arrived straight in its own buffer."""
 
     def __init__(self, member_id: int):
         self.member_id = member_id
@@ -23,13 +25,19 @@ class Worker:
         self.hparams = {"origin": float(member_id)}
         self.env_steps = 0
         self.loads = 0
+        self.in_place = 0
 
-    def pack(self):
-        return self.buffer
+    def exploit_state(self):
+        return {"x": self.buffer}
 
-    def load(self, buffer, hparams):
-        if buffer is not self.buffer:
-            np.copyto(self.buffer, buffer)
+    def receive_buffers(self, layout):
+        return buffers_for(layout, {"x": self.buffer})
+
+    def load(self, state, hparams):
+        if state["x"] is self.buffer:
+            self.in_place += 1
+        else:
+            np.copyto(self.buffer, state["x"])
         self.hparams = dict(hparams)
         self.loads += 1
 
@@ -53,6 +61,7 @@ def test_round_robin_members_get_exactly_their_donors_buffers(comm, transport, p
     mine = [member for member in range(population) if owner(member) == rank]
     for donors in donor_maps(population):
         members = {member: Worker(member) for member in mine[::-1]}  # not even in id order locally
+        assert all(isinstance(worker, Exchangeable) for worker in members.values())
         seen = []
 
         def plan(generation, gathered, donors=donors, seen=seen):
@@ -68,6 +77,7 @@ def test_round_robin_members_get_exactly_their_donors_buffers(comm, transport, p
             assert np.array_equal(worker.buffer, payload(source)), (member, donors)
             assert worker.hparams == {"origin": float(source)}
             assert worker.loads == (1 if member in donors else 0)  # nobody else was touched
+            assert worker.in_place == worker.loads  # every recipient received into its own buffer
         if rank == 0:  # the population arrives sorted by id, each member under its own id and rank
             assert seen == [[(member, member % size, float(member)) for member in range(population)]]
         else:

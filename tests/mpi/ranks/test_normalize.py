@@ -1,13 +1,13 @@
 """Normalisation statistics cross ranks with the weights: real normalised PPO members, two per
 rank, through the real generation loop and hooks, winner-takes-all (so every rank but the
-winner's receives from another rank), both transports.
+winner's receives from another rank), both transports. The statistics are one more array of the
+exploit state: they travel in the same exchange as the weights.
 
-Run by tests/test_mpi.py under ``mpiexec -n 2`` and ``-n 4``; plain ``pytest`` runs it at size 1.
+Run by tests/mpi/test_under_mpiexec.py under ``mpiexec -n 2`` and ``-n 4``; plain ``pytest`` runs it at size 1.
 """
 
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from evo.loop import LoopSettings, run_generations
@@ -32,7 +32,8 @@ def exact(member) -> list[tuple[bytes, bytes, float]]:
 @pytest.mark.parametrize("transport", ["p2p", "collective"])
 def test_recipients_hold_their_donors_statistics_bit_for_bit(comm, transport):
     from evo.config import parse_config
-    from evo.run import build_members, ppo_hooks
+    from evo.core.explorers import make_explorer
+    from evo.run import build_members, run_hooks
 
     size, rank = comm.Get_size(), comm.Get_rank()
     config = parse_config(
@@ -43,17 +44,17 @@ def test_recipients_hold_their_donors_statistics_bit_for_bit(comm, transport):
         check_run_dir=False,
     )
     members = build_members(config, rank, None)
-    hooks = replace(ppo_hooks(comm, config, members, None, None), records=None, snapshot=None, save=None)
+    explorer = make_explorer(
+        config.explore, config.agent.search_space, config.perturb_factors, config.resample_probability
+    )
+    hooks = replace(run_hooks(comm, config, members, None, explorer), records=None, snapshot=None, save=None)
     trained = {}
 
     def score(member):  # after training, before the exchange
         trained[member.member_id] = exact(member)
         return hooks.score(member)
 
-    scratch = np.empty_like(next(iter(members.values())).buffer) if transport == "collective" else None
-    outcome = run_generations(
-        comm, members, config.owner, replace(hooks, score=score), LoopSettings(0, 1, transport), None, scratch
-    )
+    outcome = run_generations(comm, members, config.owner, replace(hooks, score=score), LoopSettings(0, 1, transport))
 
     donors = outcome.last.donors
     assert len(donors) == 2 * size - 1  # every member but the winner
@@ -74,5 +75,7 @@ def test_recipients_hold_their_donors_statistics_bit_for_bit(comm, transport):
         assert weights[member] == weights[source]
     for recipient in donors:
         assert before[recipient] != before[winner]  # the statistics really changed hands
+    for member in members.values():
+        assert list(member.exploit_state()) == ["weights", "normalization"]
     for member in members.values():
         member.close()

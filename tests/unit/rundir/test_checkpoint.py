@@ -9,31 +9,40 @@ import torch
 
 from evo.config import parse_config
 from evo.launch import launch_problems
+from evo.run import checkpoint_payload, make_member
 from evo.rundir import checkpoint as ckpt
-from evo.sb3.agent import build_member, effective_hparams, rng_state, set_rng_state, state_tensors
+from evo.sb3.learner import rng_state, set_rng_state, state_tensors
+from tests.support import TINY_CARTPOLE
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
     hp = tmp_path_factory.mktemp("hp") / "tiny.yml"
-    hp.write_text("CartPole-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n")
+    hp.write_text(TINY_CARTPOLE)
     return parse_config(["--hyperparams", str(hp)], check_run_dir=False)
 
 
+def member_of(config, member_id, hparams, env_seed=None):
+    return make_member(config, member_id, hparams, env_seed=env_seed, tensorboard=False)
+
+
 def test_member_round_trips_bit_exactly(config, tmp_path):
-    member = build_member(config, 3, dict(config.agent.defaults, learning_rate=7e-4, gamma=0.97), None)
+    member = member_of(config, 3, dict(config.agent.defaults, learning_rate=7e-4, gamma=0.97))
     member.train(512)
     member.scores += [12.5, float("nan")]
     path = tmp_path / "member_3.pt"
-    ckpt.atomic_write(path, ckpt.dump_payload(member.state_payload("run-a", 5, rng_state())))
+    ckpt.atomic_write(path, ckpt.dump_payload(checkpoint_payload(member, "run-a", 5, rng_state())))
 
     payload = ckpt.load_payload(path)  # weights_only=True
-    fresh = build_member(config, 3, config.agent.defaults, None)
-    fresh.restore(payload)
+    assert (payload["format"], payload["algo"], payload["run_id"], payload["generation"]) == (2, "ppo", "run-a", 5)
+    assert payload["format"] == ckpt.MEMBER_FORMAT
+    assert "replay" not in payload  # PPO has no replay buffer
+    fresh = member_of(config, 3, config.agent.defaults)
+    assert fresh.restore(payload) is None  # nothing to note: its envs continue the checkpoint's
     for saved, restored in zip(state_tensors(member.model), state_tensors(fresh.model), strict=True):
         assert torch.equal(saved, restored)
     assert fresh.hparams == member.hparams
-    assert effective_hparams(fresh.model) == effective_hparams(member.model)
+    assert fresh.effective_hparams() == member.effective_hparams()
     assert fresh.model.policy.optimizer.param_groups[0]["lr"] == 7e-4
     assert fresh.env_steps == member.env_steps == 512
     assert fresh.model._n_updates == member.model._n_updates > 0
@@ -52,16 +61,30 @@ def test_rng_state_round_trips():
     assert torch.equal(first[0], second[0]) and np.array_equal(first[1], second[1])
 
 
-def fake_checkpoint(run_dir, generation, run_id="run-a", members=2):
+def fake_checkpoint(run_dir, generation, run_id="run-a", members=2, member_format=ckpt.MEMBER_FORMAT):
     directory = ckpt.generation_dir(run_dir, generation)
     directory.mkdir(parents=True)
     entries = {}
     for member in range(members):
-        data = ckpt.dump_payload({"format": 1, "member": member, "state": torch.arange(1000.0) + generation})
+        payload = {"format": member_format, "member": member, "state": torch.arange(1000.0) + generation}
+        data = ckpt.dump_payload(payload)
         ckpt.atomic_write(directory / ckpt.member_filename(member), data)
         entries[str(member)] = {"file": ckpt.member_filename(member), "bytes": len(data), "sha256": ckpt.sha256(data)}
     ckpt.write_manifest(directory, {"format": 1, "run_id": run_id, "generation": generation, "members": entries})
     return directory
+
+
+def test_member_files_of_format_1_still_load_and_other_formats_are_refused(tmp_path):
+    """Member files written before the learners (format 1: a PPO member under the same keys) still
+    load; a file of a format this version does not know is refused by name."""
+    old = fake_checkpoint(tmp_path, 1, member_format=1)
+    found, skipped = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 1 and skipped == []
+    assert ckpt.load_payload(old / "member_0.pt")["format"] == 1
+    future = fake_checkpoint(tmp_path, 2, member_format=3)
+    with pytest.raises(ckpt.CheckpointError, match="not an evo member checkpoint of format 1 or 2"):
+        ckpt.load_payload(future / "member_0.pt")
+    assert ckpt.latest(tmp_path, "run-a")[0].generation == 1
 
 
 def test_truncated_file_is_named_and_the_previous_checkpoint_used(tmp_path):
@@ -138,15 +161,15 @@ def test_a_restored_member_continues_its_episodes_in_progress_bit_exactly(tmp_pa
     hp = tmp_path / "long.yml"
     hp.write_text("CartPole-v1:\n  n_envs: 8\n  n_steps: 32\n  n_minibatches: 4\n  n_epochs: 2\n")
     config = parse_config(["--hyperparams", str(hp)], check_run_dir=False)
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0, config.agent.defaults)
     member.train(300)
     path = tmp_path / "member_0.pt"
-    ckpt.atomic_write(path, ckpt.dump_payload(member.state_payload("run-a", 1, rng_state())))
+    ckpt.atomic_write(path, ckpt.dump_payload(checkpoint_payload(member, "run-a", 1, rng_state())))
     payload = ckpt.load_payload(path)  # weights_only=True
     assert payload["envs"] is not None
 
-    resumed = build_member(config, 0, config.agent.defaults, None, env_seed=12345)  # fresh envs, as on --resume
-    resumed.restore(payload)
+    resumed = member_of(config, 0, config.agent.defaults, env_seed=12345)  # fresh envs, as on --resume
+    assert resumed.restore(payload) is None
     in_progress = [env.unwrapped.state for env in member.model.env.envs]
     assert all(np.array_equal(a, b.unwrapped.state) for a, b in zip(in_progress, resumed.model.env.envs, strict=True))
     rng = rng_state()
@@ -163,7 +186,7 @@ def test_envs_that_are_not_plain_data_are_left_out_of_the_checkpoint():
     from evo.sb3 import envstate
 
     config = parse_config(["--env-id", "bigfish", "--num-envs", "2"], check_run_dir=False)
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0, config.agent.defaults)
     assert envstate.capture(member.model) is None  # Procgen's games live in C++: fresh episodes on resume
     member.close()
     with pytest.raises(envstate.Unsupported):

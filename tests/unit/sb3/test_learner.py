@@ -1,57 +1,52 @@
-"""The SB3 adapter: hyperparameters reach PPO's internals, and a member's learner state moves
-bit-exactly through the flat buffer (real SB3, real envs, no MPI)."""
+"""The generic SB3 learner (evo/sb3/learner.py) with PPO: hyperparameters reach PPO's internals,
+and a member's learner state moves bit-exactly through the flat buffer (real SB3, real envs, no MPI)."""
 
 import numpy as np
 import pytest
 import torch
-from stable_baselines3.common.logger import KVWriter, Logger
 
 from evo.config import parse_config
-from evo.core.explore import explore
-from evo.sb3.agent import apply_hparams, build_member, effective_hparams, flat_size, state_tensors
+from evo.core.explorers import explore
+from evo.run import make_member
+from evo.sb3.learner import flat_size, state_tensors
 from evo.sb3.policies import ImpalaCNN
-
-
-class Capture(KVWriter):
-    """Keeps every dumped row, so a test can read what train() recorded."""
-
-    def __init__(self):
-        self.rows = []
-
-    def write(self, key_values, key_excluded, step=0):
-        self.rows.append(dict(key_values))
-
-    def close(self):
-        pass
+from tests.support import TINY_CARTPOLE, capture_logger
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
     hp = tmp_path_factory.mktemp("hp") / "tiny.yml"
-    hp.write_text("CartPole-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n")
+    hp.write_text(TINY_CARTPOLE)
     return parse_config(["--hyperparams", str(hp)], check_run_dir=False)
 
 
-def capture_logger(member):
-    capture = Capture()
-    member.model.set_logger(Logger(folder=None, output_formats=[capture]))
-    return capture
+def member_of(config, member_id, hparams=None, **kwargs):
+    """A member of ``config`` with ``hparams`` (default: the YAML's), writing no TensorBoard files."""
+    return make_member(
+        config, member_id, config.agent.defaults if hparams is None else hparams, tensorboard=False, **kwargs
+    )
+
+
+def capture(member):
+    logger, writer = capture_logger()
+    member.model.set_logger(logger)
+    return writer
 
 
 def test_new_hyperparameters_reach_optimizer_buffer_and_train(config):
-    donor = build_member(config, 0, config.agent.defaults, None)
-    recipient = build_member(config, 1, config.agent.defaults, None)
+    donor = member_of(config, 0)
+    recipient = member_of(config, 1)
     donor.train(256)
     recipient.train(256)
     rng = np.random.default_rng(0)
     new, _ = explore(donor.hparams, config.agent.search_space, rng, (0.8, 1.2), resample_probability=1.0)
     assert all(new[k] != donor.hparams[k] for k in new)
 
-    recipient.load(donor.pack().copy(), new)  # exploit + explore
-    capture = capture_logger(recipient)
+    recipient.load({"weights": donor.pack().copy()}, new)  # exploit + explore
+    writer = capture(recipient)
     recipient.train(256)
     recipient.model.logger.dump(recipient.env_steps)
-    trained = [row for row in capture.rows if "train/clip_range" in row][-1]
+    trained = [row for row in writer.rows if "train/clip_range" in row][-1]
 
     assert recipient.model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(new["learning_rate"])
     assert trained["train/learning_rate"] == pytest.approx(new["learning_rate"])
@@ -60,31 +55,31 @@ def test_new_hyperparameters_reach_optimizer_buffer_and_train(config):
     assert recipient.model.rollout_buffer.gae_lambda == pytest.approx(new["gae_lambda"])
     assert recipient.model.ent_coef == pytest.approx(new["ent_coef"])
     assert recipient.model.vf_coef == pytest.approx(new["vf_coef"])
-    assert effective_hparams(recipient.model) == pytest.approx(new)
+    assert recipient.effective_hparams() == pytest.approx(new)
     # and the donor kept its own
-    assert effective_hparams(donor.model) == pytest.approx(donor.hparams)
+    assert donor.effective_hparams() == pytest.approx(donor.hparams)
 
 
 def test_setting_attributes_naively_would_not_work(config):
-    """Why the adapter exists: SB3 resets the optimizer's lr from lr_schedule in train()."""
-    member = build_member(config, 0, config.agent.defaults, None)
+    """Why the learner exists: SB3 resets the optimizer's lr from lr_schedule in train()."""
+    member = member_of(config, 0)
     original = member.hparams["learning_rate"]
     member.model.learning_rate = 0.123  # what a naive PBT script does
     member.train(128)
     assert member.model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(original)
-    apply_hparams(member.model, dict(member.hparams, learning_rate=0.123))
+    member.set_hparams(dict(member.hparams, learning_rate=0.123))
     member.train(128)
     assert member.model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(0.123)
 
 
 def test_exploit_copies_weights_and_adam_state_bit_exactly(config):
-    donor = build_member(config, 0, config.agent.defaults, None)
-    recipient = build_member(config, 1, config.agent.defaults, None)
+    donor = member_of(config, 0)
+    recipient = member_of(config, 1)
     donor.train(256)
     recipient.train(256)
     pairs = zip(state_tensors(donor.model), state_tensors(recipient.model), strict=True)
     assert not all(torch.equal(a, b) for a, b in pairs)
-    recipient.load(donor.pack().copy(), recipient.hparams)
+    recipient.load({"weights": donor.pack().copy()}, recipient.hparams)
     donor_state, recipient_state = state_tensors(donor.model), state_tensors(recipient.model)
     assert all(torch.equal(a, b) for a, b in zip(donor_state, recipient_state, strict=True))
     # Adam moments and step counts moved too
@@ -98,8 +93,15 @@ def test_exploit_copies_weights_and_adam_state_bit_exactly(config):
     assert np.isnan(recipient.training_score())
 
 
+def test_the_exploit_state_is_the_flat_buffer_by_name(config):
+    """PPO without normalisation: the exploit state is the weights alone, the member's own memory."""
+    member = member_of(config, 0)
+    state = member.exploit_state()
+    assert list(state) == ["weights"] and state["weights"] is member.buffer
+
+
 def test_flat_layout_counts_each_tensor_once(config):
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0)
     params = sum(p.numel() for p in member.model.policy.parameters())
     count = len(list(member.model.policy.parameters()))
     assert flat_size(member.model) == 3 * params + count  # weights + exp_avg + exp_avg_sq + steps
@@ -108,7 +110,7 @@ def test_flat_layout_counts_each_tensor_once(config):
 
 def test_training_score_and_eval_score(tmp_path):
     config = parse_config(["--eval-episodes", "3", "--num-envs", "2"], check_run_dir=False)
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0)
     assert np.isnan(member.training_score())
     member.train(1024)
     returns = [info["r"] for info in member.model.ep_info_buffer][-10:]
@@ -124,7 +126,7 @@ def test_every_module_is_in_the_mode_sb3_asks_for_and_a_repeated_mode_walks_noth
     """The policy skips SB3's walk over its modules when it is in the mode already: a
     rollout and an evaluation still run every module in eval mode, an update in train mode."""
     config = parse_config(["--eval-episodes", "3", "--num-envs", "2", "--seed", "3"], check_run_dir=False)
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0)
     policy = member.model.policy
     seen = []
     predict, evaluate_actions = policy._predict, policy.evaluate_actions
@@ -165,7 +167,7 @@ def test_procgen_evaluation_runs_on_held_out_levels():
         ["--env-id", "bigfish", "--num-levels", "5", "--start-level", "3", "--eval-episodes", "1", "--num-envs", "2"],
         check_run_dir=False,
     )
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0)
     train_env, eval_env = member.model.get_env().unwrapped, member.eval_env.unwrapped
     try:
         assert (train_env.start_level, train_env.num_levels) == (3, 5)
@@ -189,7 +191,7 @@ def test_bigfish_member_trains_with_impala(tmp_path):
     hp = tmp_path / "tiny.yml"
     hp.write_text("procgen:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n  n_epochs: 1\n")
     config = parse_config(["--env-id", "bigfish", "--hyperparams", str(hp)], check_run_dir=False)
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0)
     assert isinstance(member.model.policy.features_extractor, ImpalaCNN)
     params = sum(p.numel() for p in member.model.policy.parameters())
     assert 600_000 < params < 650_000  # the Procgen paper's IMPALA policy: ~626k parameters
@@ -218,9 +220,9 @@ def test_procgen_vecenv_is_seeded_and_steps():
 
 
 def test_flat_buffer_is_the_model_zero_copy(config):
-    from evo.sb3.agent import is_bound
+    from evo.sb3.learner import is_bound
 
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0)
     member.train(256)  # Adam steps, optimizer state updated in place
     assert is_bound(member.model, member.buffer)
     assert member.pack() is member.buffer
@@ -232,9 +234,9 @@ def test_flat_buffer_is_the_model_zero_copy(config):
 
 
 def test_rebinding_after_a_replaced_tensor(config):
-    from evo.sb3.agent import is_bound
+    from evo.sb3.learner import is_bound
 
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0)
     first = next(member.model.policy.parameters())
     first.data = first.data.clone() + 0.5  # something replaced a tensor behind our back
     assert not is_bound(member.model, member.buffer)
@@ -251,7 +253,7 @@ def test_cpu_tuning_changes_no_result(tmp_path):
     for tuning in (True, False):
         argv = ["--env-id", "bigfish", "--hyperparams", str(hp)] + ([] if tuning else ["--no-cpu-tuning"])
         config = parse_config(argv, check_run_dir=False)
-        member = build_member(config, 0, config.agent.defaults, None)
+        member = member_of(config, 0)
         assert member.model.policy.features_extractor.channels_last is tuning
         member.train(32)
         states[tuning] = member.pack().copy()
@@ -278,18 +280,18 @@ def test_schedule_callback_puts_each_entry_in_effect_from_its_env_step(config):
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
     from evo.core.schedule import hparams_at
-    from evo.sb3.agent import ScheduleCallback
+    from evo.sb3.learner import ScheduleCallback
 
     defaults = config.agent.defaults
     second = {**defaults, "learning_rate": 1e-3, "clip_range": 0.3, "gamma": 0.95}
     third = {**defaults, "learning_rate": 2e-4, "clip_range": 0.15, "gae_lambda": 0.9, "ent_coef": 0.01}
     schedule = [(0, dict(defaults)), (200, second), (300, third)]  # rollouts are 128 steps: not aligned
-    member = build_member(config, 0, defaults, None)
+    member = member_of(config, 0, defaults)
     seen = []
 
     class Record(BaseCallback):
         def _on_rollout_end(self):
-            seen.append((self.model.num_timesteps - 128, effective_hparams(self.model)))
+            seen.append((self.model.num_timesteps - 128, member.effective_hparams()))
 
         def _on_step(self):
             return True
@@ -307,17 +309,18 @@ def test_schedule_callback_puts_each_entry_in_effect_from_its_env_step(config):
 
 def test_a_recipient_with_no_finished_episode_keeps_its_donors_score_marked_stale(config, tmp_path):
     """The rule of "Which score?": no NaN for lack of a finished episode after an exploit."""
+    from evo.run import checkpoint_payload
     from evo.rundir import checkpoint as ckpt
-    from evo.sb3.agent import rng_state
+    from evo.sb3.learner import rng_state
 
-    donor = build_member(config, 0, config.agent.defaults, None)
-    recipient = build_member(config, 1, config.agent.defaults, None)
+    donor = member_of(config, 0)
+    recipient = member_of(config, 1)
     donor.train(512)
     recipient.train(512)
     assert not recipient.score_train_stale and np.isfinite(recipient.training_score())
     donor_score = donor.training_score()
 
-    recipient.load(donor.pack().copy(), recipient.hparams)
+    recipient.load({"weights": donor.pack().copy()}, recipient.hparams)
     assert np.isnan(recipient.training_score())  # nothing carried yet: as before
     recipient.carry_score(donor_score)  # what the run does after the exchange
     scores = recipient.evaluate()
@@ -325,8 +328,8 @@ def test_a_recipient_with_no_finished_episode_keeps_its_donors_score_marked_stal
 
     # the carried score and the flag survive a checkpoint (a resume scores as the uninterrupted run)
     path = tmp_path / "member_1.pt"
-    ckpt.atomic_write(path, ckpt.dump_payload(recipient.state_payload("run-a", 2, rng_state())))
-    fresh = build_member(config, 1, config.agent.defaults, None)
+    ckpt.atomic_write(path, ckpt.dump_payload(checkpoint_payload(recipient, "run-a", 2, rng_state())))
+    fresh = member_of(config, 1)
     fresh.restore(ckpt.load_payload(path))
     assert fresh.training_score() == donor_score and fresh.score_train_stale
 
@@ -340,9 +343,9 @@ def test_a_recipient_with_no_finished_episode_keeps_its_donors_score_marked_stal
 
 def test_a_member_keeps_scoring_its_own_episodes_when_none_finish_in_a_generation(config):
     """Without an exploit the member's own earlier episodes still score it: not stale."""
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0)
     member.train(512)
     before = member.training_score()
     assert member.training_score() == before and not member.score_train_stale
-    fresh = build_member(config, 1, config.agent.defaults, None)
+    fresh = member_of(config, 1)
     assert np.isnan(fresh.training_score()) and not fresh.score_train_stale  # never scored: NaN, not carried

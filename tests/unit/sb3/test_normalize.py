@@ -1,8 +1,8 @@
 """Observation/reward normalisation as member state (real SB3, real envs, no mpiexec): zoo's
 VecNormalize wraps the training envs, its statistics move with the weights through the real
-loop bit for bit, survive a checkpoint, and evaluation sees them frozen."""
+loop bit for bit (one more array of the exploit state), survive a checkpoint, and evaluation
+sees them frozen. The runs under mpiexec are in tests/e2e/test_normalize_runs.py."""
 
-import json
 from dataclasses import replace
 
 import numpy as np
@@ -12,9 +12,11 @@ from mpi4py import MPI
 from stable_baselines3.common.vec_env import VecNormalize
 
 from evo.config import parse_config
+from evo.core.explorers import make_explorer
 from evo.loop import LoopSettings, run_generations
+from evo.run import checkpoint_payload, make_member
 from evo.rundir import checkpoint as ckpt
-from evo.sb3.agent import build_member, rng_state
+from evo.sb3.learner import rng_state
 from evo.sb3.normalize import statistics
 
 TINY_PENDULUM = ["--env-id", "Pendulum-v1", "--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1"]
@@ -25,6 +27,10 @@ def config_of(argv, **kwargs):
     return parse_config(argv, check_run_dir=False, **kwargs)
 
 
+def member_of(config, member_id, hparams):
+    return make_member(config, member_id, hparams, tensorboard=False)
+
+
 def statistics_bytes(member) -> list[tuple[bytes, bytes, float]]:
     """Every running statistic of the member's training envs, exactly (bytes and the count)."""
     return [(rms.mean.tobytes(), rms.var.tobytes(), rms.count) for rms in statistics(member.normalizer)]
@@ -32,7 +38,7 @@ def statistics_bytes(member) -> list[tuple[bytes, bytes, float]]:
 
 def test_normalize_wraps_the_training_envs_as_zoo_does_and_gamma_follows_pbt():
     config = config_of(NORMALIZED)
-    member = build_member(config, 0, dict(config.agent.defaults, gamma=0.93), None)
+    member = member_of(config, 0, dict(config.agent.defaults, gamma=0.93))
     normalizer = member.model.get_env()
     assert isinstance(normalizer, VecNormalize) and normalizer is member.normalizer
     assert (normalizer.norm_obs, normalizer.norm_reward, normalizer.clip_obs, normalizer.training) == (
@@ -49,7 +55,7 @@ def test_normalize_wraps_the_training_envs_as_zoo_does_and_gamma_follows_pbt():
     assert statistics(normalizer)[0].count == pytest.approx(2 + 128)  # reset + steps of 2 envs
     member.close()
 
-    plain = build_member(config_of(TINY_PENDULUM), 0, config.agent.defaults, None)
+    plain = member_of(config_of(TINY_PENDULUM), 0, config.agent.defaults)
     assert plain.normalizer is None and plain.stats is None
     assert not isinstance(plain.model.get_env(), VecNormalize)
     plain.close()
@@ -57,7 +63,7 @@ def test_normalize_wraps_the_training_envs_as_zoo_does_and_gamma_follows_pbt():
 
 def test_reward_normalisation_alone_carries_the_return_statistics_only():
     config = config_of([*TINY_PENDULUM, "normalize:{norm_obs: false}"])
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0, config.agent.defaults)
     assert (member.normalizer.norm_obs, member.normalizer.norm_reward) == (False, True)
     assert member.stats.size == 3
     member.close()
@@ -67,22 +73,24 @@ def test_reward_normalisation_alone_carries_the_return_statistics_only():
 def test_statistics_move_with_the_weights_through_the_real_loop(transport):
     """Two normalised members on COMM_SELF, winner-takes-all: after the exploit the recipient's
     running statistics are the donor's, bit for bit; its envs' episode state stays its own."""
-    from evo.run import build_members, ppo_hooks
+    from evo.run import build_members, run_hooks
 
     config = config_of(
         [*NORMALIZED, "--num-agents", "2", "--agent-training-steps", "512"], strategy="wta", transport=transport
     )
     members = build_members(config, 0, None)
-    hooks = replace(ppo_hooks(MPI.COMM_SELF, config, members, None, None), records=None, snapshot=None, save=None)
+    explorer = make_explorer(
+        config.explore, config.agent.search_space, config.perturb_factors, config.resample_probability
+    )
+    hooks = replace(run_hooks(MPI.COMM_SELF, config, members, None, explorer), records=None, snapshot=None, save=None)
     before_exchange = {}
 
     def score(member):  # runs after training, before the exchange
         before_exchange[member.member_id] = (statistics_bytes(member), member.normalizer.returns.copy())
         return hooks.score(member)
 
-    scratch = np.empty_like(members[0].buffer) if transport == "collective" else None
     outcome = run_generations(
-        MPI.COMM_SELF, members, config.owner, replace(hooks, score=score), LoopSettings(0, 1, transport), None, scratch
+        MPI.COMM_SELF, members, config.owner, replace(hooks, score=score), LoopSettings(0, 1, transport), None
     )
 
     ((recipient, donor),) = outcome.last.donors.items()
@@ -90,6 +98,9 @@ def test_statistics_move_with_the_weights_through_the_real_loop(transport):
     assert statistics_bytes(members[recipient]) == statistics_bytes(members[donor]) == before_exchange[donor][0]
     assert members[recipient].stats.tobytes() == members[donor].stats.tobytes()
     assert np.array_equal(members[recipient].buffer, members[donor].buffer)
+    # the statistics travelled as the exploit state's second array, beside the weights
+    state = members[donor].exploit_state()
+    assert list(state) == ["weights", "normalization"] and state["normalization"] is members[donor].stats
     (exploit,) = outcome.last.exploits
     assert members[recipient].normalizer.gamma == exploit.new_hparams["gamma"]
     assert np.array_equal(members[recipient].normalizer.returns, before_exchange[recipient][1])
@@ -102,21 +113,21 @@ def test_statistics_move_with_the_weights_through_the_real_loop(transport):
 
 def test_member_round_trips_its_statistics_bit_exactly(tmp_path):
     config = config_of(NORMALIZED)
-    member = build_member(config, 3, config.agent.defaults, None)
+    member = member_of(config, 3, config.agent.defaults)
     member.train(256)
     path = tmp_path / "member_3.pt"
-    ckpt.atomic_write(path, ckpt.dump_payload(member.state_payload("run-a", 5, rng_state())))
+    ckpt.atomic_write(path, ckpt.dump_payload(checkpoint_payload(member, "run-a", 5, rng_state())))
 
     payload = ckpt.load_payload(path)  # weights_only=True
     assert payload["normalization"].dtype == torch.float64
-    fresh = build_member(config, 3, config.agent.defaults, None)
+    fresh = member_of(config, 3, config.agent.defaults)
     assert statistics_bytes(fresh) != statistics_bytes(member)
     fresh.restore(payload)
     assert statistics_bytes(fresh) == statistics_bytes(member)
     fresh.train(128)  # and it trains on from there, continuing the episodes in progress (no reset)
     assert statistics(fresh.normalizer)[0].count == statistics(member.normalizer)[0].count + 128
 
-    plain = build_member(config_of(TINY_PENDULUM), 3, config.agent.defaults, None)
+    plain = member_of(config_of(TINY_PENDULUM), 3, config.agent.defaults)
     with pytest.raises(ValueError, match="written with observation/reward normalisation, this run trains without"):
         plain.restore(payload)
     for each in (member, fresh, plain):
@@ -125,7 +136,7 @@ def test_member_round_trips_its_statistics_bit_exactly(tmp_path):
 
 def test_evaluation_uses_the_statistics_frozen():
     config = config_of([*NORMALIZED, "--eval-episodes", "2"])
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0, config.agent.defaults)
     evaluation = member.eval_env
     assert isinstance(evaluation, VecNormalize)
     assert (evaluation.training, evaluation.norm_obs, evaluation.norm_reward) == (False, True, False)
@@ -146,45 +157,3 @@ def test_evaluation_uses_the_statistics_frozen():
         observation = np.array([[0.3, -0.9, 4.0]], dtype=np.float32)
         assert np.array_equal(evaluation.normalize_obs(observation), member.normalizer.normalize_obs(observation))
     member.close()
-
-
-@pytest.mark.e2e
-def test_a_normalised_run_exploits_across_ranks_and_resumes_with_its_statistics(tmp_path):
-    """pbt_rl_truct.py on 2 ranks x 2 normalised Pendulum members: a checkpoint holds each
-    recipient with its donor's statistics; --resume carries every member's statistics on."""
-    from tests.conftest import mpiexec
-
-    run_dir = tmp_path / "run"
-    budget = ["--agent-training-steps", "256", "--run-dir", str(run_dir)]
-    first = mpiexec(
-        2,
-        ["pbt_rl_truct.py", *NORMALIZED, "--num-agents", "4", "--total-generations", "2", "--eval-episodes", "1"]
-        + ["--seed", "5", *budget],
-    )
-    assert first.returncode == 0, first.stderr[-3000:]
-    lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
-    assert [exploit["generation"] for exploit in lineage] == [1, 2]
-
-    def saved(generation):
-        directory = ckpt.generation_dir(run_dir, generation)
-        return {m: ckpt.load_payload(directory / ckpt.member_filename(m))["normalization"].numpy() for m in range(4)}
-
-    at_two = saved(2)
-    last = lineage[-1]  # the checkpoint is taken after generation 2's exchange
-    assert at_two[last["recipient"]].tobytes() == at_two[last["donor"]].tobytes()
-    assert len({tuple(stats.tolist()) for stats in at_two.values()}) == 3
-    obs_count = 2 * 3  # the observation count's place: after Pendulum's mean (3) and var (3)
-    # SB3's epsilon, 2 env resets, 2 generations x 256 env steps
-    assert all(stats[obs_count] == pytest.approx(1e-4 + 2 + 512, abs=1e-9) for stats in at_two.values())
-
-    second = mpiexec(2, ["pbt_rl_truct.py", "--resume", "--total-generations", "3", "--run-dir", str(run_dir)])
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "resumed from" in second.stdout
-    at_three = saved(3)
-    (exploit,) = [
-        e for e in map(json.loads, (run_dir / "lineage.jsonl").read_text().splitlines()) if e["generation"] == 3
-    ]
-    for member, stats in at_three.items():
-        source = exploit["donor"] if member == exploit["recipient"] else member
-        # trained on from the restored statistics and envs (episodes continue, no reset): 256 more steps
-        assert stats[obs_count] == pytest.approx(at_two[source][obs_count] + 256, abs=1e-9), member

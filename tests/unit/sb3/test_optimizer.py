@@ -1,6 +1,6 @@
 """EagerAdam (evo/sb3/optimizer.py): torch's Adam bit for bit, with or without torch._dynamo
-imported; evo's policy uses it in place of SB3's default Adam; and a whole evo run (train,
-score, exchange, checkpoint, resume) never imports torch._dynamo."""
+imported; evo's policies use it in place of SB3's default Adam (PPO's, and all three of SAC's
+optimizers). That a whole evo run never imports torch._dynamo: tests/e2e/test_optimizer_runs.py."""
 
 import copy
 import importlib
@@ -11,8 +11,6 @@ from torch import nn
 
 import evo.sb3.optimizer as optimizer_module
 from evo.sb3.optimizer import EagerAdam
-
-from .conftest import mpiexec
 
 
 def network(seed: int) -> nn.Module:
@@ -103,23 +101,22 @@ def test_evo_policies_get_eager_adam_with_sb3s_eps_and_keep_any_other_optimizer(
     assert type(other.optimizer) is torch.optim.RMSprop
 
 
-WATCH = (
-    "import atexit, runpy, sys\n"
-    "atexit.register(lambda: print('torch._dynamo imported:', 'torch._dynamo' in sys.modules, flush=True))\n"
-    "sys.argv = sys.argv[1:]\n"
-    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
-)
+def test_every_sac_optimizer_is_eager_adam():
+    """SAC's actor and critic optimizers (the policy's optimizer_class) and the entropy coefficient's
+    optimizer (which SB3 builds as torch's Adam), at SB3's learning rate."""
+    from evo.config import parse_config
+    from evo.run import make_member
+    from evo.sb3.learner import named_state
 
-
-@pytest.mark.e2e
-def test_an_evo_run_and_its_resume_never_import_dynamo(tmp_path, tiny_hyperparams):
-    """Every rank of a real run (PPO updates, scoring, the exchange, checkpoints, TensorBoard)
-    and of its resume (optimizer state loaded from the checkpoint) ends without torch._dynamo."""
-    run_dir = tmp_path / "run"
-    common = ["-c", WATCH, "pbt_rl_truct.py", "--num-agents", "4", "--agent-training-steps", "512"]
-    common += ["--hyperparams", str(tiny_hyperparams), "--run-dir", str(run_dir)]
-    for extra in (["--total-generations", "2"], ["--total-generations", "3", "--resume"]):
-        result = mpiexec(2, [*common, *extra])
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert result.stdout.count("torch._dynamo imported: False") == 2, result.stdout[-3000:]
-    assert "resumed from" in result.stdout
+    config = parse_config(
+        ["--algo", "sac", "--env-id", "Pendulum-v1", "--hyperparams", "learning_starts:50", "buffer_size:2000"],
+        check_run_dir=False,
+    )
+    member = make_member(config, 0, config.agent.defaults, tensorboard=False)
+    model = member.model
+    optimizers = [model.actor.optimizer, model.critic.optimizer, model.ent_coef_optimizer]
+    assert all(type(optimizer) is EagerAdam for optimizer in optimizers)
+    assert named_state(model)[1] == optimizers
+    assert model.ent_coef_optimizer.param_groups[0]["params"] == [model.log_ent_coef]
+    assert all(optimizer.param_groups[0]["lr"] == config.agent.defaults["learning_rate"] for optimizer in optimizers)
+    member.close()

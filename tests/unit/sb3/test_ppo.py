@@ -1,4 +1,4 @@
-"""Microbatched PPO (evo/ppo.py) computes SB3's update: same seed, same weights, Adam state and
+"""Microbatched PPO (evo/sb3/ppo.py) computes SB3's update: same seed, same weights, Adam state and
 logged statistics as SB3's own whole-minibatch ``train()`` (real SB3, real envs, no MPI)."""
 
 from dataclasses import dataclass
@@ -6,12 +6,11 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from stable_baselines3.common.logger import Logger
 
 from evo.config import ConfigError, parse_config, resume_differences
-from evo.sb3.agent import build_member
-from evo.sb3.ppo import PPO
-from tests.test_agent import Capture
+from evo.run import make_member
+from evo.sb3.ppo import PPO, PPOLearner
+from tests.support import capture_logger
 
 STATS = (
     "train/policy_gradient_loss",
@@ -48,12 +47,12 @@ def train_once(config, steps: int, learning_rate: float | None = None, **model_s
     hparams = dict(config.agent.defaults)
     if learning_rate is not None:
         hparams["learning_rate"] = learning_rate
-    member = build_member(config, 0, hparams, None)
+    member = make_member(config, 0, hparams, tensorboard=False)
     model = member.model
     for name, value in model_settings.items():
         setattr(model, name, value)
-    capture = Capture()
-    model.set_logger(Logger(folder=None, output_formats=[capture]))
+    logger, capture = capture_logger()
+    model.set_logger(logger)
     sizes, gradients = [], []
     evaluate, step = model.policy.evaluate_actions, model.policy.optimizer.step
 
@@ -101,7 +100,7 @@ def test_microbatches_give_sb3s_update_on_cartpole(tmp_path, settings):
     lr = 2.5e-4  # CartPole's default; one Adam step moves a weight by up to about lr
     assert np.abs(split.state - whole.state).max() < lr / 100
     config = config_for(tmp_path, CARTPOLE, 0)
-    untrained = build_member(config, 0, config.agent.defaults, None).pack()
+    untrained = make_member(config, 0, config.agent.defaults, tensorboard=False).pack()
     assert np.abs(untrained - whole.state).max() > lr  # training did move the weights
 
 
@@ -130,10 +129,11 @@ def test_kl_early_stop_is_decided_on_the_whole_minibatch(tmp_path):
 
 def test_microbatch_size_in_the_yaml(tmp_path):
     procgen = parse_config(["--env-id", "bigfish"], check_run_dir=False)
-    assert procgen.agent.microbatch_size == 256 < procgen.agent.batch_size == 2048
+    assert procgen.agent.settings["microbatch_size"] == 256 < procgen.agent.settings["batch_size"] == 2048
     cartpole = parse_config([], check_run_dir=False)
-    assert cartpole.agent.microbatch_size == 0  # SB3's whole-minibatch pass for small MLPs
-    member = build_member(procgen, 0, procgen.agent.defaults, None)
+    assert cartpole.agent.settings["microbatch_size"] == 0  # SB3's whole-minibatch pass for small MLPs
+    member = make_member(procgen, 0, procgen.agent.defaults, tensorboard=False)
+    assert isinstance(member, PPOLearner)
     assert isinstance(member.model, PPO) and member.model.microbatch_size == 256
     member.close()
 

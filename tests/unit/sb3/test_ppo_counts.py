@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from evo.config import parse_config
-from evo.sb3.agent import build_member, effective_hparams
+from evo.run import make_member
 
 EXTRA = ("n_epochs", "batch_size", "n_minibatches", "max_grad_norm", "target_kl")
+"""PPO's settings a search space may add to the six, in their declaration order."""
 ROLLOUT = 2 * 64
 
 
@@ -22,6 +23,10 @@ def config(request, tmp_path_factory):
         f"  microbatch_size: {request.param}\n"
     )
     return parse_config(["--hyperparams", str(hp)], check_run_dir=False)
+
+
+def member_of(config, member_id, hparams=None):
+    return make_member(config, member_id, config.agent.defaults if hparams is None else hparams, tensorboard=False)
 
 
 class Spy:
@@ -67,6 +72,12 @@ def one_update(member, monkeypatch) -> Spy:
     return spy
 
 
+def test_the_extras_are_ppos_tunable_settings_in_their_record_order(config):
+    spec = config.agent.spec
+    assert spec.record_order(list(reversed(EXTRA))) == EXTRA
+    assert all(name in spec.tunable for name in EXTRA)
+
+
 @pytest.mark.parametrize(
     ("values", "epochs", "sizes"),
     [
@@ -76,39 +87,41 @@ def one_update(member, monkeypatch) -> Spy:
     ],
 )
 def test_epochs_and_minibatches_take_effect_at_the_next_update(config, monkeypatch, values, epochs, sizes):
-    member = build_member(config, 0, config.agent.defaults, None)
+    member = member_of(config, 0)
     member.train(ROLLOUT)
     baseline = one_update(member, monkeypatch)
     assert (baseline.epochs, baseline.sizes) == (2, [64] * 4)  # the YAML's 2 epochs x 2 minibatches
-    member.set_hparams({**member.hparams, **values, "max_grad_norm": 0.37, "target_kl": math.inf})
+    member.set_hparams({**member.hparams, **values, "max_grad_norm": 0.37, "target_kl": None})
     spy = one_update(member, monkeypatch)
     assert spy.epochs == epochs and spy.sizes == sizes and spy.steps == len(sizes)
     assert spy.norms == [0.37] * len(sizes)
     names = (*values, "max_grad_norm", "target_kl")
-    assert effective_hparams(member.model, names) == {**values, "max_grad_norm": 0.37, "target_kl": math.inf}
+    assert member.effective_hparams(names) == {**values, "max_grad_norm": 0.37, "target_kl": None}
 
 
-def test_target_kl_stops_the_update_early_and_inf_never_does(config, monkeypatch):
-    member = build_member(config, 0, config.agent.defaults, None)
+def test_target_kl_stops_the_update_early_and_off_never_does(config, monkeypatch):
+    member = member_of(config, 0)
     member.train(ROLLOUT)
     member.set_hparams({**member.hparams, "n_epochs": 4, "n_minibatches": 4, "target_kl": 1e-12})
     strict = one_update(member, monkeypatch)
     # the first minibatch sees the rollout's own policy (KL 0) and steps; the next one's KL > 1.5e-12
     assert strict.steps == 1 and strict.epochs == 1 and strict.sizes == [32, 32]
-    member.set_hparams({**member.hparams, "target_kl": math.inf})
-    assert member.model.target_kl is None
+    member.set_hparams({**member.hparams, "target_kl": math.inf})  # "off" as a format-1 checkpoint wrote it
+    assert member.model.target_kl is None and member.hparams["target_kl"] is None
+    member.set_hparams({**member.hparams, "target_kl": None})  # off
+    assert member.model.target_kl is None and member.hparams["target_kl"] is None
     free = one_update(member, monkeypatch)
     assert free.steps == 16 and free.epochs == 4
 
 
 def test_an_exploit_reapplies_the_recipients_counts_not_the_donors(config, monkeypatch):
-    donor = build_member(config, 0, {**config.agent.defaults, "n_epochs": 7, "batch_size": 16}, None)
-    recipient = build_member(config, 1, config.agent.defaults, None)
+    donor = member_of(config, 0, {**config.agent.defaults, "n_epochs": 7, "batch_size": 16})
+    recipient = member_of(config, 1)
     donor.train(ROLLOUT)
     recipient.train(ROLLOUT)
-    new = {**donor.hparams, "n_epochs": 3, "batch_size": 128, "max_grad_norm": 2.5, "target_kl": math.inf}
-    recipient.load(donor.pack().copy(), new)
+    new = {**donor.hparams, "n_epochs": 3, "batch_size": 128, "max_grad_norm": 2.5, "target_kl": None}
+    recipient.load({"weights": donor.pack().copy()}, new)
     assert recipient.hparams["n_epochs"] == 3 and isinstance(recipient.hparams["n_epochs"], int)
     spy = one_update(recipient, monkeypatch)
     assert (spy.epochs, spy.sizes, spy.norms) == (3, [128] * 3, [2.5] * 3)
-    assert effective_hparams(donor.model, ("n_epochs", "batch_size")) == {"n_epochs": 7, "batch_size": 16}
+    assert donor.effective_hparams(("n_epochs", "batch_size")) == {"n_epochs": 7, "batch_size": 16}

@@ -1,0 +1,47 @@
+"""Observation/reward normalisation in real runs under mpiexec: the statistics cross ranks with the
+weights at an exploit, are checkpointed with each member, and carry on after --resume."""
+
+import pytest
+
+from evo.rundir import checkpoint as ckpt
+from tests.support import mpiexec, read_lineage
+
+TINY_PENDULUM = ["--env-id", "Pendulum-v1", "--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1"]
+NORMALIZED = [*TINY_PENDULUM, "normalize:true"]
+
+
+def test_a_normalised_run_exploits_across_ranks_and_resumes_with_its_statistics(tmp_path):
+    """pbt_rl_truct.py on 2 ranks x 2 normalised Pendulum members: a checkpoint holds each
+    recipient with its donor's statistics; --resume carries every member's statistics on."""
+    run_dir = tmp_path / "run"
+    budget = ["--agent-training-steps", "256", "--run-dir", str(run_dir)]
+    first = mpiexec(
+        2,
+        ["pbt_rl_truct.py", *NORMALIZED, "--num-agents", "4", "--total-generations", "2", "--eval-episodes", "1"]
+        + ["--seed", "5", *budget],
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    lineage = read_lineage(run_dir)
+    assert [exploit["generation"] for exploit in lineage] == [1, 2]
+
+    def saved(generation):
+        directory = ckpt.generation_dir(run_dir, generation)
+        return {m: ckpt.load_payload(directory / ckpt.member_filename(m))["normalization"].numpy() for m in range(4)}
+
+    at_two = saved(2)
+    last = lineage[-1]  # the checkpoint is taken after generation 2's exchange
+    assert at_two[last["recipient"]].tobytes() == at_two[last["donor"]].tobytes()
+    assert len({tuple(stats.tolist()) for stats in at_two.values()}) == 3
+    obs_count = 2 * 3  # the observation count's place: after Pendulum's mean (3) and var (3)
+    # SB3's epsilon, 2 env resets, 2 generations x 256 env steps
+    assert all(stats[obs_count] == pytest.approx(1e-4 + 2 + 512, abs=1e-9) for stats in at_two.values())
+
+    second = mpiexec(2, ["pbt_rl_truct.py", "--resume", "--total-generations", "3", "--run-dir", str(run_dir)])
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed from" in second.stdout
+    at_three = saved(3)
+    (exploit,) = [e for e in read_lineage(run_dir) if e["generation"] == 3]
+    for member, stats in at_three.items():
+        source = exploit["donor"] if member == exploit["recipient"] else member
+        # trained on from the restored statistics and envs (episodes continue, no reset): 256 more steps
+        assert stats[obs_count] == pytest.approx(at_two[source][obs_count] + 256, abs=1e-9), member
