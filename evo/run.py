@@ -38,6 +38,7 @@ from evo.mpi import exchange
 from evo.rundir.checkpoint import (
     MEMBER_FORMAT,
     Checkpoint,
+    Target,
     atomic_write,
     checkpoints_dir,
     dump_payload,
@@ -121,7 +122,7 @@ def startup(
     if comm.Get_rank() == 0:
         try:
             config = parse_config(argv, strategy=strategy, transport=transport, world_size=comm.Get_size(), prog=prog)
-            checkpoint = find_checkpoint(config) if config.resume else None
+            checkpoint = find_checkpoint(config.run_dir, config.run_id) if config.resume else None
             outcome = ("ok", (config, checkpoint))
         except ConfigError as error:
             print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
@@ -135,26 +136,32 @@ def startup(
     return outcome[1]
 
 
-def find_checkpoint(config: Config) -> Checkpoint:
+def find_checkpoint(run_dir: Path, run_id: str) -> Checkpoint:
     """The checkpoint a --resume continues from (ConfigError if there is none)."""
-    checkpoint, skipped = latest(config.run_dir, config.run_id)
+    checkpoint, skipped = latest(run_dir, run_id)
     for reason in skipped:
         logger.warning("skipping checkpoint: %s", reason)
     if checkpoint is None:
         detail = ("; " + "; ".join(skipped)) if skipped else ""
         raise ConfigError(
             [
-                f"--resume: no complete checkpoint in {checkpoints_dir(config.run_dir)}{detail}. "
+                f"--resume: no complete checkpoint in {checkpoints_dir(run_dir)}{detail}. "
                 "Start a new run with another --run-dir instead."
             ]
         )
     return checkpoint
 
 
-def save_checkpoint(comm, config: Config, generation: int, payloads: dict[int, bytes], run_state: dict | None) -> None:
+def checkpoint_target(config: Config) -> Target:
+    return Target(
+        config.run_dir, config.run_id, config.env_id, config.num_agents, config.world_size, config.keep_checkpoints
+    )
+
+
+def save_checkpoint(comm, target: Target, generation: int, payloads: dict[int, bytes], run_state: dict | None) -> None:
     """Collective: every rank writes its members' files, then rank 0 writes the manifest
     (last) and prunes old checkpoints. ``run_state`` (rank 0 only) goes into the manifest."""
-    directory = generation_dir(config.run_dir, generation)
+    directory = generation_dir(target.run_dir, generation)
     if comm.Get_rank() == 0:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "manifest.json").unlink(missing_ok=True)
@@ -167,16 +174,16 @@ def save_checkpoint(comm, config: Config, generation: int, payloads: dict[int, b
     if comm.Get_rank() == 0:
         manifest = {
             "format": 1,
-            "run_id": config.run_id,
+            "run_id": target.run_id,
             "generation": generation,
-            "env_id": config.env_id,
-            "num_agents": config.num_agents,
-            "world_size": config.world_size,
+            "env_id": target.env_id,
+            "num_agents": target.num_agents,
+            "world_size": target.world_size,
             "members": {str(member): entry for member, entry in sorted(gathered)},
             **(run_state or {}),
         }
         write_manifest(directory, manifest)
-        prune(config.run_dir, config.keep_checkpoints, generation)
+        prune(target.run_dir, target.keep, generation)
         logger.debug("checkpoint of generation %d written to %s", generation, directory)
     comm.Barrier()
 
@@ -218,7 +225,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
                 start,
             )
         return 0
-    prepare_process(config)
+    prepare_process(config.torch_threads, config.cpu_tuning)
     stop_request = StopRequest().install()
     records = open_records(comm, config, command, checkpoint)
     members = build_members(config, comm.Get_rank(), checkpoint)
@@ -226,7 +233,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
         log_start(config, start, checkpoint)
     if checkpoint is None:  # the initial population, so that a stop in generation 1 can resume
         initial = snapshot(config.run_id, members, 0, {"lineage": [], "population_step": 0}, config.checkpoint_buffers)
-        save_checkpoint(comm, config, *initial)
+        save_checkpoint(comm, checkpoint_target(config), *initial)
     manifest = checkpoint.manifest if checkpoint is not None else {}
     # the explorer's memory (PB2's history of the population), on rank 0 where the plan is decided
     explorer = make_explorer(
@@ -236,7 +243,14 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
         config.resample_probability,
         explorer_state(manifest, config.explore),
     )
-    reporter = progress_reporter(config, start, len(members)) if comm.Get_rank() == 0 else None
+    reporter = None
+    if comm.Get_rank() == 0:
+        per_member = config.agent.spec.planned_steps(
+            config.agent_training_steps, config.agent.settings, config.agent.n_envs
+        )
+        reporter = progress_reporter(
+            per_member, config.total_generations, config.progress_interval, start, len(members)
+        )
     hooks = run_hooks(comm, config, members, records, explorer, reporter)
     settings = LoopSettings(start, config.total_generations, config.transport, config.checkpoint_every)
     stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
@@ -246,10 +260,10 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
     return EXIT_STOPPED if outcome.stopped else 0
 
 
-def prepare_process(config: Config) -> None:
+def prepare_process(torch_threads: int, cpu_tuning: bool) -> None:
     """Torch threads per rank, and evo's CPU tuning unless turned off."""
-    torch.set_num_threads(config.torch_threads)
-    if config.cpu_tuning:
+    torch.set_num_threads(torch_threads)
+    if cpu_tuning:
         tune_allocator()
 
 
@@ -300,18 +314,30 @@ def restore_member(config: Config, rank: int, member: Learner, checkpoint: Check
     """Load ``member`` from its file in ``checkpoint``; its TensorBoard continues after the
     checkpoint's step. The RNG states come back too, unless the run moved to another number
     of ranks (a rank's states then mix several old ranks': reseed instead)."""
+    reseed = None
+    if checkpoint.manifest["world_size"] != config.world_size:
+        reseed = member_seed(config.seed, rank, stream=1000 + checkpoint.generation)
+    load_member(member, checkpoint, config.run_id, tb_dir(config.run_dir, member.member_id, config.tb_writer), reseed)
+
+
+def load_member(
+    member: Learner, checkpoint: Checkpoint, run_id: str, tensorboard: Path | None, reseed: int | None
+) -> None:
+    """``member`` becomes its file in ``checkpoint`` (which must belong to run ``run_id``), its
+    TensorBoard continuing in ``tensorboard``; the rank's RNG states come back, or are reseeded
+    with ``reseed``."""
     path = checkpoint.member_path(member.member_id)
     payload = load_payload(path)
-    if payload["run_id"] != config.run_id or payload["generation"] != checkpoint.generation:
+    if payload["run_id"] != run_id or payload["generation"] != checkpoint.generation:
         raise RuntimeError(f"{path} does not belong to this checkpoint")
     note = member.restore(payload)
     if note:
         logger.warning("member %d: %s", member.member_id, note)
-    member.set_tensorboard(tb_dir(config.run_dir, member.member_id, config.tb_writer), member.env_steps + 1)
-    if checkpoint.manifest["world_size"] == config.world_size:
+    member.set_tensorboard(tensorboard, member.env_steps + 1)
+    if reseed is None:
         set_rng_state(payload["rng"])
     else:
-        torch.manual_seed(member_seed(config.seed, rank, stream=1000 + checkpoint.generation))
+        torch.manual_seed(reseed)
 
 
 def log_start(config: Config, start: int, checkpoint: Checkpoint | None) -> None:
@@ -340,17 +366,15 @@ def log_start(config: Config, start: int, checkpoint: Checkpoint | None) -> None
         )
 
 
-def progress_reporter(config: Config, start: int, local_members: int) -> ProgressReporter | None:
-    """Rank 0's progress report during a generation (None with --progress-interval 0): its
-    members' env steps stand for the generation's (each member trains whole rollouts)."""
-    if config.progress_interval <= 0:
+def progress_reporter(
+    per_member: int, total_generations: int, interval: float, start: int, local_members: int
+) -> ProgressReporter | None:
+    """Rank 0's progress report during a generation (None with an interval of 0): its members'
+    env steps stand for the generation's (``per_member``: what each trains in a generation)."""
+    if interval <= 0:
         return None
-    agent = config.agent
-    per_member = agent.spec.planned_steps(config.agent_training_steps, agent.settings, agent.n_envs)
-    progress = Progress(local_members * per_member, config.total_generations, generation=start)
-    return ProgressReporter(
-        progress, config.progress_interval, logger.info, sys.stdout, terminal=output_is_terminal(sys.stdout)
-    )
+    progress = Progress(local_members * per_member, total_generations, generation=start)
+    return ProgressReporter(progress, interval, logger.info, sys.stdout, terminal=output_is_terminal(sys.stdout))
 
 
 def run_hooks(
@@ -390,17 +414,19 @@ def run_hooks(
         train=train,
         score=score,
         plan=plan,
-        records=lambda report: after_exchange(comm, config, members, records, explorer, report, reporter),
+        records=lambda report: after_exchange(
+            comm, config.total_generations, members, records, explorer, report, reporter
+        ),
         snapshot=lambda generation, run_state: snapshot(
             config.run_id, members, generation, run_state, config.checkpoint_buffers
         ),
-        save=lambda saved: save_checkpoint(comm, config, *saved),
+        save=lambda saved: save_checkpoint(comm, checkpoint_target(config), *saved),
     )
 
 
 def after_exchange(
     comm,
-    config: Config,
+    total_generations: int,
     members: Mapping[int, Learner],
     records: RunRecords | None,
     explorer: Explorer,
@@ -412,7 +438,7 @@ def after_exchange(
     carry_donor_scores(comm, members, report)
     if reporter is not None:
         reporter.end()
-    return write_records(comm, config, members, records, explorer, report)
+    return write_records(comm, total_generations, members, records, explorer, report)
 
 
 def carry_donor_scores(comm, members: Mapping[int, Learner], report: GenerationReport) -> None:
@@ -431,7 +457,7 @@ def carry_donor_scores(comm, members: Mapping[int, Learner], report: GenerationR
 
 def write_records(
     comm,
-    config: Config,
+    total_generations: int,
     members: Mapping[int, Learner],
     records: RunRecords | None,
     explorer: Explorer,
@@ -453,7 +479,7 @@ def write_records(
     state = explorer.state()
     if state is not None:
         run_state["explorer"] = {"name": explorer.name, "state": state}
-    log_generation(config, report.generation, report.population, report.exploits, elapsed, trained)
+    log_generation(total_generations, report.generation, report.population, report.exploits, elapsed, trained)
     return run_state
 
 
@@ -478,7 +504,7 @@ def finish(
 ) -> None:
     """The last log lines, TensorBoard's HPARAMS tab after a complete run, and closing."""
     if outcome.stopped:
-        log_stop(comm.Get_rank(), config, outcome.completed, stop_request)
+        log_stop(comm.Get_rank(), config.run_dir, outcome.completed, stop_request)
     elif outcome.completed == config.total_generations and outcome.last is not None:
         results = {result.member: result for result in outcome.last.results}
         for member_id, member in members.items():
@@ -493,14 +519,14 @@ def finish(
     comm.Barrier()
 
 
-def log_stop(rank: int, config: Config, completed: int, stop_request: StopRequest) -> None:
+def log_stop(rank: int, run_dir: Path, completed: int, stop_request: StopRequest) -> None:
     if rank == 0:
         logger.warning(
             "stopped by %s: checkpoint of generation %d is in %s; the partial generation %d is redone on "
             "--resume. Exit status %d.",
             stop_request.signal_name or "a signal on another rank",
             completed,
-            config.run_dir,
+            run_dir,
             completed + 1,
             EXIT_STOPPED,
         )
@@ -509,7 +535,7 @@ def log_stop(rank: int, config: Config, completed: int, stop_request: StopReques
 
 
 def log_generation(
-    config: Config,
+    total_generations: int,
     generation: int,
     population: list[MemberResult],
     exploits: list[Exploit],
@@ -521,7 +547,7 @@ def log_generation(
     logger.info(
         "gen %d/%d  env steps/member %d  best %.2f  mean %.2f  exploits %d  %.1fs  %.0f env-steps/s",
         generation,
-        config.total_generations,
+        total_generations,
         max(result.env_steps for result in population),
         np.nanmax(scores) if finite else float("nan"),
         np.nanmean(scores) if finite else float("nan"),

@@ -119,6 +119,19 @@ def load_payload(path: Path) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Target:
+    """Where a run's checkpoints go and what their manifests say of the run."""
+
+    run_dir: Path
+    run_id: str
+    env_id: str
+    num_agents: int
+    world_size: int
+    keep: int = 2
+    """Complete checkpoints to keep."""
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     """A complete, verified checkpoint."""
 

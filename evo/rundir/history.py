@@ -196,6 +196,12 @@ def schedule_of(history: RunHistory, member: int) -> list[dict]:
     continues with the donor (Ray Tune's PBT replay does the same). Consecutive equal
     hyperparameters are merged. Each entry: ``env_steps`` (when it starts), ``hparams``,
     ``member`` (whose training it reproduces) and ``generation`` (the first one it covers).
+
+    A segment starts at the env steps the line's weights had trained by then: the sum of what
+    each member followed trained in the generations before it. That is where an agent replaying
+    the schedule ends those generations; a member's own count can differ from it when members
+    train different env steps per generation (an off-policy learner's budget is rounded up to
+    whole collections of the member's own train_freq).
     """
     if member not in history.members:
         raise RunDirError(f"member {member} is not in {history.run_dir} (members: {history.members})")
@@ -211,9 +217,10 @@ def schedule_of(history: RunHistory, member: int) -> list[dict]:
             followed = previous[followed]
     segments.reverse()
     schedule: list[dict] = []
+    start = 0  # env steps the line's weights had trained when the generation began
     for generation, owner, hparams in segments:
-        start = history.row(generation - 1, owner).env_steps if generation - 1 in generations else 0
-        if schedule and schedule[-1]["hparams"] == hparams:
-            continue
-        schedule.append({"env_steps": start, "generation": generation, "member": owner, "hparams": dict(hparams)})
+        trained_before = history.row(generation - 1, owner).env_steps if generation - 1 in generations else 0
+        if not schedule or schedule[-1]["hparams"] != hparams:
+            schedule.append({"env_steps": start, "generation": generation, "member": owner, "hparams": dict(hparams)})
+        start += history.row(generation, owner).env_steps - trained_before
     return schedule

@@ -339,14 +339,20 @@ class StopCallback(BaseCallback):
 
 
 class ScheduleCallback(BaseCallback):
-    """Follows a replayed hyperparameter schedule: before each rollout (an off-policy learner:
-    each collection), the member takes the schedule's hyperparameters for its current env-step
-    count (so a change lands on the first rollout boundary at or after the schedule's env_steps)."""
+    """Follows a replayed hyperparameter schedule: when ``learn`` starts and before each rollout
+    (an off-policy learner: each collection), the member takes the schedule's hyperparameters for
+    its current env-step count (so a change lands on the first rollout boundary at or after the
+    schedule's env_steps). At the start of ``learn``, because SB3's off-policy loop passes
+    ``train_freq`` to a collection before the collection's ``on_rollout_start``: a change of
+    ``train_freq`` made there would size only the collections after it."""
 
     def __init__(self, member: SB3Learner, schedule):
         super().__init__()
         self.member = member
         self.schedule = list(schedule)
+
+    def _on_training_start(self) -> None:
+        self._on_rollout_start()
 
     def _on_rollout_start(self) -> None:
         wanted = hparams_at(self.schedule, int(self.model.num_timesteps))

@@ -2,11 +2,7 @@
 command line, explored by perturb and by PB2-Mix under mpiexec, recorded in population.csv and the
 lineage, and trained with (the next generation's row holds what explore chose)."""
 
-import pytest
-
-from tests.conftest import mpiexec
-from tests.test_e2e import EXPLORED, read_lineage, read_population
-from tests.test_pb2_runs import last_manifest
+from tests.support import PPO_SIX, last_manifest, mpiexec, read_lineage, read_population
 
 CHOICES = [1, 2, 4]
 
@@ -41,7 +37,7 @@ def run_with_choices(run_dir, hyperparams, *extra):
 
 def check_records(run_dir):
     rows = read_population(run_dir)
-    assert list(rows[0])[6 : 6 + len(EXPLORED) + 1] == [*EXPLORED, "n_epochs"]
+    assert list(rows[0])[6 : 6 + len(PPO_SIX) + 1] == [*PPO_SIX, "n_epochs"]
     assert {row["n_epochs"] for row in rows} <= {str(c) for c in CHOICES}  # whole numbers, from the choices
     lineage = read_lineage(run_dir)
     assert len(lineage) == 3
@@ -57,7 +53,6 @@ def check_records(run_dir):
     return lineage
 
 
-@pytest.mark.e2e
 def test_perturb_moves_n_epochs_to_a_neighbouring_choice(tmp_path, tiny_hyperparams):
     run_dir = tmp_path / "run"
     run_with_choices(run_dir, tiny_hyperparams)
@@ -70,7 +65,6 @@ def test_perturb_moves_n_epochs_to_a_neighbouring_choice(tmp_path, tiny_hyperpar
             assert abs(CHOICES.index(new["n_epochs"]) - CHOICES.index(donor_epochs)) <= 1, (old, new, change)
 
 
-@pytest.mark.e2e
 def test_pb2_mix_picks_n_epochs_with_its_bandit(tmp_path, tiny_hyperparams):
     run_dir = tmp_path / "run"
     result = run_with_choices(run_dir, tiny_hyperparams, "--explore", "pb2")
@@ -78,11 +72,12 @@ def test_pb2_mix_picks_n_epochs_with_its_bandit(tmp_path, tiny_hyperparams):
     lineage = check_records(run_dir)
     for exploit in lineage[1:]:  # generation 1 warms up with perturb
         assert any(c.startswith("n_epochs :") and "(pb2-mix bandit)" in c for c in exploit["changes"])
-    history = last_manifest(run_dir)["pb2"]
-    assert all(len(x) == len(EXPLORED) + 1 for _, x, _ in history["observations"])
+    explorer = last_manifest(run_dir)["explorer"]
+    assert explorer["name"] == "pb2"
+    history = explorer["state"]
+    assert all(len(x) == len(PPO_SIX) + 1 for _, x, _ in history["observations"])
 
 
-@pytest.mark.e2e
 def test_a_resumed_run_keeps_its_columns_and_its_choices(tmp_path, tiny_hyperparams):
     run_dir = tmp_path / "run"
     run_with_choices(run_dir, tiny_hyperparams, "--explore", "pb2")
@@ -93,4 +88,6 @@ def test_a_resumed_run_keeps_its_columns_and_its_choices(tmp_path, tiny_hyperpar
     assert lines[0] == header and len(lines) == 1 + 4 * 4
     rows = read_population(run_dir)
     assert {row["n_epochs"] for row in rows if row["generation"] == "4"} <= {str(c) for c in CHOICES}
-    assert [t for t, _, _ in last_manifest(run_dir)["pb2"]["observations"]][-4:] == [4] * 4
+    explorer = last_manifest(run_dir)["explorer"]
+    assert explorer["name"] == "pb2"
+    assert [t for t, _, _ in explorer["state"]["observations"]][-4:] == [4] * 4

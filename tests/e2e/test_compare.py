@@ -1,84 +1,13 @@
-"""experiments/compare.py: the study's bookkeeping (pure) and a tiny real study under mpiexec."""
+"""experiments/compare.py under mpiexec: tiny real studies, their reports, an interrupted study that
+continues, and bad input refused before any run. Its pure bookkeeping is tested in
+tests/unit/experiments/test_compare.py."""
 
 import json
-import math
 import subprocess
 import sys
 
-import pytest
-
 from evo.config import parse_config
-from evo.run import initial_hparams
-from experiments.compare import (
-    METHODS,
-    MIXED_SPACE,
-    STUDIES,
-    Job,
-    Result,
-    best_within,
-    comparisons,
-    jobs_for,
-    lineage_counts,
-    parse_args,
-    reward_threshold,
-    summarise,
-    table,
-)
-from tests.conftest import ROOT, mpi_env
-from tests.test_e2e import EXPLORED, read_population
-
-
-def test_thresholds_come_from_gymnasium():
-    assert reward_threshold("CartPole-v1") == 475 and reward_threshold("Acrobot-v1") == -100
-
-
-def test_initial_hparams_defaults_are_the_yaml_values():
-    config = parse_config(["--env-id", "CartPole-v1", "--initial-hparams", "defaults"], world_size=2)
-    for member in (0, 1):
-        assert initial_hparams(config, member) == {name: config.agent.defaults[name] for name in EXPLORED}
-    sampled = parse_config(["--env-id", "CartPole-v1"], world_size=2)
-    assert initial_hparams(sampled, 0) != initial_hparams(sampled, 1)
-
-
-def write_run(run_dir, scores_by_generation, steps=100):
-    run_dir.mkdir(parents=True)
-    header = "generation,member,rank,env_steps,score,donor," + ",".join(EXPLORED) + ",score_train,score_test\n"
-    lines = [header]
-    for generation, scores in enumerate(scores_by_generation, start=1):
-        for member, score in enumerate(scores):
-            lines.append(f"{generation},{member},0,{steps * generation},{score},," + ",".join(["0.5"] * 6) + ",,\n")
-    (run_dir / "population.csv").write_text("".join(lines))
-    (run_dir / "wall_s").write_text("12.5\n")
-
-
-def test_summary_and_table(tmp_path):
-    write_run(tmp_path / "a", [[10, 480, 20], [30, 470, 40], [500, 490, 60]])
-    write_run(tmp_path / "b", [[10, 20, 30], [40, 50, 60], [70, 80, 90]])
-    a = summarise(Job("CartPole-v1", "pbt", 0, 2, (), tmp_path / "a"), 475)
-    assert (a.final_best, a.final_median, a.members, a.wall_s) == (500, 490, 3, 12.5)
-    assert a.steps_to_threshold == 300  # the population's total env steps when its best first reached 475
-    assert a.curve == [(300, 480), (600, 470), (900, 500)]
-    b = summarise(Job("CartPole-v1", "pbt", 1, 2, (), tmp_path / "b"), 475)
-    assert b.steps_to_threshold is None
-    markdown = table([a, b], ["CartPole-v1"], ["pbt", "single"])
-    row = markdown.splitlines()[2]
-    # the area under the best curve: a's best is 480, 470, 500 at 300, 600, 900 steps -> 480.0
-    assert a.auc == (480 + 470) / 2 * 300 / 600 + (470 + 500) / 2 * 300 / 600
-    # one agent's total is 900 / 3 = 300 steps: a's best then was 480, b's 30
-    assert (a.equal_total, b.equal_total) == (480, 30)
-    assert row.startswith(
-        "| CartPole-v1 (≥ 475) | pbt | 3 | 2 | 295.0 ± 289.9 | 285.0 ± 289.9 | 255.0 ± 318.2 | 270.0 ± 297.0 | 300 | "
-        "1/2 |"
-    )
-    assert "single" not in markdown  # no runs, no row
-
-
-def test_best_within_is_the_last_generation_inside_the_steps():
-    curve = [(400, -900.0), (800, -300.0), (1200, -150.0), (1600, -120.0)]
-    assert best_within(curve, 1600 / 4) == -900.0  # 4 members: one agent's total is the first generation's
-    assert best_within(curve, 1000) == -300.0  # inside, not the nearest
-    assert math.isnan(best_within(curve, 399))  # the first generation already used more
-    assert best_within([(100, 7.0), (200, 9.0)], 200 / 1) == 9.0  # one agent: its final best
+from tests.support import PPO_SIX, ROOT, mpi_env, read_population
 
 
 def run_compare(out, *extra):
@@ -105,7 +34,6 @@ def run_compare(out, *extra):
     return subprocess.run(command, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.e2e
 def test_a_tiny_study_runs_reports_and_continues(tmp_path):
     out = tmp_path / "compare"
     result = run_compare(out)
@@ -121,7 +49,7 @@ def test_a_tiny_study_runs_reports_and_continues(tmp_path):
     # the single agent is plain PPO: the YAML's hyperparameters, never changed
     single = read_population(out / "runs" / "CartPole-v1" / "single-seed0")
     config = parse_config(["--env-id", "CartPole-v1"], world_size=1)
-    assert all({k: float(row[k]) for k in EXPLORED} == config.agent.defaults for row in single)
+    assert all({k: float(row[k]) for k in PPO_SIX} == config.agent.defaults for row in single)
     # run again: nothing is redone, the report is rebuilt
     again = run_compare(out)
     assert again.returncode == 0 and "2 of 2 runs already finished; running the other 0" in again.stdout
@@ -134,7 +62,6 @@ def test_bad_input_is_refused_before_any_run(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.e2e
 def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoints(tmp_path):
     import signal
     import time
@@ -165,91 +92,6 @@ def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoint
     assert [int(r["generation"]) for r in read_population(run_dir)][::4] == [1, 2, 3, 4, 5, 6]
 
 
-def result(method, seed, best, env_id="Pendulum-v1"):
-    return Result(env_id, method, seed, 4, best, best, None, 1.0, [(1, best)], auc=best)
-
-
-def test_paired_comparisons_over_seeds():
-    results = [result("pbt", s, b) for s, b in enumerate([-300.0, -250.0, -400.0])]
-    results += [result("random", s, b) for s, b in enumerate([-350.0, -260.0, -380.0])]
-    results += [result("zoo", 0, -500.0)]  # ran one seed only: compared on that seed
-    markdown = comparisons(results, ["Pendulum-v1"], ["pbt", "random", "zoo"], "pbt")
-    rows = {line.split(" | ")[1]: line for line in markdown.splitlines() if line.startswith("| Pendulum-v1")}
-    assert rows["pbt"].endswith("| — | — | — |")  # the reference itself
-    # random minus pbt, same seed: -50, -10, +20 -> mean -13.3; better on one seed, worse on two
-    assert "| -13.3 [" in rows["random"] and "| 1 / 2 of 3 |" in rows["random"]
-    assert rows["random"].endswith("| 0.750 |")  # 6 of the 8 sign patterns give |mean| >= 13.3
-    assert "| 1 | -500.0 [-500.0, -500.0] |" in rows["zoo"] and "| 0 / 1 of 1 | 1.000 |" in rows["zoo"]
-    assert "cannot give p below 0.250" in markdown  # 3 seeds: 2 / 2^3
-
-
-def test_lineage_counts_ties_under_both_rules(tmp_path):
-    lines = [
-        {"recipient": 1, "donor": 1, "recipient_score": -500.0, "donor_score": -500.0},  # kept (explore)
-        {"recipient": 2, "donor": 0, "recipient_score": -500.0, "donor_score": -500.0},  # tie copied (copy)
-        {"recipient": 3, "donor": 0, "recipient_score": -480.0, "donor_score": -100.0},  # a real exploit
-        {"recipient": 4, "donor": 4, "recipient_score": None, "donor_score": None},  # NaN ties NaN
-    ]
-    path = tmp_path / "lineage.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert lineage_counts(path) == (3, 2)
-    assert lineage_counts(tmp_path / "missing.jsonl") == (0, 0)
-
-
-def test_the_continuous_study_runs_every_method_on_the_same_budget_per_member(tmp_path):
-    args = parse_args(["--study", "continuous", "--out", str(tmp_path)])
-    jobs = jobs_for(args, tmp_path / "runs")
-    assert len(jobs) == 5 * 2 * 5  # seeds x envs x methods
-    for job in jobs:
-        flags = list(job.command)
-        budget = STUDIES["continuous"].budgets[job.env_id]
-        assert flags[flags.index("--agent-training-steps") + 1] == str(budget.steps)
-        assert flags[flags.index("--total-generations") + 1] == str(budget.generations) == str(job.generations)
-        single = METHODS[job.method].single
-        assert job.ranks == (1 if single else 2)
-        # population methods share the mixed space; single agents keep their YAML's values
-        assert (MIXED_SPACE[1] in flags) == (not single)
-        assert ("--initial-hparams" in flags) == single
-    sb3 = [job for job in jobs if job.method == "sb3-default"]
-    assert all("experiments/sb3-defaults.yml" in job.command for job in sb3)
-    assert reward_threshold("Pendulum-v1", args.study) == -200 and reward_threshold("Pendulum-v1") is None
-
-
-def test_sb3_defaults_file_gives_a_stock_sb3_ppo():
-    """The study's "sb3-default" agent, built by evo, has every setting of a plain
-    PPO("MlpPolicy", env) (SB3's own defaults, read from SB3, not from our file)."""
-    import inspect
-
-    import gymnasium as gym
-    import torch
-    from stable_baselines3 import PPO as StockPPO
-
-    from evo.run import initial_hparams
-    from evo.sb3.agent import build_model
-
-    flags = ["--env-id", "Pendulum-v1", "--num-agents", "1", "--agent-training-steps", "2048"]
-    flags += ["--initial-hparams", "defaults", "--conf-file", str(ROOT / "experiments" / "sb3-defaults.yml")]
-    config = parse_config(flags, world_size=1)
-    ours = build_model(config, 0, initial_hparams(config, 0), None)
-    stock = StockPPO("MlpPolicy", gym.make("Pendulum-v1"), device="cpu")
-    defaults = {k: v.default for k, v in inspect.signature(StockPPO.__init__).parameters.items()}
-    assert ours.n_envs == 1
-    for name in ("n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda", "ent_coef", "vf_coef"):
-        assert getattr(ours, name) == getattr(stock, name) == defaults[name], name
-    for name in ("max_grad_norm", "use_sde", "normalize_advantage", "target_kl"):
-        assert getattr(ours, name) == getattr(stock, name), name
-    assert ours.learning_rate == stock.learning_rate == defaults["learning_rate"]
-    assert ours.clip_range(1.0) == stock.clip_range(1.0) == defaults["clip_range"]
-    assert type(ours.env).__name__ != "VecNormalize"
-    for name in ("activation_fn", "ortho_init", "log_std_init"):
-        assert getattr(ours.policy, name) == getattr(stock.policy, name), name
-    for net in ("policy_net", "value_net"):  # separate 64-64 tanh networks (evo's class runs bf16 when asked)
-        assert str(getattr(ours.policy.mlp_extractor, net)) == str(getattr(stock.policy.mlp_extractor, net))
-    assert torch.allclose(ours.policy.log_std, stock.policy.log_std)
-    assert [p.shape for p in ours.policy.parameters()] == [p.shape for p in stock.policy.parameters()]
-
-
-@pytest.mark.e2e
 def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
     """Every method of the continuous study on Pendulum, 1 seed, 2 generations: the table's
     numbers are those of the runs' own records, and one job run alone (as on a cluster) is

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, TINY_CARTPOLE, mpi_env, mpiexec_path
-
-pytestmark = pytest.mark.e2e
+from tests.support import ROOT, TINY_CARTPOLE, mpi_env, mpiexec_path
 
 BUILTIN_YAML = "evo/hyperparams/ppo.yml"
+BUILTIN_YAMLS = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "evo" / "hyperparams").glob("*.yml"))
+"""Every learner's built-in hyperparameters (PPO's and SAC's)."""
 CONSOLE_SCRIPTS = ("evo-truct", "evo-wta", "evo-truct-collective", "evo-launch")
 
 
@@ -41,11 +41,11 @@ def run(command: list, cwd: Path, timeout: float = 300, **kwargs) -> subprocess.
 
 
 def package_files() -> set[str]:
-    """What an install must hold: every module of every evo sub-package, and the built-in YAML."""
+    """What an install must hold: every module of every evo sub-package, and every learner's built-in YAML."""
     modules = {
         path.relative_to(ROOT).as_posix() for path in (ROOT / "evo").rglob("*.py") if "__pycache__" not in path.parts
     }
-    return modules | {BUILTIN_YAML}
+    return modules | {BUILTIN_YAML, *BUILTIN_YAMLS}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,8 @@ def test_wheel_holds_every_module_the_builtin_yaml_and_the_console_scripts(wheel
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         assert package_files() - names == set(), "missing from the wheel"
-        assert archive.read(BUILTIN_YAML) == (ROOT / BUILTIN_YAML).read_bytes()
+        for yaml_file in BUILTIN_YAMLS:
+            assert archive.read(yaml_file) == (ROOT / yaml_file).read_bytes(), yaml_file
         (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
         parser = configparser.ConfigParser()
         parser.read_string(archive.read(entry_points).decode())
@@ -90,7 +91,8 @@ def test_sdist_holds_every_module_and_the_builtin_yaml(tmp_path):
     with tarfile.open(sdist) as archive:
         members = {name.partition("/")[2]: name for name in archive.getnames()}  # without "evo-<version>/"
         assert package_files() - set(members) == set(), "missing from the sdist"
-        assert archive.extractfile(members[BUILTIN_YAML]).read() == (ROOT / BUILTIN_YAML).read_bytes()
+        for yaml_file in BUILTIN_YAMLS:
+            assert archive.extractfile(members[yaml_file]).read() == (ROOT / yaml_file).read_bytes(), yaml_file
 
 
 @pytest.fixture(scope="module")
@@ -111,11 +113,12 @@ def venv(wheel, tmp_path_factory) -> Path:
 def test_the_installed_evo_is_the_wheels_with_its_yaml(venv, tmp_path):
     probe = (
         "import importlib.resources, evo, mpi4py, stable_baselines3, torch; "
-        "print(evo.__file__); print(importlib.resources.files('evo').joinpath('hyperparams/ppo.yml').is_file())"
+        "print(evo.__file__); print(importlib.resources.files('evo').joinpath('hyperparams/ppo.yml').is_file()); "
+        "print(importlib.resources.files('evo').joinpath('hyperparams/sac.yml').is_file())"
     )
     lines = run([venv / "bin" / "python", "-c", probe], tmp_path).stdout.split()
     assert Path(lines[0]).is_relative_to(venv), f"evo imported from {lines[0]}, not from the wheel in {venv}"
-    assert lines[1] == "True"
+    assert lines[1:] == ["True", "True"]
     for name in CONSOLE_SCRIPTS:
         assert (venv / "bin" / name).is_file(), name
     assert "run_dir" in run([venv / "bin" / "python", "-m", "evo.plot", "--help"], tmp_path).stdout

@@ -9,13 +9,16 @@ import pytest
 import yaml
 
 from evo.core.schedule import hparams_at, load_schedule
-from evo.core.space import EXPLORED
+from evo.learners import learner_spec
 from evo.rundir.history import ancestry, best_member, load_run
+from tests.support import PPO_SIX, ROOT, TINY_CARTPOLE, mpi_env, mpiexec
 
-from .conftest import ROOT, TINY_CARTPOLE, mpi_env, mpiexec
-
-pytestmark = pytest.mark.e2e
 MEMBERS, GENERATIONS, STEPS = 4, 5, 512
+
+
+def tunable(algo: str) -> dict[str, tuple[type, bool]]:
+    """What load_schedule needs of a learner: each tunable setting's type and whether it may be off."""
+    return {s.name: (s.type, s.may_be_off) for s in learner_spec(algo).settings if s.tunable}
 
 
 def train_cartpole(ranks, hp, run_dir, *flags):
@@ -88,7 +91,7 @@ def test_every_panel_has_one_line_per_member(run):
 
     fig = plot_hparams(history)
     panels = [ax for ax in fig.axes if ax.get_visible()]
-    assert len(panels) == len(EXPLORED)
+    assert len(panels) == len(PPO_SIX)
     for ax in panels:
         assert sum(line.get_gid() in member_gids for line in ax.get_lines()) == MEMBERS
         assert ax.get_xlabel() == "env steps per member"
@@ -137,7 +140,8 @@ def test_replay_writes_the_best_members_lineage_schedule(run, tmp_path):
     history = load_run(run_dir)
     best = best_member(history)
     assert document["source"]["member"] == best and document["env_id"] == "CartPole-v1"
-    schedule, env_id = load_schedule(out)
+    schedule, env_id, algo = load_schedule(out, tunable("ppo"))
+    assert (env_id, algo) == ("CartPole-v1", "ppo")
     # in every generation, the hyperparameters in effect are those the weights' owner trained with
     followed = best
     for generation in range(GENERATIONS, 0, -1):
@@ -153,7 +157,7 @@ def test_one_agent_follows_a_replayed_schedule(run, tmp_path):
     run_dir, hp = run
     schedule_file = tmp_path / "schedule.yml"
     assert python("-m", "evo.replay", str(run_dir), "--out", str(schedule_file)).returncode == 0
-    schedule, _ = load_schedule(schedule_file)
+    schedule, _, _ = load_schedule(schedule_file, tunable("ppo"))
     replay_dir = tmp_path / "replay"
     result = train_cartpole(1, hp, replay_dir, "--num-agents", "1", "--schedule", str(schedule_file))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -14,13 +14,13 @@ import torch
 
 from evo.core.selection import ranking
 from evo.rundir.checkpoint import file_sha256, load_payload
-from tests.conftest import mpiexec
+from tests.support import mpiexec
 
 RANKS = 32
 GENERATIONS = 3
 RECIPIENTS = 8  # truncation's default fraction 0.25 of 32
 # the job takes ~90 s on an idle 2-core machine, 14.5 minutes with the cores busy elsewhere
-pytestmark = [pytest.mark.mpi, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 TINY = "CartPole-v1:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 1\n  n_epochs: 1\n"
 
 

@@ -1,6 +1,5 @@
 """Surviving the cluster, with real MPI processes: resume, stop signals, dead ranks, bad input."""
 
-import csv
 import hashlib
 import os
 import signal
@@ -13,27 +12,7 @@ import pytest
 import yaml
 
 from evo.rundir import checkpoint as ckpt
-from tests.conftest import ROOT, mpi_env, mpiexec, mpiexec_path
-
-pytestmark = pytest.mark.e2e
-
-
-def rows(run_dir):
-    with (Path(run_dir) / "population.csv").open() as handle:
-        return list(csv.DictReader(handle))
-
-
-def generations_recorded(run_dir):
-    """{generation: sorted members} from population.csv, failing on any duplicate row."""
-    seen = {}
-    for row in rows(run_dir):
-        key = (int(row["generation"]), int(row["member"]))
-        assert key not in seen, f"generation {key[0]} member {key[1]} recorded twice"
-        seen[key] = row
-    by_generation = {}
-    for generation, member in seen:
-        by_generation.setdefault(generation, []).append(member)
-    return {g: sorted(m) for g, m in by_generation.items()}
+from tests.support import ROOT, generations_recorded, mpi_env, mpiexec, mpiexec_path, read_population
 
 
 def tree_digest(path):
@@ -109,7 +88,7 @@ def test_resume_continues_records_on_another_world_size(tmp_path, tiny_hyperpara
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed from" in second.stdout
     assert generations_recorded(run_dir) == {g: [0, 1, 2, 3] for g in (1, 2, 3, 4)}
-    population = rows(run_dir)
+    population = read_population(run_dir)
     for row in population:
         assert int(row["env_steps"]) == 256 * int(row["generation"])
         assert int(row["rank"]) == int(row["member"]) // (2 if int(row["generation"]) <= 2 else 1)
@@ -142,7 +121,9 @@ def test_stop_signal_mid_generation_checkpoints_and_resumes(tmp_path, tiny_hyper
     ]
     job = start(2, args)
     try:
-        wait_for(lambda: (run_dir / "population.csv").exists() and len(rows(run_dir)) >= 2, 240, "generation 1")
+        wait_for(
+            lambda: (run_dir / "population.csv").exists() and len(read_population(run_dir)) >= 2, 240, "generation 1"
+        )
         time.sleep(1.0)  # well inside generation 2
         pid = rank_pids(run_dir)[-1] if target == "rank" else job.pid
         signalled = time.monotonic()
@@ -208,7 +189,9 @@ def test_sigkill_of_one_rank_ends_the_job_and_the_checkpoint_loads(tmp_path, tin
         ],
     )
     try:
-        wait_for(lambda: (run_dir / "population.csv").exists() and len(rows(run_dir)) >= 2, 240, "generation 1")
+        wait_for(
+            lambda: (run_dir / "population.csv").exists() and len(read_population(run_dir)) >= 2, 240, "generation 1"
+        )
         killed = time.monotonic()
         os.kill(rank_pids(run_dir)[0], signal.SIGKILL)
         job.communicate(timeout=60)
@@ -358,7 +341,11 @@ def test_long_episodes_no_score_is_lost_to_an_exploit_or_a_resume(tmp_path):
     run_dir = tmp_path / "stopped"
     job = start(2, [*args, "--run-dir", str(run_dir)])
     try:
-        wait_for(lambda: (run_dir / "population.csv").exists() and len(rows(run_dir)) >= 4 * 12, 240, "generation 12")
+        wait_for(
+            lambda: (run_dir / "population.csv").exists() and len(read_population(run_dir)) >= 4 * 12,
+            240,
+            "generation 12",
+        )
         job.send_signal(signal.SIGUSR1)
         job.communicate(timeout=90)
     finally:
@@ -370,7 +357,7 @@ def test_long_episodes_no_score_is_lost_to_an_exploit_or_a_resume(tmp_path):
     resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
-    whole, interrupted = rows(tmp_path / "whole"), rows(run_dir)
+    whole, interrupted = read_population(tmp_path / "whole"), read_population(run_dir)
     for population in (whole, interrupted):
         assert len(population) == 4 * 30
         assert not [row for row in population if row["score"] == "nan"]

@@ -6,18 +6,7 @@ import json
 import pytest
 import yaml
 
-from tests.conftest import mpiexec
-
-EXPLORED = ["learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef"]
-
-
-def read_population(run_dir):
-    with (run_dir / "population.csv").open() as handle:
-        return list(csv.DictReader(handle))
-
-
-def read_lineage(run_dir):
-    return [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+from tests.support import PPO_SIX, mpiexec, read_lineage, read_population
 
 
 def scalar_tags(event_dir):
@@ -28,7 +17,6 @@ def scalar_tags(event_dir):
     return accumulator, set(accumulator.Tags()["scalars"])
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize(
     "script, ranks, agents, exploits_per_generation",
     [
@@ -90,11 +78,11 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
         assert rows_now[recipient]["donor"] == str(donor)
         assert float(rows_now[donor]["score"]) >= float(rows_now[recipient]["score"])
         assert exploit["donor_score"] == pytest.approx(float(rows_now[donor]["score"]))
-        assert exploit["old_hparams"] == pytest.approx({k: float(rows_now[recipient][k]) for k in EXPLORED})
+        assert exploit["old_hparams"] == pytest.approx({k: float(rows_now[recipient][k]) for k in PPO_SIX})
         assert exploit["new_hparams"] != exploit["old_hparams"]
         if generation < generations:  # the recipient trains the next generation with the new values
             rows_next = {int(r["member"]): r for r in by_generation[generation + 1]}
-            assert {k: float(rows_next[recipient][k]) for k in EXPLORED} == pytest.approx(exploit["new_hparams"])
+            assert {k: float(rows_next[recipient][k]) for k in PPO_SIX} == pytest.approx(exploit["new_hparams"])
     kept = [r for r in rows if r["donor"] == ""]
     assert len(kept) == generations * (agents - exploits_per_generation)
 
@@ -120,7 +108,6 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
     assert result.stdout.count("INFO gen ") == generations, result.stdout
 
 
-@pytest.mark.e2e
 def test_bigfish_runs_and_writes_its_files(tmp_path):
     hyperparams = tmp_path / "tiny.yml"
     hyperparams.write_text("procgen:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n  n_epochs: 1\n")
@@ -163,7 +150,6 @@ def test_bigfish_runs_and_writes_its_files(tmp_path):
     assert not (run_dir / "tb").exists()  # --tb-writer False
 
 
-@pytest.mark.e2e
 def test_bad_input_exits_2_once_and_leaves_the_run_dir_alone(tmp_path):
     run_dir = tmp_path / "existing"
     run_dir.mkdir()
@@ -177,7 +163,6 @@ def test_bad_input_exits_2_once_and_leaves_the_run_dir_alone(tmp_path):
     assert (run_dir / "population.csv").read_text() == "precious\n"
 
 
-@pytest.mark.e2e
 def test_strategy_none_trains_the_same_population_without_pbt(tmp_path, tiny_hyperparams):
     from evo.config import parse_config
     from evo.run import initial_hparams
@@ -206,11 +191,10 @@ def test_strategy_none_trains_the_same_population_without_pbt(tmp_path, tiny_hyp
     config = parse_config(flags, world_size=2, check_run_dir=False)
     for row in rows:  # every member keeps the initial hyperparameters a PBT run with this seed starts from
         start = initial_hparams(config, int(row["member"]))
-        assert {name: float(row[name]) for name in EXPLORED} == pytest.approx(start)
+        assert {name: float(row[name]) for name in PPO_SIX} == pytest.approx(start)
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["strategy"] == "none"
 
 
-@pytest.mark.e2e
 def test_progress_lines_appear_during_each_generation(tmp_path, tiny_hyperparams):
     """stdout is a pipe here, as in a SLURM log: rank 0 logs a progress line every 0.2 s
     (--progress-interval 0.2) while a generation trains (8192 env steps of a member: 1.3 s on a

@@ -3,10 +3,7 @@
 
 import json
 
-import pytest
-
-from .conftest import mpiexec
-from .test_e2e import read_population
+from tests.support import mpiexec, read_population
 
 TINY_ACROBOT = ["--env-id", "Acrobot-v1", "--num-agents", "2", "--total-generations", "2"]
 TINY_ACROBOT += ["--agent-training-steps", "128", "--eval-episodes", "1", "--select-on", "test"]
@@ -21,7 +18,6 @@ def run(tmp_path, *flags):
     return read_population(run_dir), lineage
 
 
-@pytest.mark.e2e
 def test_tied_members_keep_their_weights_unless_told_to_copy(tmp_path):
     rows, lineage = run(tmp_path)
     first = [float(row["score"]) for row in rows if row["generation"] == "1"]

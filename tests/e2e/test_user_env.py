@@ -6,9 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import mpiexec
-
-pytestmark = pytest.mark.e2e
+from tests.support import mpiexec
 
 EXIT_BAD_INPUT = 2
 

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, mpi_env, mpiexec
-
-pytestmark = pytest.mark.multinode
+from tests.support import ROOT, mpi_env, mpiexec
 
 SUBNET = "10.213.77"
 HOSTS = {"hostA": f"{SUBNET}.1", "hostB": f"{SUBNET}.2"}

@@ -8,7 +8,7 @@ A requeued job is held by SLURM for AuthInfo's cred_expire + 1 s (121 s by defau
 it may start again. Lifting the hold (`scontrol update JobId=N StartTime=now`) is not safe:
 the job then starts while its credential is still revoked and fails ("Killing non-startable
 batch job: Job credential revoked"), or srun's step clashes with the previous part's. So the
-test cluster runs with cred_expire=10, the tests check the hold is cred_expire + 1 s and
+test cluster runs with cred_expire=5 (the least SLURM takes), the tests check the hold is cred_expire + 1 s and
 wait for it.
 """
 
@@ -23,16 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, mpi_env
-from tests.test_resilience import generations_recorded, rows
-
-pytestmark = pytest.mark.slurm
+from tests.support import ROOT, generations_recorded, mpi_env, read_population
 
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
 # The tier's private instance (scripts/local-slurm.sh's LOCAL_SLURM_DIR): not the default one, so
 # that an instance a user brought up to try the batch scripts is left alone.
 SLURM_DIR = Path(os.environ.get("EVO_TEST_SLURM_DIR", "/var/lib/local-slurm-evo-tests"))
-CRED_EXPIRE = 10  # a requeued job waits 11 s (SLURM's default: 121 s)
+CRED_EXPIRE = 5  # a requeued job waits 6 s (SLURM's default: 121 s; it refuses less than 5)
+SCHED_INTERVAL = 1  # the scheduler looks at pending jobs every second (the script's default: 5)
 GRACE_TIME = 20  # asked of local-slurm.sh for the normal partition: time enough for a checkpoint
 # A signalled job runs this many generations: the signal, sent once generation 1 is recorded, must
 # find the run still training however fast the machine (a 16000-step generation took 1.5 s on an
@@ -72,6 +70,7 @@ def slurm_env(directory: Path = SLURM_DIR, **settings: str) -> dict[str, str]:
         "LOCAL_SLURM_DIR": str(directory),
         "LOCAL_SLURM_GRACE_TIME": str(GRACE_TIME),
         "LOCAL_SLURM_CRED_EXPIRE": str(CRED_EXPIRE),
+        "LOCAL_SLURM_SCHED_INTERVAL": str(SCHED_INTERVAL),
         **settings,
     }
 
@@ -171,7 +170,7 @@ class Job:
 
     def wait_for_generation(self, generation: int, timeout: float = 240) -> None:
         def done(info):
-            return (self.run_dir / "population.csv").exists() and len(rows(self.run_dir)) >= 2 * generation
+            return (self.run_dir / "population.csv").exists() and len(read_population(self.run_dir)) >= 2 * generation
 
         self.wait_until(done, timeout, f"generation {generation} in population.csv")
 
