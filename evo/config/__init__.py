@@ -104,6 +104,14 @@ def parse_config(
     args, problems = read_command_line(tokens, prog)
     given = explicit_flags(tokens)
     saved = restore_from_run(args, given) if args.resume else None
+    if saved is not None and (before := saved.get("algo", "ppo")) != args.algo:
+        # the run's settings (its --hyperparams too) are another learner's: say only that
+        raise ConfigError(
+            [
+                f"--resume: algo was {before!r} in this run, the command gives {args.algo!r}; a run resumes with "
+                "the same value (drop the flag to keep it)"
+            ]
+        )
     strategy = checks.script_strategy(strategy, args.strategy, args.explore, transport, problems)
     problems += option_problems(args)
     spec = learner_spec(args.algo)
