@@ -61,7 +61,9 @@ def test_an_algorithm_specific_name_appears_only_in_its_learner_and_yaml():
             if path.resolve() in {p.resolve() for p in own_files(algo)}:
                 continue
             text = path.read_text()
-            offending += [f"{name} ({algo}) in {path.relative_to(ROOT)}" for name in sorted(names) if mentions(text, name)]
+            offending += [
+                f"{name} ({algo}) in {path.relative_to(ROOT)}" for name in sorted(names) if mentions(text, name)
+            ]
     assert not offending, "algorithm-specific names outside their learner:\n  " + "\n  ".join(offending)
 
 
