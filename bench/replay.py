@@ -30,21 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import markdown_table, median, processor, processor_line, write_json  # noqa: E402
+from bench.exchange import timed  # noqa: E402
 
 ENVS = ("Pendulum-v1", "HalfCheetah-v5")
-
-
-def timed(comm, action, repeats: int) -> float:
-    """Median over repeats of the slowest rank's time for ``action``, in ms."""
-    from mpi4py import MPI
-
-    samples = []
-    for _ in range(repeats):
-        comm.Barrier()
-        start = time.perf_counter()
-        action()
-        samples.append(comm.allreduce(time.perf_counter() - start, op=MPI.MAX) * 1e3)
-    return median(samples)
 
 
 def member_with_full_buffer(env_id: str, transitions: int, exploit_buffer: str, rank: int):

@@ -7,8 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from evo.core.kinds import Categorical, Choice, Kind, OffOr
-from evo.learners.spec import Reach, setting
+from evo.core.kinds import Kind
+from evo.learners.spec import Reach, check_ranges, setting
 
 A, LR, D, C = Reach.ATTRIBUTE, Reach.LEARNING_RATE, Reach.DISCOUNT, Reach.CUSTOM
 
@@ -88,21 +88,6 @@ def check_shared(settings: dict[str, Any], space: Mapping[str, Kind], problems: 
         },
         problems,
     )
-
-
-def check_ranges(space: Mapping[str, Kind], limits: Mapping[str, tuple], problems: list[str]) -> None:
-    """Each named search range within ``(low, high, rule)``; values must also be positive (low 0: > 0)."""
-    for name, (low, high, rule) in limits.items():
-        kind = space.get(name)
-        if kind is None or isinstance(kind, Categorical) or kind.problems(name):
-            continue
-        if isinstance(kind, (Choice, OffOr)):
-            values = [c for c in kind.choices if c is not None]
-        else:
-            values = [kind.low, kind.high]
-        strict = low == 0
-        if not ((min(values) > low if strict else min(values) >= low) and max(values) <= high):
-            problems.append(f"search_space.{name} is [{min(values)}, {max(values)}]; every value must be {rule}")
 
 
 def collection_steps(settings: Mapping[str, Any], n_envs: int) -> int:

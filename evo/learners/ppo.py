@@ -11,8 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from evo.core.kinds import Choice, Kind, OffOr
-from evo.learners.spec import EnvShape, LearnerSpec, Reach, setting
+from evo.core.kinds import Kind
+from evo.learners.spec import EnvShape, LearnerSpec, Reach, check_ranges, setting
 
 A, S, LR, D, C = Reach.ATTRIBUTE, Reach.SCHEDULE, Reach.LEARNING_RATE, Reach.DISCOUNT, Reach.CUSTOM
 
@@ -121,22 +121,17 @@ def check(
             "search_space gives both batch_size and n_minibatches; they say the same thing (n_minibatches = "
             "n_envs * n_steps / batch_size): explore one of them"
         )
-    limits = {
-        "n_epochs": (1, math.inf, "at least 1"),
-        "batch_size": (2, rollout, f"between 2 and n_envs * n_steps = {rollout}"),
-        "n_minibatches": (1, rollout // 2, f"between 1 and n_envs * n_steps / 2 = {rollout // 2}"),
-        "max_grad_norm": (0, math.inf, "positive"),
-        "target_kl": (0, math.inf, "positive (null in choices: no early stop)"),
-    }
-    for name, (low, high, rule) in limits.items():
-        kind = space.get(name)
-        if kind is None or kind.problems(name):
-            continue
-        values = (
-            [c for c in kind.choices if c is not None] if isinstance(kind, (Choice, OffOr)) else [kind.low, kind.high]
-        )
-        if not (min(values) > 0 and low <= min(values) and max(values) <= high):
-            problems.append(f"search_space.{name} is [{min(values)}, {max(values)}]; every value must be {rule}")
+    check_ranges(
+        space,
+        {
+            "n_epochs": (1, math.inf, "at least 1"),
+            "batch_size": (2, rollout, f"between 2 and n_envs * n_steps = {rollout}"),
+            "n_minibatches": (1, rollout // 2, f"between 1 and n_envs * n_steps / 2 = {rollout // 2}"),
+            "max_grad_norm": (0, math.inf, "positive"),
+            "target_kl": (0, math.inf, "positive (null in choices: no early stop)"),
+        },
+        problems,
+    )
 
 
 def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.offpolicy import check_ranges, check_shared, collection_steps, shared_settings
+from evo.learners.offpolicy import check_shared, collection_steps, shared_settings
 from evo.learners.spec import EnvShape, LearnerSpec, Reach, setting
 
 SETTINGS = (
@@ -68,7 +68,6 @@ def check(
             f"search_space.target_entropy: the entropy coefficient is fixed at {settings['ent_coef']}, so no target "
             "entropy is used; set ent_coef: auto, or explore something else"
         )
-    check_ranges(space, {"target_entropy": (-float("inf"), float("inf"), "a number")}, problems)
 
 
 def _auto_start(value: str) -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo.core.kinds import Kind
+from evo.core.kinds import Categorical, Choice, Kind, OffOr
 
 
 class Reach(enum.Enum):
@@ -157,3 +157,20 @@ def setting(
     free_on_resume: bool = False,
 ) -> Setting:
     return Setting(name, type, default, help, reach, why_fixed, may_be_off, label, free_on_resume)
+
+
+def check_ranges(space: Mapping[str, Kind], limits: Mapping[str, tuple], problems: list[str]) -> None:
+    """Each named search range (its bounds, or its choices but off) within ``(low, high, rule)``: at
+    least ``low``, or above it when ``low`` is 0 (a value that must be positive); at most ``high``.
+    A range with problems of its own is left to them."""
+    for name, (low, high, rule) in limits.items():
+        kind = space.get(name)
+        if kind is None or isinstance(kind, Categorical) or kind.problems(name):
+            continue
+        if isinstance(kind, (Choice, OffOr)):
+            values = [c for c in kind.choices if c is not None]
+        else:
+            values = [kind.low, kind.high]
+        strict = low == 0
+        if not ((min(values) > low if strict else min(values) >= low) and max(values) <= high):
+            problems.append(f"search_space.{name} is [{min(values)}, {max(values)}]; every value must be {rule}")

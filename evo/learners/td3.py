@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.offpolicy import check_ranges, check_shared, collection_steps, shared_settings
-from evo.learners.spec import EnvShape, LearnerSpec, Reach, setting
+from evo.learners.offpolicy import check_shared, collection_steps, shared_settings
+from evo.learners.spec import EnvShape, LearnerSpec, Reach, check_ranges, setting
 
 NOISE_TYPES = ("normal", "ornstein-uhlenbeck")
 
