@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import TINY_CARTPOLE
+from tests.support import write_hyperparams
 
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "mpi", "e2e", "slurm", "multinode")
@@ -57,6 +57,4 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture
 def tiny_hyperparams(tmp_path) -> Path:
-    path = tmp_path / "tiny.yml"
-    path.write_text(TINY_CARTPOLE)
-    return path
+    return write_hyperparams(tmp_path)

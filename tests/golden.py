@@ -8,22 +8,10 @@ import math
 from pathlib import Path
 
 from evo.config.precision import cpuinfo_field
-from tests.support import ROOT
+from tests.support import ROOT, budget
 
 GOLDEN = ROOT / "tests" / "data" / "golden"
-COMMAND = [
-    "pbt_rl_truct.py",
-    "--env-id",
-    "CartPole-v1",
-    "--num-agents",
-    "4",
-    "--total-generations",
-    "4",
-    "--agent-training-steps",
-    "2048",
-    "--seed",
-    "3",
-]
+COMMAND = ["pbt_rl_truct.py", "--env-id", "CartPole-v1", *budget(4, 4, 2048), "--seed", "3"]
 
 
 def cpu_vendor(cpuinfo: str | None = None) -> str:

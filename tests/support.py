@@ -1,5 +1,6 @@
-"""Helpers the tiers share: launching real MPI jobs in a subprocess, reading a run's records,
-capturing what SB3 logs."""
+"""Helpers the tiers share: launching real MPI jobs in a subprocess, the tiny hyperparameters and the
+flags of a run's size, reading a run's records, a started run's config and a member built in-process,
+capturing what SB3 logs, skipping where the MuJoCo extra is absent."""
 
 import csv
 import json
@@ -14,8 +15,27 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 TINY_CARTPOLE = "CartPole-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n"
+TINY_PROCGEN = "procgen:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n  n_epochs: 1\n"
 PPO_SIX = ["learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef"]
 """The six hyperparameters the built-in PPO search spaces explore."""
+MUJOCO_MISSING = "MuJoCo is an optional extra: make install EXTRAS=mujoco"
+
+
+def need_mujoco() -> None:
+    """Skips the test, naming the install command, where the MuJoCo extra is absent."""
+    pytest.importorskip("mujoco", reason=MUJOCO_MISSING)
+
+
+def write_hyperparams(directory: Path, text: str = TINY_CARTPOLE) -> Path:
+    """``text`` (a hyperparameters YAML) written to ``directory``/tiny.yml."""
+    path = Path(directory) / "tiny.yml"
+    path.write_text(text)
+    return path
+
+
+def budget(members: int, generations: int, steps: int) -> list[str]:
+    """The flags of a run's size: ``members`` members, ``generations`` generations of ``steps`` env steps each."""
+    return ["--num-agents", str(members), "--total-generations", str(generations), "--agent-training-steps", str(steps)]
 
 
 def mpi_env() -> dict[str, str]:
@@ -71,6 +91,28 @@ def generations_recorded(run_dir) -> dict[int, list[int]]:
     for generation, member in seen:
         by_generation.setdefault(generation, []).append(member)
     return {g: sorted(m) for g, m in by_generation.items()}
+
+
+def started_run(tmp_path: Path, argv: list[str], record=lambda plain: plain):
+    """A run started with ``argv`` in ``tmp_path``/run, whose config.yaml is saved (through
+    ``record``) as a run saves it. Returns (its config, its run directory)."""
+    import yaml
+
+    from evo.config import parse_config
+
+    run_dir = tmp_path / "run"
+    started = parse_config([*argv, "--run-dir", str(run_dir)])
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(record(started.to_dict())))
+    return started, run_dir
+
+
+def member_of(config, member_id, hparams=None, **kwargs):
+    """A member of ``config`` writing no TensorBoard files, with the YAML's values updated by ``hparams``."""
+    from evo.run import make_member
+
+    hparams = config.agent.defaults if hparams is None else {**config.agent.defaults, **hparams}
+    return make_member(config, member_id, hparams, tensorboard=False, **kwargs)
 
 
 def capture_logger():

@@ -10,9 +10,12 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import logging
 from typing import Any
 
 from evo.learners.spec import EnvShape
+
+logger = logging.getLogger(__name__)
 
 # The 16 games of procgen 0.10 (procgen.env.ENV_NAMES), kept here so that validating an
 # id does not import procgen (which imports the old `gym` and prints a warning).
@@ -107,10 +110,8 @@ def env_kwargs_message(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
             f"--env-kwargs {_spelled(env_kwargs)}: Procgen games take no keyword arguments here; "
             "use --distribution-mode, --num-levels and --start-level"
         )
-    import gymnasium
-
     try:
-        gymnasium.make(env_id, **env_kwargs).close()
+        make_env_once(env_id, env_kwargs).close()
     except Exception as error:  # a user's env may raise anything on bad arguments
         return (
             f"--env-kwargs {_spelled(env_kwargs)}: gymnasium.make({env_id!r}) refused them: "
@@ -129,10 +130,8 @@ def _shape_of(env_id: str, env_kwargs: tuple[tuple[str, Any], ...]) -> EnvShape 
         return EnvShape("Discrete", ())  # Procgen's 15 buttons
     if unknown_env_message(env_id) is not None:
         return None  # reported as the env id's own problem
-    import gymnasium
-
     try:
-        env = gymnasium.make(env_id.split(":", 1)[-1] if ":" in env_id else env_id, **dict(env_kwargs))
+        env = make_env_once(env_id.split(":", 1)[-1] if ":" in env_id else env_id, dict(env_kwargs))
     except Exception:  # a user's env may raise anything; --env-kwargs' check reports it
         return None
     try:
@@ -149,3 +148,38 @@ def env_shape(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvShape
         return _shape_of(env_id, tuple(sorted((env_kwargs or {}).items())))
     except TypeError:  # a keyword argument that cannot be hashed (a list): make it uncached
         return _shape_of.__wrapped__(env_id, tuple(sorted((env_kwargs or {}).items())))
+
+
+def is_mujoco(env_id: str) -> bool:
+    """Whether ``env_id`` (registered; ``module:EnvId`` with its module imported) is a MuJoCo task."""
+    import gymnasium
+
+    entry_point = gymnasium.spec(env_id.rpartition(":")[2]).entry_point
+    return isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.mujoco")
+
+
+_MUJOCO_WARNINGS_SEEN: set[str] = set()
+
+
+def log_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings to this module's logger, each text once per process, instead of
+    MuJoCo's default: printing it and appending it to MUJOCO_LOG.TXT in the working directory.
+    (gymnasium's v5 models use ``settotalmass``, which MuJoCo 3.3+ warns about at every load.)"""
+    import mujoco
+
+    def warn(text: str) -> None:
+        if text not in _MUJOCO_WARNINGS_SEEN:
+            _MUJOCO_WARNINGS_SEEN.add(text)
+            logger.warning("mujoco: %s", text)
+
+    mujoco.set_mju_user_warning(warn)
+
+
+def make_env_once(env_id: str, env_kwargs: dict[str, Any]):
+    """``gymnasium.make`` of a registered id, for a check at start-up (MuJoCo's warnings logged,
+    never written to MUJOCO_LOG.TXT in the working directory)."""
+    import gymnasium
+
+    if is_mujoco(env_id):
+        log_mujoco_warnings()
+    return gymnasium.make(env_id, **env_kwargs)

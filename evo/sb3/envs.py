@@ -22,7 +22,7 @@ import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor
 
-from evo.config.envnames import procgen_game
+from evo.config.envnames import is_mujoco, log_mujoco_warnings, procgen_game
 
 logger = logging.getLogger(__name__)
 
@@ -143,29 +143,6 @@ def make_env(
     if is_mujoco(env_id):
         log_mujoco_warnings()
     return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
-
-
-def is_mujoco(env_id: str) -> bool:
-    """Whether ``env_id`` (registered; ``module:EnvId`` with its module imported) is a MuJoCo task."""
-    entry_point = gym.spec(env_id.rpartition(":")[2]).entry_point
-    return isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.mujoco")
-
-
-_MUJOCO_WARNINGS_SEEN: set[str] = set()
-
-
-def log_mujoco_warnings() -> None:
-    """Send MuJoCo's warnings to this module's logger, each text once per process, instead of
-    MuJoCo's default: printing it and appending it to MUJOCO_LOG.TXT in the working directory.
-    (gymnasium's v5 models use ``settotalmass``, which MuJoCo 3.3+ warns about at every load.)"""
-    import mujoco
-
-    def warn(text: str) -> None:
-        if text not in _MUJOCO_WARNINGS_SEEN:
-            _MUJOCO_WARNINGS_SEEN.add(text)
-            logger.warning("mujoco: %s", text)
-
-    mujoco.set_mju_user_warning(warn)
 
 
 def register_module(env_id: str) -> None:

@@ -2,7 +2,7 @@
 command line, explored by perturb and by PB2-Mix under mpiexec, recorded in population.csv and the
 lineage, and trained with (the next generation's row holds what explore chose)."""
 
-from tests.support import PPO_SIX, last_manifest, mpiexec, read_lineage, read_population
+from tests.support import PPO_SIX, budget, last_manifest, mpiexec, read_lineage, read_population
 
 CHOICES = [1, 2, 4]
 
@@ -14,12 +14,7 @@ def run_with_choices(run_dir, hyperparams, *extra):
             "pbt_rl_truct.py",
             "--env-id",
             "CartPole-v1",
-            "--num-agents",
-            "4",
-            "--total-generations",
-            "3",
-            "--agent-training-steps",
-            "256",
+            *budget(4, 3, 256),
             "--conf-file",
             str(hyperparams),
             "--hyperparams",

@@ -2,23 +2,15 @@
 best member's schedule on one agent. One real PBT run (2 ranks, 4 CartPole members) feeds
 every test."""
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
 from evo.core.schedule import hparams_at, load_schedule
-from evo.learners import learner_spec
 from evo.rundir.history import ancestry, best_member, load_run
-from tests.support import PPO_SIX, ROOT, TINY_CARTPOLE, mpi_env, mpiexec
+from tests.e2e.runs import line_of, plots, python, tunable
+from tests.support import PPO_SIX, mpiexec, write_hyperparams
 
 MEMBERS, GENERATIONS, STEPS = 4, 5, 512
-
-
-def tunable(algo: str) -> dict[str, tuple[type, bool]]:
-    """What load_schedule needs of a learner: each tunable setting's type and whether it may be off."""
-    return {s.name: (s.type, s.may_be_off) for s in learner_spec(algo).settings if s.tunable}
 
 
 def train_cartpole(ranks, hp, run_dir, *flags):
@@ -45,27 +37,16 @@ def train_cartpole(ranks, hp, run_dir, *flags):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     base = tmp_path_factory.mktemp("looking")
-    hp = base / "tiny.yml"
-    hp.write_text(TINY_CARTPOLE)
+    hp = write_hyperparams(base)
     run_dir = base / "run"
     result = train_cartpole(2, hp, run_dir, "--num-agents", str(MEMBERS))
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir, hp
 
 
-def python(*args, timeout=120):
-    return subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=timeout
-    )
-
-
 def test_plot_writes_three_readable_pngs(run, tmp_path):
     run_dir, _ = run
-    result = python("-m", "evo.plot", str(run_dir), "--out", str(tmp_path))
-    assert result.returncode == 0, result.stderr
-    for name in ("scores", "hparams", "lineage"):
-        path = tmp_path / f"{name}.png"
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name, path in plots(run_dir, tmp_path).items():
         assert 15_000 < path.stat().st_size < 1_500_000, (name, path.stat().st_size)
 
 
@@ -143,13 +124,11 @@ def test_replay_writes_the_best_members_lineage_schedule(run, tmp_path):
     schedule, env_id, algo = load_schedule(out, tunable("ppo"))
     assert (env_id, algo) == ("CartPole-v1", "ppo")
     # in every generation, the hyperparameters in effect are those the weights' owner trained with
-    followed = best
+    owners = line_of(history, best)
     for generation in range(GENERATIONS, 0, -1):
         start = (generation - 1) * STEPS
-        assert hparams_at(schedule, start) == history.row(generation, followed).hparams
-        if generation > 1 and history.row(generation - 1, followed).donor is not None:
-            followed = history.row(generation - 1, followed).donor
-    assert followed == ancestry(history)[GENERATIONS][best]  # the walk ends at the line's founder
+        assert hparams_at(schedule, start) == history.row(generation, owners[generation]).hparams
+    assert owners[1] == ancestry(history)[GENERATIONS][best]  # the walk ends at the line's founder
     assert [entry["from"]["member"] for entry in document["schedule"]][-1] == best
 
 

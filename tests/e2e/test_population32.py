@@ -14,7 +14,7 @@ import torch
 
 from evo.core.selection import ranking
 from evo.rundir.checkpoint import file_sha256, load_payload
-from tests.support import mpiexec
+from tests.support import mpiexec, read_lineage, read_population, write_hyperparams
 
 RANKS = 32
 GENERATIONS = 3
@@ -27,8 +27,7 @@ TINY = "CartPole-v1:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 1\n  n_epochs
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("population32")
-    hyperparams = tmp / "tiny.yml"
-    hyperparams.write_text(TINY)
+    hyperparams = write_hyperparams(tmp, TINY)
     run_dir = tmp / "run"
     arguments = [
         *("pbt_rl_truct.py", "--env-id", "CartPole-v1", "--hyperparams", str(hyperparams)),
@@ -41,11 +40,6 @@ def run_dir(tmp_path_factory):
     return run_dir
 
 
-def population(run_dir):
-    with (run_dir / "population.csv").open() as handle:
-        return list(csv.DictReader(handle))
-
-
 def member_file(run_dir, generation, member):
     return load_payload(run_dir / "checkpoints" / f"gen_{generation:06d}" / f"member_{member}.pt")
 
@@ -55,7 +49,7 @@ def digest(payload) -> str:
 
 
 def test_every_member_of_every_generation_is_recorded_once(run_dir):
-    rows = population(run_dir)
+    rows = read_population(run_dir)
     keys = [(int(row["generation"]), int(row["member"])) for row in rows]
     assert sorted(keys) == [(g, m) for g in range(1, GENERATIONS + 1) for m in range(RANKS)]
     for row in rows:
@@ -66,8 +60,8 @@ def test_every_member_of_every_generation_is_recorded_once(run_dir):
 
 
 def test_exploits_follow_truncation_and_recipients_hold_their_donors_weights(run_dir):
-    rows = population(run_dir)
-    lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+    rows = read_population(run_dir)
+    lineage = read_lineage(run_dir)
     for generation in range(1, GENERATIONS + 1):
         now = sorted((r for r in rows if int(r["generation"]) == generation), key=lambda r: int(r["member"]))
         order = [int(m) for m in ranking([float(r["score"]) for r in now])]  # best first, NaN last, ties by id

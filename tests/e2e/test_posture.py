@@ -3,14 +3,12 @@ checkpoint (the on-its-back test itself is in tests/unit/experiments/test_postur
 
 import math
 
-import pytest
-
 from experiments.posture import posture, run_config
-from tests.support import mpiexec
+from tests.support import mpiexec, need_mujoco
 
 
 def test_posture_of_a_real_run_reads_every_member_of_its_last_checkpoint(tmp_path):
-    pytest.importorskip("mujoco", reason="MuJoCo is an optional extra: make install EXTRAS=mujoco")
+    need_mujoco()
     run_dir = tmp_path / "run"
     arguments = ["--env-id", "HalfCheetah-v5", "--num-agents", "2", "--total-generations", "1"]
     arguments += ["--agent-training-steps", "512", "--eval-episodes", "0", "--run-dir", str(run_dir)]

@@ -1,85 +1,27 @@
 """Surviving the cluster, with real MPI processes: resume, stop signals, dead ranks, bad input."""
 
-import hashlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from evo.rundir import checkpoint as ckpt
-from tests.support import ROOT, generations_recorded, mpi_env, mpiexec, mpiexec_path, read_population
-
-
-def tree_digest(path):
-    digest = hashlib.sha256()
-    for item in sorted(Path(path).rglob("*")):
-        digest.update(str(item.relative_to(path)).encode())
-        if item.is_file():
-            digest.update(item.read_bytes())
-    return digest.hexdigest()
-
-
-def start(ranks, args):
-    command = [mpiexec_path(), "-n", str(ranks), "--oversubscribe", sys.executable, *args]
-    return subprocess.Popen(command, cwd=ROOT, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def rank_pids(run_dir):
-    """PIDs of the python ranks whose command line names ``run_dir``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(run_dir).encode() in argv and b"python" in Path(argv[0].decode()).name.encode():
-            pids.append(int(entry.name))
-    return sorted(pids)
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
+from tests.e2e.runs import common, rank_pids, running, scalar_tags, tree_digest, wait_for_rows
+from tests.support import ROOT, budget, generations_recorded, mpi_env, mpiexec, read_population
 
 
 def tb_steps(event_dir, tag):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    accumulator = EventAccumulator(str(event_dir))
-    accumulator.Reload()
+    accumulator, _ = scalar_tags(event_dir)
     return [event.step for event in accumulator.Scalars(tag)]
-
-
-def common(run_dir, hyperparams, *extra):
-    return ["--hyperparams", str(hyperparams), "--run-dir", str(run_dir), "--seed", "5", *extra]
 
 
 def test_resume_continues_records_on_another_world_size(tmp_path, tiny_hyperparams):
     run_dir = tmp_path / "run"
-    first = mpiexec(
-        2,
-        [
-            "pbt_rl_truct.py",
-            "--num-agents",
-            "4",
-            "--total-generations",
-            "2",
-            "--agent-training-steps",
-            "256",
-            *common(run_dir, tiny_hyperparams),
-        ],
-    )
+    first = mpiexec(2, ["pbt_rl_truct.py", *budget(4, 2, 256), *common(run_dir, tiny_hyperparams)])
     assert first.returncode == 0, first.stderr[-3000:]
     saved = {m: ckpt.load_payload(ckpt.generation_dir(run_dir, 2) / ckpt.member_filename(m)) for m in range(4)}
 
@@ -109,30 +51,14 @@ def test_resume_continues_records_on_another_world_size(tmp_path, tiny_hyperpara
 @pytest.mark.parametrize("target, signum", [("rank", signal.SIGTERM), ("mpiexec", signal.SIGUSR1)])
 def test_stop_signal_mid_generation_checkpoints_and_resumes(tmp_path, tiny_hyperparams, target, signum):
     run_dir = tmp_path / "run"
-    args = [
-        "pbt_rl_truct.py",
-        "--num-agents",
-        "2",
-        "--total-generations",
-        "3",
-        "--agent-training-steps",
-        "20000",
-        *common(run_dir, tiny_hyperparams),
-    ]
-    job = start(2, args)
-    try:
-        wait_for(
-            lambda: (run_dir / "population.csv").exists() and len(read_population(run_dir)) >= 2, 240, "generation 1"
-        )
+    with running(2, ["pbt_rl_truct.py", *budget(2, 3, 20000), *common(run_dir, tiny_hyperparams)]) as job:
+        wait_for_rows(run_dir, 2, "generation 1")
         time.sleep(1.0)  # well inside generation 2
         pid = rank_pids(run_dir)[-1] if target == "rank" else job.pid
         signalled = time.monotonic()
         os.kill(pid, signum)
         stdout, stderr = job.communicate(timeout=90)
         elapsed = time.monotonic() - signalled
-    finally:
-        if job.poll() is None:
-            job.kill()
     assert job.returncode == 75, stderr[-3000:]
     assert elapsed < 60
     assert "checkpoint of generation 1" in stdout + stderr
@@ -175,30 +101,12 @@ def test_exception_on_rank_2_of_4_ends_the_job_with_its_traceback(tmp_path, tiny
 
 def test_sigkill_of_one_rank_ends_the_job_and_the_checkpoint_loads(tmp_path, tiny_hyperparams):
     run_dir = tmp_path / "run"
-    job = start(
-        2,
-        [
-            "pbt_rl_truct.py",
-            "--num-agents",
-            "2",
-            "--total-generations",
-            "5",
-            "--agent-training-steps",
-            "20000",
-            *common(run_dir, tiny_hyperparams),
-        ],
-    )
-    try:
-        wait_for(
-            lambda: (run_dir / "population.csv").exists() and len(read_population(run_dir)) >= 2, 240, "generation 1"
-        )
+    with running(2, ["pbt_rl_truct.py", *budget(2, 5, 20000), *common(run_dir, tiny_hyperparams)]) as job:
+        wait_for_rows(run_dir, 2, "generation 1")
         killed = time.monotonic()
         os.kill(rank_pids(run_dir)[0], signal.SIGKILL)
         job.communicate(timeout=60)
         elapsed = time.monotonic() - killed
-    finally:
-        if job.poll() is None:
-            job.kill()
     assert job.returncode != 0 and elapsed < 30
     found, skipped = ckpt.latest(run_dir)
     assert found is not None and found.generation >= 1, skipped
@@ -322,12 +230,7 @@ def test_long_episodes_no_score_is_lost_to_an_exploit_or_a_resume(tmp_path):
     hyperparams.write_text("CartPole-v1:\n  n_envs: 8\n  n_steps: 32\n  n_minibatches: 4\n  n_epochs: 10\n")
     args = [
         "pbt_rl_truct.py",
-        "--num-agents",
-        "4",
-        "--total-generations",
-        "30",
-        "--agent-training-steps",
-        "256",
+        *budget(4, 30, 256),
         "--tb-writer",
         "False",
         "--hyperparams",
@@ -339,18 +242,10 @@ def test_long_episodes_no_score_is_lost_to_an_exploit_or_a_resume(tmp_path):
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
 
     run_dir = tmp_path / "stopped"
-    job = start(2, [*args, "--run-dir", str(run_dir)])
-    try:
-        wait_for(
-            lambda: (run_dir / "population.csv").exists() and len(read_population(run_dir)) >= 4 * 12,
-            240,
-            "generation 12",
-        )
+    with running(2, [*args, "--run-dir", str(run_dir)]) as job:
+        wait_for_rows(run_dir, 4 * 12, "generation 12")
         job.send_signal(signal.SIGUSR1)
         job.communicate(timeout=90)
-    finally:
-        if job.poll() is None:
-            job.kill()
     assert job.returncode == 75
     stopped_at = max(generations_recorded(run_dir))
     assert 12 <= stopped_at < 30

@@ -3,16 +3,11 @@ with PB2 and winner-takes-all; a run stopped by SIGUSR1 and resumed with its rep
 without them: --no-checkpoint-buffers); plots, a replayed schedule trained by one SAC agent, and
 bad input refused before anything is written.
 
-Every run uses 200 env steps per member per generation, learning from env step 50 with small
-networks and minibatches, so that a generation of 4 members on 2 ranks takes seconds."""
+The tiny budget and settings of every run: tests/e2e/offpolicy.py."""
 
-import hashlib
-import math
 import re
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -23,109 +18,52 @@ from evo.core.schedule import hparams_at, load_schedule
 from evo.learners import learner_spec
 from evo.rundir import checkpoint as ckpt
 from evo.rundir.history import ancestry, load_run
-from tests.support import (
-    ROOT,
-    generations_recorded,
-    last_manifest,
-    mpi_env,
-    mpiexec,
-    mpiexec_path,
-    read_lineage,
-    read_population,
-)
+from tests.e2e import offpolicy
+from tests.e2e.offpolicy import BATCH_SIZES, MEMBERS, RANKS
+from tests.e2e.runs import line_of, plots, python, running, tree_digest, tunable
+from tests.support import generations_recorded, mpiexec, read_lineage, read_population
 
 SAC_SIX = ["learning_rate", "gamma", "tau", "batch_size", "train_freq", "target_entropy"]
 """What the built-in Pendulum-v1 search space of SAC explores, in SAC's declaration order."""
-MEMBERS, STEPS, RANKS = 4, 200, 2
-BATCH_SIZES = [32, 64]
-TINY_SAC = [
-    *("--algo", "sac", "--env-id", "Pendulum-v1", "--agent-training-steps", str(STEPS)),
-    *("--hyperparams", "learning_starts:50", "batch_size:32", "buffer_size:4000"),
-    "policy_kwargs:{net_arch: [64, 64]}",
-    f"search_space:{{batch_size: {{choices: {BATCH_SIZES}}}}}",  # the built-in choices go up to 1024
-]
+TINY_SAC = offpolicy.tiny("sac")
 
 
-def sac_run(script, run_dir, generations=2, *extra, ranks=RANKS, members=MEMBERS):
-    result = mpiexec(
-        ranks,
-        [
-            script,
-            *TINY_SAC,
-            *("--num-agents", str(members), "--total-generations", str(generations)),
-            *("--run-dir", str(run_dir), "--seed", "3", *extra),
-        ],
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    return result
-
-
-def planned(train_freq: int) -> int:
-    """A generation's env steps with ``train_freq``: the budget rounded up to whole collections."""
-    return math.ceil(STEPS / train_freq) * train_freq
+def sac_run(script, run_dir, *extra):
+    return offpolicy.run("sac", run_dir, *extra, script=script)
 
 
 def row_hparams(row) -> dict[str, float]:
     return {name: float(row[name]) for name in SAC_SIX}
 
 
-def tunable(algo: str) -> dict[str, tuple[type, bool]]:
-    """What load_schedule needs of a learner: each tunable setting's type and whether it may be off."""
-    return {s.name: (s.type, s.may_be_off) for s in learner_spec(algo).settings if s.tunable}
+def check_row(row) -> None:
+    assert int(row["batch_size"]) in BATCH_SIZES and row["batch_size"].isdigit(), row
+    assert row["train_freq"].isdigit() and 1 <= int(row["train_freq"]) <= 10, row
+    assert -2.0 <= float(row["target_entropy"]) <= 0.0, row
+
+
+def check_hparams(hparams) -> None:
+    """Whole numbers stay whole in JSON."""
+    assert isinstance(hparams["batch_size"], int) and isinstance(hparams["train_freq"], int)
+    assert hparams["batch_size"] in BATCH_SIZES
 
 
 def check_records(run_dir, generations, exploits_per_generation):
-    """population.csv and lineage.jsonl of a SAC run: SAC's columns, one row per (generation, member),
-    each generation's env steps whole collections of the member's train_freq, and the exploits
-    recorded under SAC's names, consistently with the rows. Returns (rows, lineage)."""
-    config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
-    assert config["agent"]["algo"] == "sac" and config["env_id"] == "Pendulum-v1"
-    assert (config["agent"]["learning_starts"], config["agent"]["buffer_size"]) == (50, 4000)
+    """population.csv and lineage.jsonl of a SAC run (offpolicy.check_records): SAC's columns, each
+    row's values and each exploit's as SAC writes them. Returns (rows, lineage)."""
+    config, rows, _, lineage = offpolicy.check_records(
+        run_dir,
+        "sac",
+        "Pendulum-v1",
+        SAC_SIX,
+        generations,
+        exploits_per_generation,
+        row_hparams=row_hparams,
+        check_row=check_row,
+        check_hparams=check_hparams,
+    )
     assert list(config["agent"]["search_space"]) == SAC_SIX
-
-    rows = read_population(run_dir)
-    assert list(rows[0]) == [
-        *("generation", "member", "rank", "env_steps", "score", "donor"),
-        *SAC_SIX,
-        *("score_train", "score_test", "score_train_stale"),
-    ]
-    assert generations_recorded(run_dir) == {g: list(range(MEMBERS)) for g in range(1, generations + 1)}
-    by_key = {(int(r["generation"]), int(r["member"])): r for r in rows}
-    for (generation, member), row in by_key.items():
-        assert int(row["rank"]) == member // (MEMBERS // RANKS)
-        assert int(row["batch_size"]) in BATCH_SIZES and row["batch_size"].isdigit(), row
-        assert row["train_freq"].isdigit() and 1 <= int(row["train_freq"]) <= 10, row
-        assert -2.0 <= float(row["target_entropy"]) <= 0.0, row
-        before = int(by_key[(generation - 1, member)]["env_steps"]) if generation > 1 else 0
-        assert int(row["env_steps"]) - before == planned(int(row["train_freq"])), row
-        assert math.isfinite(float(row["score"])), row
-
-    lineage = read_lineage(run_dir)
-    assert len(lineage) == generations * exploits_per_generation
-    for exploit in lineage:
-        generation, recipient, donor = exploit["generation"], exploit["recipient"], exploit["donor"]
-        assert list(exploit["old_hparams"]) == SAC_SIX and list(exploit["new_hparams"]) == SAC_SIX
-        assert [change.split(" : ")[0] for change in exploit["changes"]] == SAC_SIX
-        for hparams in (exploit["old_hparams"], exploit["new_hparams"]):  # whole numbers stay whole in JSON
-            assert isinstance(hparams["batch_size"], int) and isinstance(hparams["train_freq"], int)
-            assert hparams["batch_size"] in BATCH_SIZES
-        assert by_key[(generation, recipient)]["donor"] == str(donor)
-        assert float(by_key[(generation, donor)]["score"]) >= float(by_key[(generation, recipient)]["score"])
-        assert exploit["old_hparams"] == pytest.approx(row_hparams(by_key[(generation, recipient)]))
-        assert exploit["new_hparams"] != exploit["old_hparams"]
-        if generation < generations:  # the recipient trains the next generation with the new values
-            assert row_hparams(by_key[(generation + 1, recipient)]) == pytest.approx(exploit["new_hparams"])
-    exploited = {(e["generation"], e["recipient"]) for e in lineage}
-    assert {key for key, row in by_key.items() if row["donor"] != ""} == exploited
     return rows, lineage
-
-
-def scalar_tags(event_dir):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    accumulator = EventAccumulator(str(event_dir))
-    accumulator.Reload()
-    return accumulator, set(accumulator.Tags()["scalars"])
 
 
 @pytest.fixture(scope="module")
@@ -140,44 +78,18 @@ def test_truncation_with_perturb_records_sacs_hyperparameters(truct_run):
     run_dir, result = truct_run
     assert "(perturb explore)" in result.stdout
     _, lineage = check_records(run_dir, 2, exploits_per_generation=1)
-    for exploit in lineage:  # batch_size is an ordered choice: it moves to a neighbour, or is resampled
-        change = exploit["changes"][SAC_SIX.index("batch_size")]
-        assert "index" in change or "resample" in change, change
+    offpolicy.check_batch_size_moves(lineage, SAC_SIX)
     # TensorBoard: SB3's SAC metrics and evo's, per member
-    for member in range(MEMBERS):
-        accumulator, tags = scalar_tags(run_dir / "tb" / f"member_{member}")
-        assert {"pbt/score", "train/critic_loss", "train/actor_loss"} <= tags, tags
-        assert {f"hparams/{name}" for name in SAC_SIX} <= tags, tags
+    for accumulator in offpolicy.check_tensorboard(run_dir, SAC_SIX):
         assert len(accumulator.Scalars("pbt/score")) == 2
 
 
 def test_pb2_explores_sacs_space(tmp_path):
     run_dir = tmp_path / "run"
-    result = sac_run("pbt_rl_truct.py", run_dir, 2, "--explore", "pb2")
+    result = sac_run("pbt_rl_truct.py", run_dir, "--explore", "pb2")
     assert "(pb2 explore)" in result.stdout
     rows, lineage = check_records(run_dir, 2, exploits_per_generation=1)
-    space = yaml.safe_load((run_dir / "config.yaml").read_text())["agent"]["search_space"]
-    for exploit in lineage:
-        for name, value in exploit["new_hparams"].items():
-            if "choices" in space[name] and space[name]["choices"]:
-                assert value in space[name]["choices"], (name, value)
-            else:
-                assert space[name]["low"] <= value <= space[name]["high"], (name, value)
-        if exploit["generation"] == 1:  # no measured starting scores yet: PB2 warms up with perturb/resample
-            assert all("(pb2 warm-up: " in change for change in exploit["changes"]), exploit["changes"]
-        else:  # the GP picks the numbers, the bandit the choice
-            for name, change in zip(SAC_SIX, exploit["changes"], strict=True):
-                marker = "(pb2-mix bandit)" if name == "batch_size" else "(pb2) "
-                assert marker in change, change
-    explorer = last_manifest(run_dir)["explorer"]
-    assert explorer["name"] == "pb2"
-    observations = explorer["state"]["observations"]
-    assert [t for t, _, _ in observations] == [2] * MEMBERS
-    assert all(len(x) == len(SAC_SIX) for _, x, _ in observations)
-    scores = {(int(r["generation"]), int(r["member"])): float(r["score"]) for r in rows}
-    donors = {e["recipient"]: e["donor"] for e in lineage if e["generation"] == 2}
-    for member in range(MEMBERS):  # the baseline each member starts generation 3 from: its donor's score
-        assert explorer["state"]["baselines"][str(member)] == pytest.approx(scores[(2, donors.get(member, member))])
+    offpolicy.check_pb2(run_dir, rows, lineage, SAC_SIX, bandit={"batch_size"})
 
 
 def test_winner_takes_all_copies_the_best_into_every_other_member(tmp_path):
@@ -198,12 +110,8 @@ GENERATION_1_DONE = re.compile(r"INFO gen 1/\d+  env steps/member")
 def stop_after_generation_1(args):
     """Run ``args`` on 2 ranks and send mpiexec SIGUSR1 as soon as rank 0's log says generation 1
     ended (generation 2 is then training). Returns (exit status, output)."""
-    command = [mpiexec_path(), "-n", str(RANKS), "--oversubscribe", sys.executable, *args]
-    job = subprocess.Popen(
-        command, cwd=ROOT, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
     lines, signalled = [], False
-    try:
+    with running(RANKS, args, stderr=subprocess.STDOUT) as job:
         for line in job.stdout:
             lines.append(line)
             if GENERATION_1_DONE.search(line):
@@ -211,10 +119,6 @@ def stop_after_generation_1(args):
                 signalled = True
                 break
         rest, _ = job.communicate(timeout=300)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
     output = "".join(lines) + (rest or "")
     assert signalled, "generation 1 never ended:\n" + output[-4000:]
     return job.returncode, output
@@ -273,22 +177,13 @@ def test_stop_mid_generation_and_resume_with_the_replay_buffers(tmp_path, buffer
             assert payload["replay"] is None
 
 
-def python(*args, timeout=120):
-    return subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=timeout
-    )
-
-
 def test_plot_of_a_sac_run(truct_run, tmp_path):
     import matplotlib.pyplot as plt
 
     from evo.plot import plot_hparams
 
     run_dir, _ = truct_run
-    result = python("-m", "evo.plot", str(run_dir), "--out", str(tmp_path))
-    assert result.returncode == 0, result.stderr
-    for name in ("scores", "hparams", "lineage"):
-        assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    plots(run_dir, tmp_path)
     history = load_run(run_dir)
     assert history.algo == "sac" and list(history.names) == SAC_SIX
     kinds = history.kinds()
@@ -298,17 +193,6 @@ def test_plot_of_a_sac_run(truct_run, tmp_path):
     sac = learner_spec("sac").by_name
     assert [ax.get_title() for ax in panels] == [f"{sac[name].label or name} ({name})" for name in SAC_SIX]
     plt.close(fig)
-
-
-def line_of(history, member):
-    """Who trained ``member``'s weights in each generation ({generation: member}), walking back
-    through its exploits."""
-    owners, followed = {}, member
-    for generation in reversed(history.generations):
-        owners[generation] = followed
-        if generation > 1 and history.row(generation - 1, followed).donor is not None:
-            followed = history.row(generation - 1, followed).donor
-    return owners
 
 
 def line_starts(history, owners):
@@ -373,15 +257,6 @@ def test_replayed_schedule_of_a_sac_run_trains_one_sac_agent(truct_run, tmp_path
         assert row.env_steps == starts[generation] + history.row(generation, owner).env_steps - (
             history.row(generation - 1, owner).env_steps if generation > 1 else 0
         )
-
-
-def tree_digest(path):
-    digest = hashlib.sha256()
-    for item in sorted(Path(path).rglob("*")):
-        digest.update(str(item.relative_to(path)).encode())
-        if item.is_file():
-            digest.update(item.read_bytes())
-    return digest.hexdigest()
 
 
 @pytest.mark.parametrize(

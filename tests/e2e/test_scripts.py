@@ -6,15 +6,8 @@ import json
 import pytest
 import yaml
 
-from tests.support import PPO_SIX, mpiexec, read_lineage, read_population
-
-
-def scalar_tags(event_dir):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    accumulator = EventAccumulator(str(event_dir))
-    accumulator.Reload()
-    return accumulator, set(accumulator.Tags()["scalars"])
+from tests.e2e.runs import scalar_tags
+from tests.support import PPO_SIX, TINY_PROCGEN, budget, mpiexec, read_lineage, read_population, write_hyperparams
 
 
 @pytest.mark.parametrize(
@@ -33,12 +26,7 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
         ranks,
         [
             script,
-            "--num-agents",
-            str(agents),
-            "--total-generations",
-            str(generations),
-            "--agent-training-steps",
-            "256",
+            *budget(agents, generations, 256),
             "--hyperparams",
             str(tiny_hyperparams),
             "--run-dir",
@@ -109,8 +97,7 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
 
 
 def test_bigfish_runs_and_writes_its_files(tmp_path):
-    hyperparams = tmp_path / "tiny.yml"
-    hyperparams.write_text("procgen:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n  n_epochs: 1\n")
+    hyperparams = write_hyperparams(tmp_path, TINY_PROCGEN)
     run_dir = tmp_path / "run"
     result = mpiexec(
         2,
@@ -171,12 +158,7 @@ def test_strategy_none_trains_the_same_population_without_pbt(tmp_path, tiny_hyp
     flags = [
         "--env-id",
         "CartPole-v1",
-        "--num-agents",
-        "4",
-        "--total-generations",
-        "3",
-        "--agent-training-steps",
-        "256",
+        *budget(4, 3, 256),
         "--hyperparams",
         str(tiny_hyperparams),
         "--seed",
@@ -206,12 +188,7 @@ def test_progress_lines_appear_during_each_generation(tmp_path, tiny_hyperparams
         2,
         [
             "pbt_rl_truct.py",
-            "--num-agents",
-            "2",
-            "--total-generations",
-            "2",
-            "--agent-training-steps",
-            "8192",
+            *budget(2, 2, 8192),
             "--progress-interval",
             "0.2",
             "--hyperparams",

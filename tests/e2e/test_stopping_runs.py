@@ -7,45 +7,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
-
-import pytest
 
 from evo.rundir import checkpoint as ckpt
-from tests.support import ROOT, generations_recorded, mpi_env, mpiexec_path, read_population
-
-
-def start(ranks, args):
-    command = [mpiexec_path(), "-n", str(ranks), "--oversubscribe", sys.executable, *args]
-    return subprocess.Popen(command, cwd=ROOT, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def rank_pids(run_dir):
-    """PIDs of the python ranks whose command line names ``run_dir``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(run_dir).encode() in argv and b"python" in Path(argv[0].decode()).name.encode():
-            pids.append(int(entry.name))
-    return sorted(pids)
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
-
-
-def common(run_dir, hyperparams, *extra):
-    return ["--hyperparams", str(hyperparams), "--run-dir", str(run_dir), "--seed", "5", *extra]
+from tests.e2e.runs import common, rank_pids, running, wait_for_rows
+from tests.support import ROOT, budget, generations_recorded
 
 
 def test_a_late_repeat_after_the_stop_does_not_change_the_exit_status():
@@ -73,12 +38,8 @@ def test_every_rank_signalled_twice_still_stops_with_a_checkpoint(tmp_path, tiny
     """What `scancel --signal=USR1 --full` does to a job started by mpiexec: SLURM signals
     every rank and mpiexec, which forwards the signal to every rank again."""
     run_dir = tmp_path / "run"
-    args = ["pbt_rl_truct.py", "--num-agents", "2", "--total-generations", "3", "--agent-training-steps", "20000"]
-    job = start(2, [*args, *common(run_dir, tiny_hyperparams)])
-    try:
-        wait_for(
-            lambda: (run_dir / "population.csv").exists() and len(read_population(run_dir)) >= 2, 240, "generation 1"
-        )
+    with running(2, ["pbt_rl_truct.py", *budget(2, 3, 20000), *common(run_dir, tiny_hyperparams)]) as job:
+        wait_for_rows(run_dir, 2, "generation 1")
         time.sleep(1.0)  # inside generation 2
         ranks = rank_pids(run_dir)
         assert len(ranks) == 2
@@ -86,9 +47,6 @@ def test_every_rank_signalled_twice_still_stops_with_a_checkpoint(tmp_path, tiny
             os.kill(pid, signal.SIGUSR1)
         os.kill(job.pid, signal.SIGUSR1)
         stdout, stderr = job.communicate(timeout=90)
-    finally:
-        if job.poll() is None:
-            job.kill()
     assert job.returncode == 75, stderr[-3000:]
     assert "KeyboardInterrupt" not in stderr and "aborting" not in stderr
     assert "checkpoint of generation 1" in stdout + stderr

@@ -304,11 +304,7 @@ def test_a_run_completes(jobs, tmp_path, tiny_hyperparams, script, launcher, res
 def test_usr1_checkpoints_requeues_and_resumes(jobs, tmp_path, tiny_hyperparams, scope, launcher):
     """scancel --batch: the script forwards USR1 to the launcher, which forwards it to the
     ranks. --full: every rank also gets it from SLURM directly, two or three times in all."""
-    job = jobs(
-        tmp_path, "single_node.sbatch", launcher, tiny_hyperparams, "--ntasks=2", generations=SIGNALLED_GENERATIONS
-    )
-    job.wait_for_generation(1)
-    time.sleep(1.0)  # inside generation 2 (or a later one on a fast machine)
+    job = signalled_job(jobs, tmp_path, tiny_hyperparams, launcher)
     signal = subprocess.run(["scancel", "--signal=USR1", scope, job.id], capture_output=True, text=True, timeout=30)
     assert signal.returncode == 0, signal.stderr
     job.wait_requeue_hold()
@@ -316,6 +312,29 @@ def test_usr1_checkpoints_requeues_and_resumes(jobs, tmp_path, tiny_hyperparams,
     stopped = stopped_at(first_part, "SIGUSR1", SIGNALLED_GENERATIONS)
     assert "checkpoint written; requeueing job" in first_part  # the script saw exit status 75
     assert "while stopping" not in first_part and "aborting" not in first_part
+    assert_completes_resumed_from(job, stopped)
+
+
+def signalled_job(jobs, tmp_path: Path, tiny_hyperparams: Path, launcher: str, **kwargs) -> Job:
+    """A job of SIGNALLED_GENERATIONS generations on 2 tasks with ``launcher`` (``kwargs``: the
+    job's other settings), once it is inside generation 2 (or a later one on a fast machine)."""
+    job = jobs(
+        tmp_path,
+        "single_node.sbatch",
+        launcher,
+        tiny_hyperparams,
+        "--ntasks=2",
+        generations=SIGNALLED_GENERATIONS,
+        **kwargs,
+    )
+    job.wait_for_generation(1)
+    time.sleep(1.0)
+    return job
+
+
+def assert_completes_resumed_from(job: Job, stopped: int) -> None:
+    """The requeued job completes, its second part resumed from generation ``stopped``, and every
+    generation is recorded once."""
     job.wait_completed()
     assert_resumed_from(job.log(), stopped)
     assert generations_recorded(job.run_dir) == all_generations(SIGNALLED_GENERATIONS)
@@ -365,32 +384,27 @@ def urgent_output(tmp_path: Path, urgent: str, timeout: float = 60) -> str:
     pytest.fail(f"the urgent job {urgent} wrote nothing to {path} in {timeout}s")
 
 
-def test_preemption_with_srun_checkpoints_within_the_grace_time(jobs, tmp_path, tiny_hyperparams):
-    """The recommended setting: LAUNCHER=srun on a default SLURM. The pre-emption's SIGTERM
-    reaches every rank: a checkpoint at once, well before the GraceTime ends."""
-    job = jobs(
-        tmp_path,
-        "single_node.sbatch",
-        "srun",
-        tiny_hyperparams,
-        "--ntasks=2",
-        steps=16000,
-        generations=SIGNALLED_GENERATIONS,
-    )
-    job.wait_for_generation(1)
-    time.sleep(1.0)
+def preempted_within_the_grace_time(job: Job, tmp_path: Path) -> str:
+    """Pre-empts ``job`` and waits for its requeue, which comes before the GraceTime ends: the job
+    stopped by itself, not when the grace ended. Returns the urgent job's id."""
     preempted = time.monotonic()
     urgent = preempt(job, tmp_path)
     job.wait_until(lambda info: info["Restarts"] != "0", GRACE_TIME + 60, "the pre-emption's requeue")
-    assert time.monotonic() - preempted < GRACE_TIME  # it stopped by itself, not when the grace ended
+    assert time.monotonic() - preempted < GRACE_TIME
+    return urgent
+
+
+def test_preemption_with_srun_checkpoints_within_the_grace_time(jobs, tmp_path, tiny_hyperparams):
+    """The recommended setting: LAUNCHER=srun on a default SLURM. The pre-emption's SIGTERM
+    reaches every rank: a checkpoint at once, well before the GraceTime ends."""
+    job = signalled_job(jobs, tmp_path, tiny_hyperparams, "srun", steps=16000)
+    urgent = preempted_within_the_grace_time(job, tmp_path)
     log = job.log()
     stopped = stopped_at(log, "SIGTERM", SIGNALLED_GENERATIONS)
     assert "checkpoint written; requeueing job" in log
     assert urgent_output(tmp_path, urgent) == "urgent job ran"
     job.wait_requeue_hold()
-    job.wait_completed()
-    assert_resumed_from(job.log(), stopped)
-    assert generations_recorded(job.run_dir) == all_generations(SIGNALLED_GENERATIONS)
+    assert_completes_resumed_from(job, stopped)
 
 
 def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_path, tiny_hyperparams):
@@ -431,29 +445,14 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
 def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs, tmp_path, tiny_hyperparams, launcher):
     """With SlurmctldParameters=preempt_send_user_signal, the pre-emption sends the job's
     --signal=B:USR1 to the batch script at once, which forwards it to the launcher."""
-    job = jobs(
-        tmp_path,
-        "single_node.sbatch",
-        launcher,
-        tiny_hyperparams,
-        "--ntasks=2",
-        steps=16000,
-        generations=SIGNALLED_GENERATIONS,
-    )
-    job.wait_for_generation(1)
-    time.sleep(1.0)
-    preempted = time.monotonic()
-    preempt(job, tmp_path)
-    job.wait_until(lambda info: info["Restarts"] != "0", GRACE_TIME + 60, "the pre-emption's requeue")
-    assert time.monotonic() - preempted < GRACE_TIME
+    job = signalled_job(jobs, tmp_path, tiny_hyperparams, launcher, steps=16000)
+    preempted_within_the_grace_time(job, tmp_path)
     log = job.log()
     assert "pre-emption signal, asking the job to checkpoint" in log
     stopped = stopped_at(log, "SIGUSR1", SIGNALLED_GENERATIONS)
     assert "checkpoint written; requeueing job" in log
     job.wait_requeue_hold()
-    job.wait_completed()
-    assert_resumed_from(job.log(), stopped)
-    assert generations_recorded(job.run_dir) == all_generations(SIGNALLED_GENERATIONS)
+    assert_completes_resumed_from(job, stopped)
 
 
 def test_the_comparison_study_runs_as_a_slurm_array(cluster, tmp_path):

@@ -254,7 +254,6 @@ def exercise_pure_core(run_dir: str) -> dict:
     from evo.core.kinds import sample_hparams
     from evo.core.plan import plan_generation
     from evo.core.result import MemberResult
-
     from evo.learners import specs
 
     moves = {}

@@ -14,6 +14,15 @@ HEADER = (
 )
 
 
+def schedule_of(tmp_path, member, rows) -> dict:
+    """The schedule evo.replay writes for ``member`` of a SAC run recorded as ``rows``
+    (generation, member, env_steps, score, donor, learning_rate, train_freq)."""
+    run_dir = tmp_path / "run"
+    sac_run(run_dir, rows)
+    _, document = write_schedule(run_dir, member=member, out=tmp_path / "schedule.yml")
+    return document
+
+
 def sac_run(run_dir, rows):
     run_dir.mkdir()
     space = {"learning_rate": LogFloat(1e-5, 2e-3).spec(), "train_freq": Integer(1, 10).spec()}
@@ -33,9 +42,9 @@ def sac_run(run_dir, rows):
 def test_each_segment_starts_at_the_env_steps_the_lines_weights_had_trained(tmp_path):
     # generation 1: member 0 (train_freq 10) trains 200 env steps, member 1 (train_freq 9) 207 and
     # then copies member 0; in generation 2 member 1 trains member 0's weights with its new values
-    run_dir = tmp_path / "run"
-    sac_run(
-        run_dir,
+    document = schedule_of(
+        tmp_path,
+        1,
         [
             (1, 0, 200, -100.0, "", 1e-3, 10),
             (1, 1, 207, -500.0, 0, 1e-4, 9),
@@ -43,7 +52,6 @@ def test_each_segment_starts_at_the_env_steps_the_lines_weights_had_trained(tmp_
             (2, 1, 407, -80.0, "", 8e-4, 8),
         ],
     )
-    _, document = write_schedule(run_dir, member=1, out=tmp_path / "schedule.yml")
     segments = [(entry["env_steps"], entry["from"], entry["hparams"]) for entry in document["schedule"]]
     assert segments == [
         (0, {"member": 0, "generation": 1}, {"learning_rate": 1e-3, "train_freq": 10}),
@@ -55,9 +63,9 @@ def test_each_segment_starts_at_the_env_steps_the_lines_weights_had_trained(tmp_
 def test_a_line_through_several_owners_adds_up_the_steps_each_trained(tmp_path):
     # member 1 copies member 0 after generation 1, member 0 copies member 1 after generation 2:
     # member 0's line is member 0 (200 steps), member 1 (203: train_freq 7), then member 0 again
-    run_dir = tmp_path / "run"
-    sac_run(
-        run_dir,
+    document = schedule_of(
+        tmp_path,
+        0,
         [
             (1, 0, 200, -100.0, "", 1e-3, 10),
             (1, 1, 207, -500.0, 0, 1e-4, 9),
@@ -67,7 +75,6 @@ def test_a_line_through_several_owners_adds_up_the_steps_each_trained(tmp_path):
             (3, 1, 613, -90.0, "", 8e-4, 7),
         ],
     )
-    _, document = write_schedule(run_dir, member=0, out=tmp_path / "schedule.yml")
     assert [(entry["env_steps"], entry["from"]["member"]) for entry in document["schedule"]] == [
         (0, 0),
         (200, 1),

@@ -9,7 +9,7 @@ from evo.config import ConfigError, parse_config
 from evo.config import precision as config_precision
 from evo.core.kinds import Additive, Choice, Horizon, Integer, LogFloat
 from evo.learners import learner_spec
-from tests.support import PPO_SIX
+from tests.support import PPO_SIX, started_run
 
 SAC_PENDULUM = ["--algo", "sac", "--env-id", "Pendulum-v1"]
 SAC_EXPLORED = ("learning_rate", "gamma", "tau", "batch_size", "train_freq", "target_entropy")
@@ -27,15 +27,6 @@ def problems(argv, tmp_path):
     with pytest.raises(ConfigError) as caught:
         parse(argv, tmp_path)
     return caught.value.problems
-
-
-def started_run(tmp_path, argv, record=lambda plain: plain):
-    """A run started with ``argv`` whose config.yaml is saved (through ``record``) as a run saves it."""
-    run_dir = tmp_path / "run"
-    started = parse(argv, tmp_path)
-    run_dir.mkdir()
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(record(started.to_dict())))
-    return started, run_dir
 
 
 # --- SAC's settings --------------------------------------------------------------------------------

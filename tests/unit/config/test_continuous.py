@@ -9,21 +9,9 @@ import yaml
 
 from evo.config import ConfigError, builtin_hyperparams, parse_config
 from evo.config.envnames import PROCGEN_GAMES
+from tests.unit.continuous import MUJOCO, NO_NORMALIZE, parse
 
 CONTINUOUS = ["Pendulum-v1", "MountainCarContinuous-v0", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5"]
-MUJOCO = ["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5"]
-NO_NORMALIZE = ["--hyperparams", "normalize:false"]
-
-
-MUJOCO_MISSING = "MuJoCo is an optional extra: make install EXTRAS=mujoco"
-
-
-def parse(argv, tmp_path):
-    """parse_config; a MuJoCo task is skipped (with the install command) where the extra is
-    absent, since its env id is refused there."""
-    if any(env_id in argv for env_id in MUJOCO):
-        pytest.importorskip("mujoco", reason=MUJOCO_MISSING)
-    return parse_config([*argv, "--run-dir", str(tmp_path / "run")])
 
 
 def problems(argv, tmp_path):

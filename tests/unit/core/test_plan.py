@@ -11,19 +11,13 @@ from evo.core.kinds import LogFloat
 from evo.core.plan import generation_rng, plan_generation, weight_moves
 from evo.core.result import MemberResult
 from evo.core.selection import select
+from tests.unit.core.scores import score_sets
 
 SPACE = {"lr": LogFloat(1e-3, 1.0)}
 
 
 def perturb(space=SPACE):
     return make_explorer("perturb", space)
-
-
-def score_sets(n, rng):
-    yield list(rng.normal(size=n))
-    yield [1.0] * n  # all tied
-    yield list(rng.integers(0, 3, size=n).astype(float))  # many ties
-    yield [float("nan")] + list(rng.normal(size=n - 1)) if n > 1 else [float("nan")]
 
 
 def test_strategy_none_plans_nothing():

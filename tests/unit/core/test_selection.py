@@ -6,15 +6,9 @@ import numpy as np
 import pytest
 
 from evo.core.selection import keep_tied, ranking, select, truncation, truncation_count, winner_takes_all
+from tests.unit.core.scores import score_sets
 
 SIZES = range(1, 10)
-
-
-def score_sets(n, rng):
-    yield list(rng.normal(size=n))
-    yield [1.0] * n  # all tied
-    yield list(rng.integers(0, 3, size=n).astype(float))  # many ties
-    yield [float("nan")] + list(rng.normal(size=n - 1)) if n > 1 else [float("nan")]
 
 
 @pytest.mark.parametrize("n", SIZES)

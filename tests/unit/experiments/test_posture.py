@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from experiments.posture import on_its_back
+from tests.support import need_mujoco
 
 
 @pytest.mark.parametrize(
@@ -18,7 +19,7 @@ def test_on_its_back_past_ninety_degrees_either_way(pitch, back):
 
 
 def test_a_cheetah_turned_over_in_mujoco_is_on_its_back():
-    pytest.importorskip("mujoco", reason="MuJoCo is an optional extra: make install EXTRAS=mujoco")
+    need_mujoco()
     import gymnasium
 
     env = gymnasium.make("HalfCheetah-v5")

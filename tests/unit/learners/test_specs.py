@@ -9,7 +9,7 @@ import yaml
 from evo.config import ConfigError, builtin_hyperparams, parse_config
 from evo.config.envnames import PROCGEN_GAMES
 from evo.learners import Reach, algos, learner_spec, specs
-from tests.support import ROOT
+from tests.support import ROOT, need_mujoco
 
 EVO = ROOT / "evo"
 
@@ -103,7 +103,7 @@ def blocks(algo: str) -> list[str]:
 def test_every_env_block_of_the_builtin_yaml_resolves(algo, env_id):
     """Each env's tuned settings resolve into a valid configuration (MuJoCo's need the extra)."""
     if env_id not in PROCGEN_GAMES and "-v5" in env_id:
-        pytest.importorskip("mujoco", reason="MuJoCo is an optional extra: make install EXTRAS=mujoco")
+        need_mujoco()
     try:
         config = parse_config(["--algo", algo, "--env-id", env_id], check_run_dir=False)
     except ConfigError as error:

@@ -10,7 +10,7 @@ import yaml
 from evo.config import ConfigError, builtin_hyperparams, parse_config
 from evo.core.kinds import Categorical, Choice, Float, Horizon, Integer, LogFloat
 from evo.learners import Reach, algos, learner_spec
-from tests.support import ROOT
+from tests.support import ROOT, need_mujoco, started_run
 
 TD3_PENDULUM = ["--algo", "td3", "--env-id", "Pendulum-v1"]
 TD3_EXPLORED = (
@@ -119,7 +119,7 @@ def test_mountain_car_explores_a_wider_ornstein_uhlenbeck_noise():
 
 
 def test_the_mujoco_tasks_take_zoos_td3_blocks():
-    pytest.importorskip("mujoco", reason="MuJoCo is an optional extra: make install EXTRAS=mujoco")
+    need_mujoco()
     cheetah = parse(["--algo", "td3", "--env-id", "HalfCheetah-v5"])
     settings = cheetah.agent.settings
     assert (settings["learning_starts"], settings["noise_type"], settings["noise_std"]) == (10_000, "normal", 0.1)
@@ -275,15 +275,6 @@ def test_every_problem_is_reported_at_once():
 def test_replay_buffer_options_are_taken_by_td3():
     config = parse([*TD3_PENDULUM, "--exploit-buffer", "copy", "--no-checkpoint-buffers"])
     assert (config.exploit_buffer, config.checkpoint_buffers) == ("copy", False)
-
-
-def started_run(tmp_path, argv):
-    """A run started with ``argv`` whose config.yaml is saved as a run saves it."""
-    run_dir = tmp_path / "run"
-    started = parse_config([*argv, "--run-dir", str(run_dir)])
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(started.to_dict()))
-    return started, run_dir
 
 
 def test_td3_resumes_with_its_settings_and_categorical_space(tmp_path):

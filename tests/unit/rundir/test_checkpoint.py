@@ -9,21 +9,16 @@ import torch
 
 from evo.config import parse_config
 from evo.launch import launch_problems
-from evo.run import checkpoint_payload, make_member
+from evo.run import checkpoint_payload
 from evo.rundir import checkpoint as ckpt
 from evo.sb3.learner import rng_state, set_rng_state, state_tensors
-from tests.support import TINY_CARTPOLE
+from tests.support import member_of, write_hyperparams
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
-    hp = tmp_path_factory.mktemp("hp") / "tiny.yml"
-    hp.write_text(TINY_CARTPOLE)
+    hp = write_hyperparams(tmp_path_factory.mktemp("hp"))
     return parse_config(["--hyperparams", str(hp)], check_run_dir=False)
-
-
-def member_of(config, member_id, hparams, env_seed=None):
-    return make_member(config, member_id, hparams, env_seed=env_seed, tensorboard=False)
 
 
 def test_member_round_trips_bit_exactly(config, tmp_path):

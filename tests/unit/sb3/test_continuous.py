@@ -3,24 +3,12 @@ policy and value networks, activations) really reach SB3's PPO, on Pendulum and 
 (models built in-process). That they resolve and are checked: tests/unit/config/test_continuous.py."""
 
 import numpy as np
-import pytest
 import torch
 from torch import nn
 
-from evo.config import parse_config
 from evo.run import make_member
-
-MUJOCO = ["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5"]
-NO_NORMALIZE = ["--hyperparams", "normalize:false"]
-MUJOCO_MISSING = "MuJoCo is an optional extra: make install EXTRAS=mujoco"
-
-
-def parse(argv, tmp_path):
-    """parse_config; a MuJoCo task is skipped (with the install command) where the extra is
-    absent, since its env id is refused there."""
-    if any(env_id in argv for env_id in MUJOCO):
-        pytest.importorskip("mujoco", reason=MUJOCO_MISSING)
-    return parse_config([*argv, "--run-dir", str(tmp_path / "run")])
+from tests.support import need_mujoco
+from tests.unit.continuous import NO_NORMALIZE, parse
 
 
 def linear_sizes(network):
@@ -68,7 +56,7 @@ def test_without_sde_pendulum_gets_a_plain_gaussian(tmp_path):
 
 
 def test_halfcheetah_builds_and_trains_one_rollout(tmp_path, monkeypatch):
-    pytest.importorskip("mujoco", reason=MUJOCO_MISSING)
+    need_mujoco()
     monkeypatch.chdir(tmp_path)
 
     config = parse(

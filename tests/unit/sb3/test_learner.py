@@ -7,24 +7,15 @@ import torch
 
 from evo.config import parse_config
 from evo.core.explorers import explore
-from evo.run import make_member
 from evo.sb3.learner import flat_size, state_tensors
 from evo.sb3.policies import ImpalaCNN
-from tests.support import TINY_CARTPOLE, capture_logger
+from tests.support import TINY_PROCGEN, capture_logger, member_of, write_hyperparams
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
-    hp = tmp_path_factory.mktemp("hp") / "tiny.yml"
-    hp.write_text(TINY_CARTPOLE)
+    hp = write_hyperparams(tmp_path_factory.mktemp("hp"))
     return parse_config(["--hyperparams", str(hp)], check_run_dir=False)
-
-
-def member_of(config, member_id, hparams=None, **kwargs):
-    """A member of ``config`` with ``hparams`` (default: the YAML's), writing no TensorBoard files."""
-    return make_member(
-        config, member_id, config.agent.defaults if hparams is None else hparams, tensorboard=False, **kwargs
-    )
 
 
 def capture(member):
@@ -188,8 +179,7 @@ def test_impala_cnn_matches_the_paper():
 
 
 def test_bigfish_member_trains_with_impala(tmp_path):
-    hp = tmp_path / "tiny.yml"
-    hp.write_text("procgen:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n  n_epochs: 1\n")
+    hp = write_hyperparams(tmp_path, TINY_PROCGEN)
     config = parse_config(["--env-id", "bigfish", "--hyperparams", str(hp)], check_run_dir=False)
     member = member_of(config, 0)
     assert isinstance(member.model.policy.features_extractor, ImpalaCNN)
@@ -247,8 +237,7 @@ def test_rebinding_after_a_replaced_tensor(config):
 
 def test_cpu_tuning_changes_no_result(tmp_path):
     """Same seed, same first update with and without channels-last and the allocator settings."""
-    hp = tmp_path / "tiny.yml"
-    hp.write_text("procgen:\n  n_envs: 2\n  n_steps: 16\n  n_minibatches: 2\n  n_epochs: 1\n")
+    hp = write_hyperparams(tmp_path, "procgen:\n  n_envs: 2\n  n_steps: 16\n  n_minibatches: 2\n  n_epochs: 1\n")
     states = {}
     for tuning in (True, False):
         argv = ["--env-id", "bigfish", "--hyperparams", str(hp)] + ([] if tuning else ["--no-cpu-tuning"])

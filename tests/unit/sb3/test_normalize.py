@@ -14,10 +14,11 @@ from stable_baselines3.common.vec_env import VecNormalize
 from evo.config import parse_config
 from evo.core.explorers import make_explorer
 from evo.loop import LoopSettings, run_generations
-from evo.run import checkpoint_payload, make_member
+from evo.run import checkpoint_payload
 from evo.rundir import checkpoint as ckpt
 from evo.sb3.learner import rng_state
 from evo.sb3.normalize import statistics
+from tests.support import member_of
 
 TINY_PENDULUM = ["--env-id", "Pendulum-v1", "--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1"]
 NORMALIZED = [*TINY_PENDULUM, "normalize:true"]
@@ -25,10 +26,6 @@ NORMALIZED = [*TINY_PENDULUM, "normalize:true"]
 
 def config_of(argv, **kwargs):
     return parse_config(argv, check_run_dir=False, **kwargs)
-
-
-def member_of(config, member_id, hparams):
-    return make_member(config, member_id, hparams, tensorboard=False)
 
 
 def statistics_bytes(member) -> list[tuple[bytes, bytes, float]]:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from evo.config import parse_config
-from evo.run import make_member
+from tests.support import member_of, write_hyperparams
 
 EXTRA = ("n_epochs", "batch_size", "n_minibatches", "max_grad_norm", "target_kl")
 """PPO's settings a search space may add to the six, in their declaration order."""
@@ -17,16 +17,12 @@ ROLLOUT = 2 * 64
 
 @pytest.fixture(scope="module", params=[0, 8], ids=["sb3-train", "microbatched-train"])
 def config(request, tmp_path_factory):
-    hp = tmp_path_factory.mktemp("hp") / "tiny.yml"
-    hp.write_text(
+    hp = write_hyperparams(
+        tmp_path_factory.mktemp("hp"),
         "CartPole-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n"
-        f"  microbatch_size: {request.param}\n"
+        f"  microbatch_size: {request.param}\n",
     )
     return parse_config(["--hyperparams", str(hp)], check_run_dir=False)
-
-
-def member_of(config, member_id, hparams=None):
-    return make_member(config, member_id, config.agent.defaults if hparams is None else hparams, tensorboard=False)
 
 
 class Spy:

@@ -13,31 +13,22 @@ import numpy as np
 import pytest
 import stable_baselines3.td3.td3 as sb3_td3
 import torch
-from mpi4py import MPI
 from stable_baselines3 import TD3
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise, VectorizedActionNoise
-from stable_baselines3.common.type_aliases import TrainFrequencyUnit
 
-from evo.config import parse_config
-from evo.mpi import exchange
-from evo.run import checkpoint_payload, make_member
 from evo.rundir import checkpoint as ckpt
 from evo.sb3.learner import flat_size, is_bound, named_state, rng_state, set_rng_state, state_tensors
-from evo.sb3.offpolicy import REPLAY_ARRAYS, replay_arrays
 from evo.sb3.td3 import TD3Learner
-from tests.support import capture_logger
+from tests.support import member_of
+from tests.unit.sb3 import offpolicy
+from tests.unit.sb3.offpolicy import NEW_VALUES, OffPolicyUpdateSpy, learning_rates, optimizers, replay_of, same_replay
 
-SMALL_NETS = "policy_kwargs:{net_arch: [32, 32]}"
-TINY = ["learning_starts:50", "batch_size:32", "buffer_size:2000", SMALL_NETS]
-ADAM = ("step", "exp_avg", "exp_avg_sq")
 OU = "ornstein-uhlenbeck"
 NOISE_CLASSES = {"normal": NormalActionNoise, OU: OrnsteinUhlenbeckActionNoise}
 
 
-def td3_config(*flags, hyperparams=TINY):
-    return parse_config(
-        ["--algo", "td3", "--env-id", "Pendulum-v1", *flags, "--hyperparams", *hyperparams], check_run_dir=False
-    )
+def td3_config(*flags):
+    return offpolicy.config_of("td3", *flags)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,20 +51,6 @@ def two_envs():
     return td3_config("--num-envs", "2")
 
 
-def member_of(config, member_id, hparams=None, **kwargs):
-    hparams = config.agent.defaults if hparams is None else {**config.agent.defaults, **hparams}
-    return make_member(config, member_id, hparams, tensorboard=False, **kwargs)
-
-
-def optimizers(member):
-    """TD3's optimizers: the actor's and the critics'."""
-    return [member.model.actor.optimizer, member.model.critic.optimizer]
-
-
-def learning_rates(member) -> list[float]:
-    return [group["lr"] for optimizer in optimizers(member) for group in optimizer.param_groups]
-
-
 def per_env_noises(member) -> list:
     """The exploration noise of each env: SB3's VectorizedActionNoise holds one copy per env (read
     here from SB3's own attribute, not through evo's helper)."""
@@ -89,37 +66,12 @@ def noise_prevs(member) -> list[np.ndarray]:
     return [noise.noise_prev.copy() for noise in per_env_noises(member)]
 
 
-def replay_of(member) -> dict:
-    """The filled part of the member's replay buffer (copies), its position and full flag."""
-    buffer = member.model.replay_buffer
-    return {
-        "arrays": {name: array.copy() for name, array in replay_arrays(buffer).items()},
-        "pos": buffer.pos,
-        "full": buffer.full,
-    }
-
-
-def same_replay(a: dict, b: dict) -> bool:
-    return (
-        (a["pos"], a["full"]) == (b["pos"], b["full"])
-        and list(a["arrays"]) == list(b["arrays"]) == list(REPLAY_ARRAYS)
-        and all(np.array_equal(a["arrays"][name], b["arrays"][name]) for name in REPLAY_ARRAYS)
-    )
-
-
 NETWORKS = ("actor", "actor_target", "critic", "critic_target")
 
 
 def assert_same_td3_state(a, b) -> None:
     """Networks, target networks and both optimizers' Adam state, bit for bit."""
-    for part in NETWORKS:
-        pairs = zip(getattr(a.model, part).parameters(), getattr(b.model, part).parameters(), strict=True)
-        assert all(torch.equal(x, y) for x, y in pairs), part
-    for mine, theirs in zip(optimizers(a), optimizers(b), strict=True):
-        mine, theirs = mine.state_dict()["state"], theirs.state_dict()["state"]
-        assert mine.keys() == theirs.keys()
-        assert all(torch.equal(mine[key][name], theirs[key][name]) for key in mine for name in ADAM)
-    assert a.pack().tobytes() == b.pack().tobytes()
+    offpolicy.assert_same_networks_and_optimizers(a, b, NETWORKS)
 
 
 def flat_parameters(module) -> torch.Tensor:
@@ -129,41 +81,23 @@ def flat_parameters(module) -> torch.Tensor:
 # --- (1) every tunable value reaches the next update ----------------------------------------------------
 
 
-class UpdateSpy:
-    """What TD3's updates and collections really use, recorded as they run: the batch sizes drawn from
-    the replay buffer, the env steps collected before each train() and its gradient steps, each
-    target-network update's tau, the discount read, the σ of the target policy's smoothing noise and
-    the bound it is clipped to, each critic step (with the actor as it was then) and each actor step,
-    and every exploration-noise draw (the noise object, its class and its σ)."""
+class UpdateSpy(OffPolicyUpdateSpy):
+    """What TD3's updates and collections really use, recorded as they run (OffPolicyUpdateSpy: the
+    batch sizes, the env steps and gradient steps of each train(), the discount read; each
+    target-network update's tau, with the network it updates), the σ of the target policy's smoothing
+    noise and the bound it is clipped to, each critic step (with the actor as it was then) and each
+    actor step, and every exploration-noise draw (the noise object, its class and its σ)."""
+
+    sb3_module, sb3_class = sb3_td3, TD3
 
     def __init__(self, member, monkeypatch):
-        model = self.model = member.model
-        self.batches, self.updates, self.taus, self.gammas = [], [], [], []
+        model = member.model
+        self.targets = {id(next(getattr(model, f"{net}_target").parameters())): net for net in ("critic", "actor")}
+        super().__init__(member, monkeypatch)
         self.smoothing, self.clips, self.critic_steps, self.actor_steps, self.draws = [], [], [], [], []
-        sample, train, polyak = model.replay_buffer.sample, model.train, sb3_td3.polyak_update
         critic_step, actor_step = model.critic.optimizer.step, model.actor.optimizer.step
         normal_, clamp = torch.Tensor.normal_, torch.Tensor.clamp
-        targets = {id(next(getattr(model, f"{net}_target").parameters())): net for net in ("critic", "actor")}
-        training, drawn = [False], set()
-
-        def recording_sample(batch_size, env=None):
-            self.batches.append(batch_size)
-            return sample(batch_size, env=env)
-
-        def recording_train(gradient_steps, batch_size):
-            before = model._n_updates
-            training[0] = True
-            try:
-                train(gradient_steps=gradient_steps, batch_size=batch_size)
-            finally:
-                training[0] = False
-            self.updates.append((model.num_timesteps, gradient_steps, batch_size, model._n_updates - before))
-
-        def recording_polyak(params, target_params, tau):
-            params, target_params = list(params), list(target_params)
-            if params:  # the networks into their targets (the other calls copy batch-norm statistics: none here)
-                self.taus.append((targets[id(target_params[0])], tau))
-            return polyak(params, target_params, tau)
+        drawn = set()
 
         def recording_critic_step(*args, **kwargs):
             self.critic_steps.append((model._n_updates, flat_parameters(model.actor)))
@@ -174,7 +108,7 @@ class UpdateSpy:
             return actor_step(*args, **kwargs)
 
         def recording_normal_(tensor, mean=0.0, std=1.0, **kwargs):
-            if training[0]:  # TD3.train's only draw: the target policy's smoothing noise
+            if self.training:  # TD3.train's only draw: the target policy's smoothing noise
                 self.smoothing.append((mean, std))
                 drawn.add(id(tensor))
             return normal_(tensor, mean, std, **kwargs)
@@ -185,13 +119,6 @@ class UpdateSpy:
                 self.clips.append(args)
             return clamp(tensor, *args, **kwargs)
 
-        def read_gamma(instance):
-            self.gammas.append(instance.__dict__["gamma"])
-            return instance.__dict__["gamma"]
-
-        def write_gamma(instance, value):
-            instance.__dict__["gamma"] = value
-
         def recording_noise(cls):
             draw = cls.__call__
 
@@ -201,25 +128,19 @@ class UpdateSpy:
 
             return recording_call
 
-        monkeypatch.setattr(model.replay_buffer, "sample", recording_sample)
-        monkeypatch.setattr(model, "train", recording_train)
-        monkeypatch.setattr(sb3_td3, "polyak_update", recording_polyak)
         monkeypatch.setattr(model.critic.optimizer, "step", recording_critic_step)
         monkeypatch.setattr(model.actor.optimizer, "step", recording_actor_step)
         monkeypatch.setattr(torch.Tensor, "normal_", recording_normal_)
         monkeypatch.setattr(torch.Tensor, "clamp", recording_clamp)
-        monkeypatch.setattr(TD3, "gamma", property(read_gamma, write_gamma), raising=False)
         for cls in NOISE_CLASSES.values():
             monkeypatch.setattr(cls, "__call__", recording_noise(cls))
 
+    def target_update(self, target_params, tau):
+        return self.targets[id(target_params[0])], tau
+
 
 NEW = {
-    "learning_rate": 7e-4,
-    "gamma": 0.95,
-    "tau": 0.02,
-    "batch_size": 64,
-    "train_freq": 4,
-    "gradient_steps": 3,
+    **NEW_VALUES,
     "policy_delay": 4,
     "target_policy_noise": 0.35,
     "target_noise_clip": 0.3,
@@ -233,25 +154,12 @@ def test_every_tunable_value_reaches_the_next_update(config, monkeypatch):
     member = member_of(config, 0)
     member.train(100)  # past learning_starts: updates ran with the YAML's values
     assert member.model._n_updates == 50
-    effective = member.effective_hparams(list(NEW))
-    assert all(effective[name] != value for name, value in NEW.items()), effective
-    logger, writer = capture_logger()
-    member.model.set_logger(logger)
+    spy, rows = offpolicy.train_with_new_values(member, NEW, UpdateSpy, monkeypatch)
 
-    member.set_hparams(NEW)
-    spy = UpdateSpy(member, monkeypatch)
-    member.train(16)  # 4 collections of train_freq env steps, each followed by an update
-    member.model.logger.dump(member.env_steps)
-    monkeypatch.undo()
-
-    # train_freq: the env steps collected between updates, and what SB3 reads at every learn()
-    assert [steps for steps, *_ in spy.updates] == [104, 108, 112, 116]
-    assert member.model.train_freq.frequency == 4 and member.model.train_freq.unit == TrainFrequencyUnit.STEP
-    # gradient_steps: each update makes that many (SB3 counts them in _n_updates), one critic step each
-    assert [(gradient_steps, counted) for _, gradient_steps, _, counted in spy.updates] == [(3, 3)] * 4
+    # train_freq, gradient_steps, batch_size and gamma (TD3 reads the model's own at each step)
+    offpolicy.assert_collections_and_updates(member, spy)
+    # gradient_steps: one critic step each
     assert [n for n, _ in spy.critic_steps] == list(range(51, 63))
-    # batch_size: what every gradient step draws from the replay buffer
-    assert [batch_size for _, _, batch_size, _ in spy.updates] == [64] * 4 and spy.batches == [64] * 12
     # policy_delay: the actor steps once every 4 critic updates (not every 2nd, the YAML's), and its
     # parameters change then and only then
     assert spy.actor_steps == [52, 56, 60]
@@ -260,8 +168,6 @@ def test_every_tunable_value_reaches_the_next_update(config, monkeypatch):
         assert (not torch.equal(before, after)) is (n in spy.actor_steps), n
     # tau: both target networks follow with it, at each delayed update only
     assert spy.taus == [("critic", 0.02), ("actor", 0.02)] * 3
-    # gamma: the discount the Q targets are computed with (TD3 reads the model's own at each step)
-    assert spy.gammas and set(spy.gammas) == {0.95}
     # target_policy_noise and target_noise_clip: the σ of the smoothing noise each gradient step draws, and its bound
     assert spy.smoothing == [(0, 0.35)] * 12
     assert spy.clips == [(-0.3, 0.3)] * 12
@@ -273,25 +179,14 @@ def test_every_tunable_value_reaches_the_next_update(config, monkeypatch):
     assert all(drawn is noise and cls is OrnsteinUhlenbeckActionNoise for drawn, cls, _ in spy.draws)
     assert all(sigma == [0.25] for _, _, sigma in spy.draws)
     assert noise.noise_prev.any()  # it ran
-    # learning_rate: both optimizers', after a train step that reset them from lr_schedule
-    assert learning_rates(member) == [NEW["learning_rate"]] * 2
-    trained = [row for row in writer.rows if "train/learning_rate" in row][-1]
-    assert trained["train/learning_rate"] == pytest.approx(NEW["learning_rate"])
-    assert member.effective_hparams() == pytest.approx(NEW)
-    assert member.hparams == NEW and isinstance(member.hparams["policy_delay"], int)
+    # learning_rate: both optimizers', and every value in effect
+    offpolicy.assert_new_values_in_effect(member, NEW, rows, optimizer_count=2)
+    assert isinstance(member.hparams["policy_delay"], int)
 
 
 def test_setting_the_learning_rate_naively_would_not_change_the_optimizers(config):
     """SB3 copies lr_schedule into both optimizers at each train(): model.learning_rate alone does nothing."""
-    member = member_of(config, 0)
-    original = member.hparams["learning_rate"]
-    member.model.learning_rate = 0.123  # what a naive PBT script does
-    member.train(80)
-    assert member.model._n_updates > 0
-    assert learning_rates(member) == [original] * 2
-    member.set_hparams(dict(member.hparams, learning_rate=0.123))
-    member.train(8)
-    assert learning_rates(member) == [0.123] * 2
+    offpolicy.assert_a_naive_learning_rate_does_nothing(config, optimizer_count=2)
 
 
 def draws(member, count: int, seed: int) -> np.ndarray:
@@ -393,29 +288,23 @@ def test_the_flat_state_holds_exactly_what_td3_names_as_its_state(config):
     # the policy holds the actor, the critics and both target networks, each tensor once, nothing else
     networks = [getattr(model, part) for part in NETWORKS]
     assert [getattr(model.policy, part) for part in NETWORKS] == networks
-    policy_tensors = {id(t): t for t in [*model.policy.parameters(), *model.policy.buffers()]}
+    tensors = offpolicy.policy_tensors(model)
     per_network = [{id(p) for p in net.parameters()} for net in networks]
-    assert set().union(*per_network) == set(policy_tensors)
-    assert sum(map(len, per_network)) == len(policy_tensors)  # no tensor shared between them
+    assert set().union(*per_network) == set(tensors)
+    assert sum(map(len, per_network)) == len(tensors)  # no tensor shared between them
     # the actor's Adam holds the actor's parameters, the critics' Adam the critics'
     for optimizer, network in zip(optimizers(member), (model.actor, model.critic), strict=True):
         assert [id(p) for g in optimizer.param_groups for p in g["params"]] == [id(p) for p in network.parameters()]
-    adam = sum(1 + 2 * p.numel() for o in optimizers(member) for g in o.param_groups for p in g["params"])
-    expected = sum(t.numel() for t in policy_tensors.values()) + adam
+    expected = sum(t.numel() for t in tensors.values()) + offpolicy.adam_size(member)
     assert flat_size(model) == member.buffer.size == expected
     assert member.buffer.dtype == np.float32
 
     # and each of them is the member's flat buffer: networks, target networks, Adam's state
-    start, end = member.buffer.ctypes.data, member.buffer.ctypes.data + member.buffer.nbytes
-    adam_state = [optimizer.state[p][key] for optimizer in optimizers(member) for p in optimizer.state for key in ADAM]
-    assert len(adam_state) == 3 * sum(len(g["params"]) for o in optimizers(member) for g in o.param_groups)
-    for tensor in [*policy_tensors.values(), *adam_state]:
-        assert start <= tensor.data_ptr() < end
-    assert len(state_tensors(model)) == len(policy_tensors) + len(adam_state) and is_bound(model, member.buffer)
-    member.train(80)  # TD3's updates (and the Polyak updates of its targets) work in place on the views
-    assert is_bound(model, member.buffer) and member.pack() is member.buffer
-    assert all(float(optimizer.state[p]["step"]) > 0 for optimizer in optimizers(member) for p in optimizer.state)
-    member.close()
+    adam = offpolicy.adam_state(member)
+    offpolicy.assert_in_the_flat_buffer(member, [*tensors.values(), *adam])
+    assert len(state_tensors(model)) == len(tensors) + len(adam) and is_bound(model, member.buffer)
+    # TD3's updates (and the Polyak updates of its targets) work in place on the views
+    offpolicy.assert_trains_in_place(member)
 
 
 def test_an_exploit_copies_networks_targets_and_optimizers_bit_exactly(config):
@@ -428,10 +317,8 @@ def test_an_exploit_copies_networks_targets_and_optimizers_bit_exactly(config):
     own_prev = own_noise.noise_prev.copy()
     assert own_prev.any()
 
-    state = donor.exploit_state()
-    assert list(state) == ["weights"] and state["weights"] is donor.buffer  # the replay buffer stays the recipient's
     new = {**recipient.hparams, "learning_rate": 5e-4, "tau": 0.01, "policy_delay": 3, "noise_std": 0.12}
-    recipient.load({"weights": state["weights"].copy()}, new)
+    offpolicy.exploit_weights(donor, recipient, new)
 
     assert_same_td3_state(donor, recipient)
     # the recipient's hyperparameters, not the donor's, are in effect
@@ -444,10 +331,7 @@ def test_an_exploit_copies_networks_targets_and_optimizers_bit_exactly(config):
     assert sigmas(recipient) == [[0.12]] and type(donor.model.action_noise) is NormalActionNoise
     assert sigmas(donor) == [[0.3]]
     # its replay buffer is its own, as it was
-    assert same_replay(replay_of(recipient), own_replay)
-    assert np.isnan(recipient.training_score())  # its own episodes no longer score the donor's weights
-    recipient.train(10)  # and it trains on from there
-    assert recipient.env_steps == 80
+    offpolicy.assert_own_replay_and_trains_on(recipient, own_replay)
 
 
 @pytest.mark.parametrize(("donor_steps", "recipient_steps"), [(130, 60), (60, 90)], ids=["full-donor", "part-filled"])
@@ -455,33 +339,16 @@ def test_with_exploit_buffer_copy_the_recipient_takes_the_donors_transitions(don
     """Through the real exchange (on COMM_SELF): the donor's filled part of the replay buffer, its
     position and full flag travel as buffers of the exploit state, received into the recipient's own
     arrays; its exploration noise stays its own."""
-    config = td3_config(
-        "--exploit-buffer", "copy", hyperparams=["learning_starts:50", "batch_size:32", "buffer_size:100", SMALL_NETS]
-    )
-    assert config.exploit_buffer == "copy"
+    config = offpolicy.copying_config("td3")
     donor, recipient = member_of(config, 0), member_of(config, 1, {"noise_type": OU})
     donor.train(donor_steps)
     recipient.train(recipient_steps)
     donors_replay, own_noise = replay_of(donor), recipient.model.action_noise
 
-    state = donor.exploit_state()
-    assert set(state) == {"weights", "replay.position", *(f"replay.{name}" for name in REPLAY_ARRAYS)}
-    assert state["replay.position"].tolist() == [donor.model.replay_buffer.pos, int(donor.model.replay_buffer.full)]
-    received, sent = exchange.exchange(
-        MPI.COMM_SELF, "p2p", {1: 0}, lambda member: 0, {0: state}, lambda r, layout: recipient.receive_buffers(layout)
-    )
-    assert sent == 0  # nothing left the rank
-    (into,) = received.values()
-    assert into["weights"] is recipient.buffer
-    for name in REPLAY_ARRAYS:  # received in place, into the recipient's own replay arrays
-        assert np.shares_memory(into[f"replay.{name}"], getattr(recipient.model.replay_buffer, name))
-    recipient.load(into, recipient.hparams)
-
-    assert same_replay(replay_of(recipient), donors_replay)
+    offpolicy.exchange_with_the_replay_buffer(donor, recipient, "p2p", donors_replay)
     assert_same_td3_state(donor, recipient)
     assert recipient.model.action_noise is own_noise and recipient.hparams["noise_type"] == OU
-    recipient.train(20)  # it trains on the donor's transitions, adding its own after them
-    assert recipient.model.replay_buffer.pos == (donors_replay["pos"] + 20) % 100
+    offpolicy.assert_trains_on_the_donors_transitions(recipient, donors_replay)
 
 
 # --- (3) a member survives a checkpoint with its replay buffer and its noise; the payload is plain data --------
@@ -499,12 +366,9 @@ def test_a_checkpointed_member_keeps_its_replay_buffer_and_noise_and_trains_on_b
     member.scores += [-1200.5]
     assert len(per_env_noises(member)) == n_envs
     path = tmp_path / "member_0.pt"
-    ckpt.atomic_write(path, ckpt.dump_payload(checkpoint_payload(member, "run-t", 3, rng_state())))
+    offpolicy.write_checkpoint(member, path, "run-t", 3)
 
-    raw = torch.load(path, map_location="cpu", weights_only=True)  # plain data and tensors only
-    assert (raw["format"], raw["algo"], raw["run_id"], raw["generation"]) == (ckpt.MEMBER_FORMAT, "td3", "run-t", 3)
-    assert list(raw["replay"]["arrays"]) == list(REPLAY_ARRAYS)
-    assert all(isinstance(tensor, torch.Tensor) for tensor in raw["replay"]["arrays"].values())
+    raw = offpolicy.plain_checkpoint(path, "td3", "run-t", 3)
     assert (raw["replay"]["position"], raw["replay"]["full"]) == (120 // n_envs, False)
     if noise_type == OU:  # the running value of each env's process, exactly
         assert len(raw["noise"]) == n_envs
@@ -523,17 +387,10 @@ def test_a_checkpointed_member_keeps_its_replay_buffer_and_noise_and_trains_on_b
         assert sigmas(resumed) == [[0.3]] * n_envs
     else:  # stateless: one noise of the member's σ, which SB3 copies per env at the first learn()
         assert type(resumed.model.action_noise) is NormalActionNoise and sigmas(resumed) == [[0.3]]
-    assert same_replay(replay_of(resumed), replay_of(member))
-    assert_same_td3_state(member, resumed)
-    assert resumed.hparams == member.hparams and resumed.effective_hparams() == member.effective_hparams()
-    assert (resumed.env_steps, resumed.model._n_updates) == (member.env_steps, member.model._n_updates) == (120, 70)
-    assert resumed.scores == [-1200.5]
+    offpolicy.assert_resumed_as_it_was(resumed, member, assert_same_td3_state)
 
-    rng = rng_state()
-    set_rng_state(rng)
-    member.train(320)  # across every env's episode end (Pendulum's 200 steps): the noise resets there
-    set_rng_state(rng)
-    resumed.train(320)
+    # across every env's episode end (Pendulum's 200 steps): the noise resets there
+    offpolicy.train_alike(320, member, resumed)
     assert resumed.pack().tobytes() == member.pack().tobytes()
     assert_same_td3_state(member, resumed)
     assert same_replay(replay_of(resumed), replay_of(member))
@@ -578,18 +435,13 @@ def test_without_its_noise_state_a_resumed_ou_member_would_draw_other_actions(tm
     config = td3_config()
     member = member_of(config, 0, {"noise_type": OU, "noise_std": 0.3})
     member.train(120)
-    payload = torch.load(
-        io.BytesIO(ckpt.dump_payload(checkpoint_payload(member, "run-t", 1, rng_state()))), weights_only=True
-    )
+    checkpointed = ckpt.dump_payload(offpolicy.checkpoint_payload_of(member, "run-t", 1))
+    payload = torch.load(io.BytesIO(checkpointed), weights_only=True)
     assert len(payload["noise"]) == 1 and payload["noise"][0].numpy().any()
     amnesic = member_of(config, 0, env_seed=12345)
     amnesic.restore({**payload, "noise": []})
     assert amnesic.model.action_noise.noise_prev.tolist() == [0.0]
-    rng = rng_state()
-    set_rng_state(rng)
-    member.train(20)
-    set_rng_state(rng)
-    amnesic.train(20)
+    offpolicy.train_alike(20, member, amnesic)
     actions = [replay_of(m)["arrays"]["actions"] for m in (member, amnesic)]
     assert np.array_equal(actions[0][:120], actions[1][:120])  # the transitions restored
     assert not np.array_equal(actions[0][120:], actions[1][120:])  # the actions taken since
@@ -598,14 +450,8 @@ def test_without_its_noise_state_a_resumed_ou_member_would_draw_other_actions(tm
 def test_a_checkpoint_without_the_replay_buffer_says_so_and_keeps_the_noise(config):
     member = member_of(config, 0, {"noise_type": OU})
     member.train(120)
-    lean = ckpt.dump_payload(checkpoint_payload(member, "run-t", 2, rng_state(), replay=False))
-    payload = torch.load(io.BytesIO(lean), map_location="cpu", weights_only=True)
-    assert payload["replay"] is None and len(payload["noise"]) == 1
-
-    fresh = member_of(config, 0)
-    note = fresh.restore(payload)
-    assert "replay buffer was left out of the checkpoint" in note and "--no-checkpoint-buffers" in note
-    assert (fresh.model.replay_buffer.pos, fresh.model.replay_buffer.full) == (0, False)
+    _, payload, fresh = offpolicy.restore_without_the_replay_buffer(member, config, "run-t", 2)
+    assert len(payload["noise"]) == 1
     assert_same_td3_state(member, fresh)  # the rest of the member came back, its noise included
     assert noise_prevs(fresh)[0].tolist() == noise_prevs(member)[0].tolist()
     updates = fresh.model._n_updates

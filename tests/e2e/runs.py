@@ -1,0 +1,122 @@
+"""What the end-to-end tests share: a run started in the background (and ended if the test leaves it
+running), the PIDs of its ranks, waiting for its records, the flags common to a test's runs, its
+TensorBoard scalars, python -m entry points, the line of a member's weights back through its
+exploits, and a tree's digest (to show nothing was written)."""
+
+import hashlib
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT, mpi_env, mpiexec_path, read_population
+
+
+@contextmanager
+def running(ranks: int, args: list[str], **popen):
+    """``python ARGS`` on ``ranks`` ranks under mpiexec, in the background for the ``with`` block,
+    its output piped (``popen``: other Popen arguments, such as stderr=subprocess.STDOUT); killed if
+    it still runs after the block."""
+    command = [mpiexec_path(), "-n", str(ranks), "--oversubscribe", sys.executable, *args]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
+    job = subprocess.Popen(command, cwd=ROOT, env=mpi_env(), text=True, **pipes)
+    try:
+        yield job
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+
+
+def rank_pids(run_dir) -> list[int]:
+    """PIDs of the python ranks whose command line names ``run_dir``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(run_dir).encode() in argv and b"python" in Path(argv[0].decode()).name.encode():
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}")
+
+
+def wait_for_rows(run_dir: Path, rows: int, what: str, timeout: float = 240) -> None:
+    """Waits until the run's population.csv holds ``rows`` rows (``what``: the generation they end)."""
+    wait_for(lambda: (run_dir / "population.csv").exists() and len(read_population(run_dir)) >= rows, timeout, what)
+
+
+def common(run_dir, hyperparams, *extra) -> list[str]:
+    """The flags of a test's CartPole runs: the tiny hyperparameters, the run directory, seed 5."""
+    return ["--hyperparams", str(hyperparams), "--run-dir", str(run_dir), "--seed", "5", *extra]
+
+
+def scalar_tags(event_dir):
+    """A TensorBoard event directory's accumulator, loaded, and its scalars' tags."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(event_dir))
+    accumulator.Reload()
+    return accumulator, set(accumulator.Tags()["scalars"])
+
+
+def python(*args, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python ARGS`` in the repository, its output captured."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def plots(run_dir, out: Path) -> dict[str, Path]:
+    """``python -m evo.plot`` on ``run_dir``: its three PNGs, written into ``out``."""
+    result = python("-m", "evo.plot", str(run_dir), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    written = {name: out / f"{name}.png" for name in ("scores", "hparams", "lineage")}
+    for path in written.values():
+        assert path.read_bytes()[:8] == PNG
+    return written
+
+
+def tunable(algo: str) -> dict[str, tuple[type, bool]]:
+    """What load_schedule needs of a learner: each tunable setting's type and whether it may be off."""
+    from evo.learners import learner_spec
+
+    return {s.name: (s.type, s.may_be_off) for s in learner_spec(algo).settings if s.tunable}
+
+
+def line_of(history, member) -> dict[int, int]:
+    """Who trained ``member``'s weights in each generation ({generation: member}), walking back
+    through its exploits."""
+    owners, followed = {}, member
+    for generation in reversed(history.generations):
+        owners[generation] = followed
+        if generation > 1 and history.row(generation - 1, followed).donor is not None:
+            followed = history.row(generation - 1, followed).donor
+    return owners
+
+
+def tree_digest(path) -> str:
+    """The names and contents of every file below ``path``, hashed."""
+    digest = hashlib.sha256()
+    for item in sorted(Path(path).rglob("*")):
+        digest.update(str(item.relative_to(path)).encode())
+        if item.is_file():
+            digest.update(item.read_bytes())
+    return digest.hexdigest()
