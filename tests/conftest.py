@@ -4,6 +4,8 @@ under mpiexec, the package built and installed), ``slurm/`` (a private SLURM), `
 (two hosts in network namespaces). Shared helpers live in tests/support.py."""
 
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +22,17 @@ _durations: dict[str, float] = {}
 # Open MPI's libfabric BTL finds no fabric here and sleeps a second as it closes, in every
 # MPI_Init (README, MPI notes); the suite starts MPI a few hundred times. A user's own setting wins.
 os.environ.setdefault("OMPI_MCA_btl", "^ofi")
+
+# Every mpiexec (PRRTE) makes its session directory <base>/ompi.<its pid> and refuses to start
+# ("The PMIx server's listener thread failed to start", exit 213) if one of that name already
+# holds its rendezvous file. A killed mpiexec leaves its directory behind, and pids wrap (at
+# 32768 here) within one `make test`, so the suite's mpiexecs, the SLURM jobs' and the two
+# hosts' make theirs in a directory of this session's own: nothing left in /tmp by an earlier
+# job can stop them. Removed at the end of the session.
+# (The rank tests' inner sessions, already under an mpiexec, start none.)
+INNER_SESSION = "OMPI_COMM_WORLD_RANK" in os.environ
+if not INNER_SESSION and "PRTE_MCA_prte_tmpdir_base" not in os.environ:
+    os.environ["PRTE_MCA_prte_tmpdir_base"] = tempfile.mkdtemp(prefix="evo-tests-mpi-")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -39,7 +52,12 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     """The session's slowest tests, its total and its tiers' totals, into test-durations.txt."""
-    if not _durations or "OMPI_COMM_WORLD_RANK" in os.environ:  # the rank tests' inner sessions keep quiet
+    if INNER_SESSION:  # the rank tests' inner sessions keep quiet
+        return
+    sessions = Path(os.environ["PRTE_MCA_prte_tmpdir_base"])
+    if sessions.name.startswith("evo-tests-mpi-"):  # ours, not a user's own setting
+        shutil.rmtree(sessions, ignore_errors=True)
+    if not _durations:
         return
     tiers: dict[str, float] = {}
     for nodeid, seconds in _durations.items():
