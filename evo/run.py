@@ -231,9 +231,10 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
     members = build_members(config, comm.Get_rank(), checkpoint)
     if comm.Get_rank() == 0:
         log_start(config, start, checkpoint)
+    target = checkpoint_target(config)
     if checkpoint is None:  # the initial population, so that a stop in generation 1 can resume
         initial = snapshot(config.run_id, members, 0, {"lineage": [], "population_step": 0}, config.checkpoint_buffers)
-        save_checkpoint(comm, checkpoint_target(config), *initial)
+        save_checkpoint(comm, target, *initial)
     manifest = checkpoint.manifest if checkpoint is not None else {}
     # the explorer's memory (PB2's history of the population), on rank 0 where the plan is decided
     explorer = make_explorer(
@@ -387,6 +388,7 @@ def run_hooks(
 ) -> Hooks:
     """The run's steps of the generation loop: train, score, plan, records, checkpoints;
     with ``reporter`` (rank 0), the generation's progress while its members train."""
+    target = checkpoint_target(config)
     first = min(members)
 
     def train(member: Learner, should_stop) -> None:
@@ -420,7 +422,7 @@ def run_hooks(
         snapshot=lambda generation, run_state: snapshot(
             config.run_id, members, generation, run_state, config.checkpoint_buffers
         ),
-        save=lambda saved: save_checkpoint(comm, checkpoint_target(config), *saved),
+        save=lambda saved: save_checkpoint(comm, target, *saved),
     )
 
 

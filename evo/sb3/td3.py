@@ -139,19 +139,18 @@ class TD3Learner(OffPolicyLearner):
         state = super().member_state(replay)
         state["noise"] = [
             torch.from_numpy(np.array(noise.noise_prev, dtype=np.float64))
-            for noise in base_noises(self.model.action_noise)
-            if isinstance(noise, OrnsteinUhlenbeckActionNoise)
+            for noise in ou_noises(self.model.action_noise)
         ]
         return state
 
     def restore(self, payload: Mapping[str, Any]) -> str | None:
         note = super().restore(payload)
         saved = payload.get("noise") or []
-        noises = [n for n in base_noises(self.model.action_noise) if isinstance(n, OrnsteinUhlenbeckActionNoise)]
+        noises = ou_noises(self.model.action_noise)
         if saved and len(saved) != len(noises) and len(noises) == 1 and self.model.n_envs > 1:
             # saved vectorised; SB3 vectorises this model's noise at its first learn(): do it now
             self.model.action_noise = VectorizedActionNoise(self.model.action_noise, self.model.n_envs)
-            noises = base_noises(self.model.action_noise)
+            noises = ou_noises(self.model.action_noise)
         for noise, prev in zip(noises, saved, strict=False):
             noise.noise_prev = prev.numpy().copy()
         return note
