@@ -459,6 +459,23 @@ def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs
     assert_completes_resumed_from(job, stopped)
 
 
+def wait_for_array(job_id: str, tasks: int, timeout: float) -> list[str]:
+    """Each task's final state and exit code, once every task of array job ``job_id`` has ended
+    (polled every half second: `sbatch --wait` polls at growing intervals, up to tens of seconds
+    after the last task ended)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=30)
+        assert shown.returncode == 0, shown.stderr
+        fields = [dict(f.split("=", 1) for f in line.split() if "=" in f) for line in shown.stdout.splitlines()]
+        ended = [f for f in fields if f.get("JobState") not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")]
+        if len(fields) == tasks and len(ended) == tasks:
+            ordered = sorted(ended, key=lambda f: int(f["ArrayTaskId"]))
+            return [f"{f['JobState']} {f['ExitCode']}" for f in ordered]
+        time.sleep(0.5)
+    pytest.fail(f"array job {job_id}: its {tasks} tasks had not ended after {timeout}s")
+
+
 def test_the_comparison_study_runs_as_a_slurm_array(cluster, tmp_path):
     """docs/results.md's cluster recipe: one array task per (method, seed) run with
     `compare.py --job $SLURM_ARRAY_TASK_ID`, then `--report-only` builds the table."""
@@ -473,16 +490,18 @@ def test_the_comparison_study_runs_as_a_slurm_array(cluster, tmp_path):
     assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 2, listed.stderr
     wrap = " ".join(study) + " --job $SLURM_ARRAY_TASK_ID"
     submitted = subprocess.run(
-        ["sbatch", "--wait", "--array=0-1", "--ntasks=2", "--mem=3G", "--time=10"]
+        ["sbatch", "--parsable", "--array=0-1", "--ntasks=2", "--mem=3G", "--time=10"]
         + [f"--output={tmp_path}/task-%a.out", "--wrap", wrap],
         cwd=ROOT,
         env=mpi_env(),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=60,
     )
+    assert submitted.returncode == 0, submitted.stderr
+    states = wait_for_array(submitted.stdout.strip().split(";")[0], tasks=2, timeout=600)
     logs = "\n".join(path.read_text()[-2000:] for path in sorted(tmp_path.glob("task-*.out")))
-    assert submitted.returncode == 0, submitted.stderr + logs
+    assert states == ["COMPLETED 0:0", "COMPLETED 0:0"], logs
     for method in ("pbt", "zoo"):
         assert (out / "runs" / "Pendulum-v1" / f"{method}-seed0" / "wall_s").is_file(), logs
     assert not (out / "results.md").exists()  # each task ran its own run only
