@@ -32,9 +32,11 @@ SLURM_DIR = Path(os.environ.get("EVO_TEST_SLURM_DIR", "/var/lib/local-slurm-evo-
 CRED_EXPIRE = 5  # a requeued job waits 6 s (SLURM's default: 121 s; it refuses less than 5)
 SCHED_INTERVAL = 1  # the scheduler looks at pending jobs every second (the script's default: 5)
 GRACE_TIME = 20  # asked of local-slurm.sh for the normal partition: time enough for a checkpoint
-# A signalled job runs this many generations: the signal, sent once generation 1 is recorded, must
-# find the run still training however fast the machine (a 16000-step generation took 1.5 s on an
-# AMD EPYC, so a 3-generation run could end before a pre-emption's signal reached it).
+# A signalled job runs this many generations of 8000 env steps: the signal (scancel's, or a
+# pre-emption's), sent once generation 1 is recorded, reaches the job about 1 s later and must find
+# it still training however fast the machine. An 8000-step generation takes 2.3 s on a Zen 4 EPYC
+# and has taken 0.75 s on the fastest host seen, leaving 5 generations (>= 3.7 s) for the signal.
+# (Longer generations only lengthen the resumed part, which trains the rest of them.)
 SIGNALLED_GENERATIONS = 6
 
 
@@ -397,7 +399,7 @@ def preempted_within_the_grace_time(job: Job, tmp_path: Path) -> str:
 def test_preemption_with_srun_checkpoints_within_the_grace_time(jobs, tmp_path, tiny_hyperparams):
     """The recommended setting: LAUNCHER=srun on a default SLURM. The pre-emption's SIGTERM
     reaches every rank: a checkpoint at once, well before the GraceTime ends."""
-    job = signalled_job(jobs, tmp_path, tiny_hyperparams, "srun", steps=16000)
+    job = signalled_job(jobs, tmp_path, tiny_hyperparams, "srun")
     urgent = preempted_within_the_grace_time(job, tmp_path)
     log = job.log()
     stopped = stopped_at(log, "SIGTERM", SIGNALLED_GENERATIONS)
@@ -418,7 +420,7 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
     checkpoint and the test cancels the requeued job."""
     generations = 500
     job = jobs(
-        tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", steps=16000, generations=generations
+        tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", generations=generations
     )
     job.wait_for_generation(1)
     preempted = time.monotonic()
@@ -449,7 +451,7 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
 def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs, tmp_path, tiny_hyperparams, launcher):
     """With SlurmctldParameters=preempt_send_user_signal, the pre-emption sends the job's
     --signal=B:USR1 to the batch script at once, which forwards it to the launcher."""
-    job = signalled_job(jobs, tmp_path, tiny_hyperparams, launcher, steps=16000)
+    job = signalled_job(jobs, tmp_path, tiny_hyperparams, launcher)
     preempted_within_the_grace_time(job, tmp_path)
     log = job.log()
     assert "pre-emption signal, asking the job to checkpoint" in log
