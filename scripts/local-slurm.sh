@@ -3,9 +3,9 @@
 # batch scripts in slurm/ before a real cluster. Debian/Ubuntu, as root, without systemd or
 # cgroups.
 #
-#   scripts/local-slurm.sh up      install (apt-get) SLURM and munge, write the instance's
-#                                  configuration, start its munged, slurmctld and slurmd, wait
-#                                  until the node is idle
+#   scripts/local-slurm.sh install install (apt-get) SLURM and munge, if they are missing
+#   scripts/local-slurm.sh up      install them, write the instance's configuration, start its
+#                                  munged, slurmctld and slurmd, wait until the node is idle
 #   scripts/local-slurm.sh down    stop the instance's daemons
 #   scripts/local-slurm.sh status  say whether they run and what sinfo shows
 #   scripts/local-slurm.sh env     print `export SLURM_CONF=...`: eval it to talk to the instance
@@ -258,12 +258,16 @@ status() {
 }
 
 case "${1:-}" in
+    install)
+        [ "$(id -u)" -eq 0 ] || die "run as root (it installs packages)"
+        install_packages
+        ;;
     up) up ;;
     down) down ;;
     status) status ;;
     env) echo "export SLURM_CONF=$CONF" ;;
     *)
-        echo "usage: $0 up|down|status|env" >&2
+        echo "usage: $0 install|up|down|status|env" >&2
         exit 2
         ;;
 esac

@@ -48,7 +48,9 @@ def cluster():
         pytest.skip("the slurm tier installs and starts SLURM daemons: it needs root")
     if not shutil.which("apt-get") and not shutil.which("slurmctld"):
         pytest.skip("the slurm tier needs apt-get (Debian/Ubuntu) or SLURM installed")
-    system = system_slurm_files()
+    installed = subprocess.run([str(LOCAL_SLURM), "install"], env=slurm_env(), capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    system = system_slurm_files()  # as the packages left them (they ship /etc/slurm/plugstack.conf, a munge key)
     started = time.monotonic()
     said = local_slurm_up()
     print(f"\nlocal SLURM up in {time.monotonic() - started:.1f}s: {said}")
