@@ -5,7 +5,7 @@ mpiexec -n 4 python pbt_rl_wta.py --env-id CartPole-v1
 
 import sys
 
-from evo.run import main
+from evo.main import main
 
 if __name__ == "__main__":
     sys.exit(main(strategy="wta", transport="collective"))

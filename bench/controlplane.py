@@ -4,7 +4,7 @@
 
 Measured (each launches mpiexec -n R --oversubscribe itself):
 
-1. **One generation's control plane**, for each R: evo's real run (``evo.run.main``, truncation,
+1. **One generation's control plane**, for each R: evo's real run (``evo.main.main``, truncation,
    p2p as pbt_rl_truct.py and collective as pbt_rl_truct_collective.py, one after the other in
    the same job) with one tiny CartPole member per rank (2 envs x 32 steps, one rollout and one
    epoch a generation). The benchmark wraps the loop's own steps (``evo.loop``'s train, score,
@@ -140,7 +140,7 @@ def control_plane_worker(generations: int, run_root: str, hyperparams: str) -> N
     import torch
     from mpi4py import MPI
 
-    import evo.run
+    import evo.main
 
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
@@ -154,7 +154,7 @@ def control_plane_worker(generations: int, run_root: str, hyperparams: str) -> N
             *("--agent-training-steps", str(STEPS_PER_GENERATION), "--total-generations", str(generations)),
             *("--run-dir", str(Path(run_root) / transport), "--progress-interval", "0", "--log-level", "WARNING"),
         ]
-        status = evo.run.main("truncation", transport, argv, prog=script)
+        status = evo.main.main("truncation", transport, argv, prog=script)
         if status != 0:
             raise RuntimeError(f"{script} exited with {status}")
         results[transport] = comm.gather(clock.rows, root=0)

@@ -1,30 +1,22 @@
-"""The PBT run of any learner's agents: start-up on every rank, the members, the hooks it plugs
-into the generation loop (``evo.loop``), and the entry points. Nothing here names an algorithm:
-members are built through the learner interface (evo/learners/interface.py) by the SB3 side of
-``--algo`` (evo/sb3/<algo>.py).
-
-``main(strategy, transport)`` is what the three root scripts call. Start-up: rank 0
-parses and validates the command line and broadcasts the config (or the fact that it
-was refused: every rank then exits with status 2). Any exception afterwards prints the
-rank's traceback and aborts the whole MPI job, so no rank is left waiting in a
-collective or a receive.
+"""The PBT run of any learner's agents, once the config is accepted (``evo.main`` is the entry
+point): the members, the hooks it plugs into the generation loop (``evo.loop``), records and
+checkpoints. Nothing here names an algorithm: members are built through the learner interface
+(evo/learners/interface.py) by the SB3 side of ``--algo`` (evo/sb3/<algo>.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import sys
 import time
-import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from evo.config import Config, ConfigError, parse_config
+from evo.config import Config
 from evo.core.explorers import Explorer, make_explorer
 from evo.core.kinds import sample_hparams
 from evo.core.plan import Exploit, generation_rng, plan_generation
@@ -32,7 +24,7 @@ from evo.core.progress import Progress, ProgressReporter
 from evo.core.result import MemberResult, Scores
 from evo.core.selection import NO_PBT
 from evo.learners.interface import Learner
-from evo.logs import install_logging, output_is_terminal
+from evo.logs import output_is_terminal
 from evo.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, StepTimes, run_generations
 from evo.mpi import exchange
 from evo.rundir.checkpoint import (
@@ -40,10 +32,8 @@ from evo.rundir.checkpoint import (
     Checkpoint,
     Target,
     atomic_write,
-    checkpoints_dir,
     dump_payload,
     generation_dir,
-    latest,
     load_payload,
     member_filename,
     prune,
@@ -57,7 +47,6 @@ from evo.stopping import EXIT_STOPPED, StopRequest
 
 logger = logging.getLogger("evo")
 
-EXIT_BAD_INPUT = 2
 INIT_STREAM = 0x1417
 
 
@@ -111,45 +100,6 @@ def make_member(
     if not tensorboard:
         setup = dataclasses.replace(setup, tb_dir=None)
     return build_member(setup, initial_hparams(config, member) if hparams is None else hparams)
-
-
-def startup(
-    comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str
-) -> tuple[Config, Checkpoint | None]:
-    """Rank 0 parses and validates (and, for --resume, finds the checkpoint); every rank gets
-    the config and the checkpoint, or exits with status 2 if the input was refused."""
-    outcome: tuple[str, object] = ("error", None)
-    if comm.Get_rank() == 0:
-        try:
-            config = parse_config(argv, strategy=strategy, transport=transport, world_size=comm.Get_size(), prog=prog)
-            checkpoint = find_checkpoint(config.run_dir, config.run_id) if config.resume else None
-            outcome = ("ok", (config, checkpoint))
-        except ConfigError as error:
-            print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
-            outcome = ("error", EXIT_BAD_INPUT)
-        except SystemExit as stop:  # argparse: --help (0) or a malformed flag (2)
-            outcome = ("exit", stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT)
-    outcome = comm.bcast(outcome, root=0)
-    if outcome[0] != "ok":
-        sys.stdout.flush()
-        raise SystemExit(outcome[1] if outcome[1] is not None else EXIT_BAD_INPUT)
-    return outcome[1]
-
-
-def find_checkpoint(run_dir: Path, run_id: str) -> Checkpoint:
-    """The checkpoint a --resume continues from (ConfigError if there is none)."""
-    checkpoint, skipped = latest(run_dir, run_id)
-    for reason in skipped:
-        logger.warning("skipping checkpoint: %s", reason)
-    if checkpoint is None:
-        detail = ("; " + "; ".join(skipped)) if skipped else ""
-        raise ConfigError(
-            [
-                f"--resume: no complete checkpoint in {checkpoints_dir(run_dir)}{detail}. "
-                "Start a new run with another --run-dir instead."
-            ]
-        )
-    return checkpoint
 
 
 def checkpoint_target(config: Config) -> Target:
@@ -566,36 +516,3 @@ def log_generation(
             exploit.donor_score,
             ", ".join(exploit.changes),
         )
-
-
-def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    """Entry point of the three scripts."""
-    prog = prog or Path(sys.argv[0]).name
-    comm = exchange.world()
-    rank = comm.Get_rank()
-    install_logging(rank)
-    try:
-        config, checkpoint = startup(comm, argv, strategy, transport, prog)
-        install_logging(rank, config.log_level)
-        return run(config, comm, [prog, *argv] if argv is not None else sys.argv, checkpoint)
-    except SystemExit:
-        raise
-    except BaseException:
-        host = os.uname().nodename
-        sys.stderr.write(f"[{rank}@{host}] evo: unrecoverable error on rank {rank}; aborting the MPI job\n")
-        traceback.print_exc()
-        sys.stderr.flush()
-        comm.Abort(1)
-    return 0
-
-
-def main_wta() -> int:
-    return main("wta", "collective")
-
-
-def main_truct() -> int:
-    return main("truncation", "p2p")
-
-
-def main_truct_collective() -> int:
-    return main("truncation", "collective")

@@ -51,7 +51,7 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """The session's slowest tests, its total and its tiers' totals, into test-durations.txt."""
+    """The session's slowest tests and files, its total and its tiers' totals, into test-durations.txt."""
     if INNER_SESSION:  # the rank tests' inner sessions keep quiet
         return
     sessions = Path(os.environ["PRTE_MCA_prte_tmpdir_base"])
@@ -63,12 +63,17 @@ def pytest_sessionfinish(session, exitstatus):
     for nodeid, seconds in _durations.items():
         tier = nodeid.split("/")[1] if nodeid.startswith("tests/") and nodeid.count("/") > 1 else "?"
         tiers[tier] = tiers.get(tier, 0.0) + seconds
+    files: dict[str, float] = {}
+    for nodeid, seconds in _durations.items():
+        files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0.0) + seconds
     slowest = sorted(_durations.items(), key=lambda item: -item[1])[:60]
     lines = [
         f"# {time.strftime('%Y-%m-%d %H:%M:%S')}: {len(_durations)} tests, {sum(_durations.values()):.0f} s in tests "
         f"(exit status {int(exitstatus)}); by tier: "
         + ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in sorted(tiers.items())),
         *(f"{seconds:8.2f}s  {nodeid}" for nodeid, seconds in slowest),
+        "# by file, the slowest 30:",
+        *(f"{seconds:8.2f}s  {path}" for path, seconds in sorted(files.items(), key=lambda item: -item[1])[:30]),
     ]
     DURATIONS.write_text("\n".join(lines) + "\n")
 
