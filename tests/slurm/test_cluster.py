@@ -48,7 +48,9 @@ def cluster():
         pytest.skip("the slurm tier installs and starts SLURM daemons: it needs root")
     if not shutil.which("apt-get") and not shutil.which("slurmctld"):
         pytest.skip("the slurm tier needs apt-get (Debian/Ubuntu) or SLURM installed")
-    installed = subprocess.run([str(LOCAL_SLURM), "install"], env=slurm_env(), capture_output=True, text=True, timeout=600)
+    installed = subprocess.run(
+        [str(LOCAL_SLURM), "install"], env=slurm_env(), capture_output=True, text=True, timeout=600
+    )
     assert installed.returncode == 0, installed.stdout + installed.stderr
     system = system_slurm_files()  # as the packages left them (they ship /etc/slurm/plugstack.conf, a munge key)
     started = time.monotonic()
@@ -421,9 +423,7 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
     machine): once the resumed part has recorded a generation of its own, USR1 stops it with a
     checkpoint and the test cancels the requeued job."""
     generations = 500
-    job = jobs(
-        tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", generations=generations
-    )
+    job = jobs(tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", generations=generations)
     job.wait_for_generation(1)
     preempted = time.monotonic()
     preempt(job, tmp_path)
