@@ -15,6 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 TINY_CARTPOLE = "CartPole-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n"
+TINY_DEFAULT = TINY_CARTPOLE.replace("CartPole-v1:", "default:")
+"""The same settings for any env (a user's env, as tests/gated_env.py's)."""
 TINY_PROCGEN = "procgen:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n  n_epochs: 1\n"
 PPO_SIX = ["learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef"]
 """The six hyperparameters the built-in PPO search spaces explore."""

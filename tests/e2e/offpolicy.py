@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tests.e2e.runs import scalar_tags
+from tests.gated_env import gate_flags
 from tests.support import generations_recorded, last_manifest, mpiexec, read_lineage, read_population
 
 MEMBERS, STEPS, RANKS = 4, 200, 2
@@ -19,15 +20,26 @@ SHORT_EPISODES = {"HalfCheetah-v5": ["--env-kwargs", "max_episode_steps:100"]}
 and members with no score tie and keep their own weights."""
 
 
-def tiny(algo: str, env_id: str = "Pendulum-v1") -> list[str]:
-    """The flags of ``algo`` on ``env_id`` with the tiny budget and settings."""
+def tiny(algo: str, env_id: str = "Pendulum-v1", gate: tuple | None = None) -> list[str]:
+    """The flags of ``algo`` on ``env_id`` with the tiny budget and settings; with ``gate`` (the step
+    and folder of tests/gated_env.py's gate), on ``env_id`` behind the gate."""
+    space = f"batch_size: {{choices: {BATCH_SIZES}}}"  # the built-in choices go up to 1024
+    if gate is None:
+        env = ["--env-id", env_id, *SHORT_EPISODES.get(env_id, [])]
+    else:  # the gated env's id gets the YAML's default block: add what Pendulum's adds to it
+        env = gate_flags(env_id, *gate)
+        space += ", target_entropy: {low: -2.0, high: 0.0, scale: additive}" if algo == "sac" else ""
     return [
-        *("--algo", algo, "--env-id", env_id, "--agent-training-steps", str(STEPS)),
-        *SHORT_EPISODES.get(env_id, []),
+        *("--algo", algo, *env, "--agent-training-steps", str(STEPS)),
         *("--hyperparams", "learning_starts:50", "batch_size:32", "buffer_size:4000"),
         "policy_kwargs:{net_arch: [64, 64]}",
-        f"search_space:{{batch_size: {{choices: {BATCH_SIZES}}}}}",  # the built-in choices go up to 1024
+        f"search_space:{{{space}}}",
     ]
+
+
+GENERATION_STEPS = STEPS + 9
+"""The most env steps a member trains in a generation: STEPS rounded up to whole collections of its
+train_freq, at most 10 in the built-in spaces."""
 
 
 def run(algo: str, run_dir, *extra, script="pbt_rl_truct.py", env_id="Pendulum-v1", generations=2):

@@ -8,31 +8,35 @@ import signal
 import pytest
 import yaml
 
-from tests.e2e.offpolicy import MEMBERS, RANKS, tiny
-from tests.e2e.runs import plots, python, running, wait_for_rows
+from tests.e2e.offpolicy import GENERATION_STEPS, MEMBERS, RANKS, tiny
+from tests.e2e.runs import plots, python, running, wait_for
+from tests.gated_env import held
 from tests.support import generations_recorded, mpiexec, read_lineage, read_population
 
 GENERATIONS = 4
 
 
-def args_of(algo: str, run_dir) -> list[str]:
+def args_of(algo: str, run_dir, gate: tuple | None = None) -> list[str]:
     flags = ["--num-agents", str(MEMBERS), "--total-generations", str(GENERATIONS), "--seed", "7"]
-    return ["pbt_rl_truct.py", *tiny(algo), *flags, "--tb-writer", "False", "--run-dir", str(run_dir)]
+    return ["pbt_rl_truct.py", *tiny(algo, gate=gate), *flags, "--tb-writer", "False", "--run-dir", str(run_dir)]
 
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_a_stopped_and_resumed_run_records_what_the_uninterrupted_one_does(tmp_path, algo):
-    whole = mpiexec(RANKS, args_of(algo, tmp_path / "whole"))
+    """The stopped run's ranks are held in generation 3 (tests/gated_env.py) until SIGUSR1 comes;
+    the whole run goes through the same env ungated."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    whole = mpiexec(RANKS, args_of(algo, tmp_path / "whole", gate=(0, gate)))
     assert whole.returncode == 0, whole.stderr[-3000:]
 
     run_dir = tmp_path / "stopped"
-    with running(RANKS, args_of(algo, run_dir)) as job:
-        wait_for_rows(run_dir, MEMBERS * 2, "generation 2")
+    with running(RANKS, args_of(algo, run_dir, gate=(2 * GENERATION_STEPS + 1, gate))) as job:
+        wait_for(lambda: len(held(gate, range(RANKS))) == RANKS, 240, "the gate in generation 3")
         job.send_signal(signal.SIGUSR1)
         output, _ = job.communicate(timeout=120)
     assert job.returncode == 75, output[-2000:]
-    stopped_at = max(generations_recorded(run_dir))
-    assert 2 <= stopped_at < GENERATIONS, "the signal must land before the last generation ends"
+    assert max(generations_recorded(run_dir)) == 2
     resumed = mpiexec(RANKS, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr

@@ -10,8 +10,18 @@ import pytest
 import yaml
 
 from evo.rundir import checkpoint as ckpt
-from tests.e2e.runs import common, rank_pids, running, scalar_tags, tree_digest, wait_for_rows
-from tests.support import ROOT, budget, generations_recorded, mpi_env, mpiexec, read_population
+from tests.e2e.runs import common, rank_pids, running, scalar_tags, tree_digest, wait_for, wait_for_rows
+from tests.gated_env import gate_flags, held
+from tests.support import (
+    ROOT,
+    TINY_DEFAULT,
+    budget,
+    generations_recorded,
+    mpi_env,
+    mpiexec,
+    read_population,
+    write_hyperparams,
+)
 
 
 def tb_steps(event_dir, tag):
@@ -49,18 +59,20 @@ def test_resume_continues_records_on_another_world_size(tmp_path, tiny_hyperpara
 
 
 @pytest.mark.parametrize("target, signum", [("rank", signal.SIGTERM), ("mpiexec", signal.SIGUSR1)])
-def test_stop_signal_mid_generation_checkpoints_and_resumes(tmp_path, tiny_hyperparams, target, signum):
-    run_dir = tmp_path / "run"
-    with running(2, ["pbt_rl_truct.py", *budget(2, 3, 20000), *common(run_dir, tiny_hyperparams)]) as job:
-        wait_for_rows(run_dir, 2, "generation 1")
-        time.sleep(1.0)  # well inside generation 2
-        pid = rank_pids(run_dir)[-1] if target == "rank" else job.pid
-        signalled = time.monotonic()
-        os.kill(pid, signum)
+def test_stop_signal_mid_generation_checkpoints_and_resumes(tmp_path, target, signum):
+    """A signal to one rank (the other learns of it by a stop notice) or to mpiexec (which forwards
+    it to every rank), while generation 2 trains: the run stops with generation 1's checkpoint and
+    resumes from it. The signalled ranks are held inside generation 2 until it comes."""
+    run_dir, gate = tmp_path / "run", tmp_path / "gate"
+    gate.mkdir()
+    ranks = [1] if target == "rank" else [0, 1]
+    # 2 envs x 64 steps a rollout: generation 1 is each env's first 1024 steps
+    args = [*budget(2, 3, 2048), *gate_flags("CartPole-v1", 1024 + 100, gate, ranks)]
+    with running(2, ["pbt_rl_truct.py", *args, *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))]) as job:
+        wait_for(lambda: len(held(gate, ranks)) == len(ranks), 240, "the gate in generation 2")
+        os.kill(held(gate, ranks)[1] if target == "rank" else job.pid, signum)
         stdout, stderr = job.communicate(timeout=90)
-        elapsed = time.monotonic() - signalled
     assert job.returncode == 75, stderr[-3000:]
-    assert elapsed < 60
     assert "checkpoint of generation 1" in stdout + stderr
     assert generations_recorded(run_dir) == {1: [0, 1]}
     assert ckpt.latest(run_dir)[0].generation == 1
@@ -235,9 +247,10 @@ def test_long_episodes_no_score_is_lost_to_an_exploit_or_a_resume(tmp_path):
     recipient often finishes no episode in the generation after its exploit. It is scored by
     the score its new weights carried (marked stale), never NaN; and since the training envs
     travel in the checkpoint, the run stopped by SIGUSR1 and resumed records exactly what the
-    uninterrupted run records (no more stale scores)."""
+    uninterrupted run records (no more stale scores). The stopped run's ranks are held in generation
+    13 until the signal comes (tests/gated_env.py); the whole run goes through the same env ungated."""
     hyperparams = tmp_path / "long.yml"
-    hyperparams.write_text("CartPole-v1:\n  n_envs: 8\n  n_steps: 32\n  n_minibatches: 4\n  n_epochs: 10\n")
+    hyperparams.write_text("default:\n  n_envs: 8\n  n_steps: 32\n  n_minibatches: 4\n  n_epochs: 10\n")
     args = [
         "pbt_rl_truct.py",
         *budget(4, 30, 256),
@@ -248,17 +261,20 @@ def test_long_episodes_no_score_is_lost_to_an_exploit_or_a_resume(tmp_path):
         "--seed",
         "5",
     ]
-    uninterrupted = mpiexec(2, [*args, "--run-dir", str(tmp_path / "whole")])
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    whole_args = [*args, *gate_flags("CartPole-v1", 0, gate), "--run-dir", str(tmp_path / "whole")]
+    uninterrupted = mpiexec(2, whole_args)
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
 
     run_dir = tmp_path / "stopped"
-    with running(2, [*args, "--run-dir", str(run_dir)]) as job:
-        wait_for_rows(run_dir, 4 * 12, "generation 12")
+    # each env's 32 steps a generation: generation 13 starts at its step 385
+    with running(2, [*args, *gate_flags("CartPole-v1", 12 * 32 + 5, gate), "--run-dir", str(run_dir)]) as job:
+        wait_for(lambda: len(held(gate, [0, 1])) == 2, 240, "the gate in generation 13")
         job.send_signal(signal.SIGUSR1)
         job.communicate(timeout=90)
     assert job.returncode == 75
-    stopped_at = max(generations_recorded(run_dir))
-    assert 12 <= stopped_at < 30
+    assert max(generations_recorded(run_dir)) == 12
     resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 

@@ -5,7 +5,6 @@ bad input refused before anything is written.
 
 The tiny budget and settings of every run: tests/e2e/offpolicy.py."""
 
-import re
 import signal
 import subprocess
 
@@ -20,7 +19,8 @@ from evo.rundir import checkpoint as ckpt
 from evo.rundir.history import ancestry, load_run
 from tests.e2e import offpolicy
 from tests.e2e.offpolicy import BATCH_SIZES, MEMBERS, RANKS
-from tests.e2e.runs import line_of, plots, python, running, tree_digest, tunable
+from tests.e2e.runs import line_of, plots, python, running, tree_digest, tunable, wait_for
+from tests.gated_env import held
 from tests.support import generations_recorded, mpiexec, read_lineage, read_population
 
 SAC_SIX = ["learning_rate", "gamma", "tau", "batch_size", "train_freq", "target_entropy"]
@@ -104,23 +104,13 @@ def test_winner_takes_all_copies_the_best_into_every_other_member(tmp_path):
         assert sorted(e["recipient"] for e in exploits) == sorted(set(now) - {best})
 
 
-GENERATION_1_DONE = re.compile(r"INFO gen 1/\d+  env steps/member")
-
-
-def stop_after_generation_1(args):
-    """Run ``args`` on 2 ranks and send mpiexec SIGUSR1 as soon as rank 0's log says generation 1
-    ended (generation 2 is then training). Returns (exit status, output)."""
-    lines, signalled = [], False
+def stop_in_generation_2(args, gate):
+    """Run ``args`` on 2 ranks, each held in generation 2 at ``gate`` (tests/gated_env.py), and send
+    mpiexec SIGUSR1 once both are. Returns (exit status, output)."""
     with running(RANKS, args, stderr=subprocess.STDOUT) as job:
-        for line in job.stdout:
-            lines.append(line)
-            if GENERATION_1_DONE.search(line):
-                job.send_signal(signal.SIGUSR1)
-                signalled = True
-                break
-        rest, _ = job.communicate(timeout=300)
-    output = "".join(lines) + (rest or "")
-    assert signalled, "generation 1 never ended:\n" + output[-4000:]
+        wait_for(lambda: len(held(gate, range(RANKS))) == RANKS or job.poll() is not None, 240, "the gate")
+        job.send_signal(signal.SIGUSR1)
+        output, _ = job.communicate(timeout=300)
     return job.returncode, output
 
 
@@ -134,11 +124,14 @@ def member_payloads(run_dir, generation):
 def test_stop_mid_generation_and_resume_with_the_replay_buffers(tmp_path, buffers):
     run_dir = tmp_path / "run"
     generations = 3
-    args = ["pbt_rl_truct.py", *TINY_SAC, "--num-agents", str(MEMBERS), "--total-generations", str(generations)]
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    tiny = offpolicy.tiny("sac", gate=(offpolicy.GENERATION_STEPS + 1, gate))
+    args = ["pbt_rl_truct.py", *tiny, "--num-agents", str(MEMBERS), "--total-generations", str(generations)]
     args += ["--tb-writer", "False", "--run-dir", str(run_dir), "--seed", "4"]
     if not buffers:
         args.append("--no-checkpoint-buffers")
-    status, output = stop_after_generation_1(args)
+    status, output = stop_in_generation_2(args, gate)
     assert status == 75, output[-4000:]
     assert "checkpoint of generation 1" in output, output[-4000:]
     assert generations_recorded(run_dir) == {1: list(range(MEMBERS))}  # generation 2 was cut short

@@ -6,11 +6,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 from evo.rundir import checkpoint as ckpt
-from tests.e2e.runs import common, rank_pids, running, wait_for_rows
-from tests.support import ROOT, budget, generations_recorded
+from tests.e2e.runs import common, running, wait_for
+from tests.gated_env import gate_flags, held
+from tests.support import ROOT, TINY_DEFAULT, budget, generations_recorded, write_hyperparams
 
 
 def test_a_late_repeat_after_the_stop_does_not_change_the_exit_status():
@@ -34,16 +34,16 @@ def test_a_late_repeat_after_the_stop_does_not_change_the_exit_status():
     assert stopped.returncode == 75, stopped.stderr
 
 
-def test_every_rank_signalled_twice_still_stops_with_a_checkpoint(tmp_path, tiny_hyperparams):
+def test_every_rank_signalled_twice_still_stops_with_a_checkpoint(tmp_path):
     """What `scancel --signal=USR1 --full` does to a job started by mpiexec: SLURM signals
-    every rank and mpiexec, which forwards the signal to every rank again."""
-    run_dir = tmp_path / "run"
-    with running(2, ["pbt_rl_truct.py", *budget(2, 3, 20000), *common(run_dir, tiny_hyperparams)]) as job:
-        wait_for_rows(run_dir, 2, "generation 1")
-        time.sleep(1.0)  # inside generation 2
-        ranks = rank_pids(run_dir)
-        assert len(ranks) == 2
-        for pid in ranks:
+    every rank and mpiexec, which forwards the signal to every rank again. The ranks are held
+    inside generation 2 (tests/gated_env.py) until the signals come."""
+    run_dir, gate = tmp_path / "run", tmp_path / "gate"
+    gate.mkdir()
+    args = [*budget(2, 3, 2048), *gate_flags("CartPole-v1", 1024 + 100, gate)]
+    with running(2, ["pbt_rl_truct.py", *args, *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))]) as job:
+        wait_for(lambda: len(held(gate, [0, 1])) == 2, 240, "the gate in generation 2")
+        for pid in held(gate, [0, 1]).values():
             os.kill(pid, signal.SIGUSR1)
         os.kill(job.pid, signal.SIGUSR1)
         stdout, stderr = job.communicate(timeout=90)

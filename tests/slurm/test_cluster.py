@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, generations_recorded, mpi_env, read_population
+from tests.gated_env import gate_flags, held
+from tests.support import ROOT, TINY_DEFAULT, generations_recorded, mpi_env, read_population, write_hyperparams
 
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
 # The tier's private instance (scripts/local-slurm.sh's LOCAL_SLURM_DIR): not the default one, so
@@ -32,12 +33,13 @@ SLURM_DIR = Path(os.environ.get("EVO_TEST_SLURM_DIR", "/var/lib/local-slurm-evo-
 CRED_EXPIRE = 5  # a requeued job waits 6 s (SLURM's default: 121 s; it refuses less than 5)
 SCHED_INTERVAL = 1  # the scheduler looks at pending jobs every second (the script's default: 5)
 GRACE_TIME = 20  # asked of local-slurm.sh for the normal partition: time enough for a checkpoint
-# A signalled job runs this many generations of 8000 env steps: the signal (scancel's, or a
-# pre-emption's), sent once generation 1 is recorded, reaches the job about 1 s later and must find
-# it still training however fast the machine. An 8000-step generation takes 2.3 s on a Zen 4 EPYC
-# and has taken 0.75 s on the fastest host seen, leaving 5 generations (>= 3.7 s) for the signal.
-# (Longer generations only lengthen the resumed part, which trains the rest of them.)
-SIGNALLED_GENERATIONS = 6
+SHORT_GRACE_TIME = 5  # for the test that waits for the GraceTime to end
+# A signalled job trains 3 generations of 2048 env steps; its ranks are held inside generation 2
+# (tests/gated_env.py: at each env's step 1124 of 1024 a generation) until the signal (scancel's or a
+# pre-emption's) reaches them, so it stops there with generation 1's checkpoint on any machine, and
+# the requeued part goes through the gate and trains generations 2 and 3.
+SIGNALLED_GENERATIONS = 3
+SIGNALLED_STEPS = 2048
 
 
 @pytest.fixture(scope="session")
@@ -58,8 +60,7 @@ def cluster():
     print(f"\nlocal SLURM up in {time.monotonic() - started:.1f}s: {said}")
     previous = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(SLURM_DIR / "slurm.conf")
-    partition = subprocess.run(["scontrol", "-o", "show", "partition", "normal"], capture_output=True, text=True)
-    assert f"GraceTime={GRACE_TIME} " in partition.stdout, partition.stdout
+    assert f"GraceTime={GRACE_TIME} " in partition_settings()
     yield system
     down = subprocess.run([str(LOCAL_SLURM), "down"], env=slurm_env(), capture_output=True, text=True, timeout=120)
     if previous is None:
@@ -111,6 +112,22 @@ def preempt_send_user_signal(cluster):
     local_slurm_up()
 
 
+@pytest.fixture
+def short_grace_time(cluster):
+    """The normal partition's GraceTime at SHORT_GRACE_TIME s for one test."""
+    local_slurm_up(LOCAL_SLURM_GRACE_TIME=str(SHORT_GRACE_TIME))
+    assert f"GraceTime={SHORT_GRACE_TIME} " in partition_settings()
+    yield SHORT_GRACE_TIME
+    local_slurm_up()
+    assert f"GraceTime={GRACE_TIME} " in partition_settings()
+
+
+def partition_settings() -> str:
+    shown = subprocess.run(["scontrol", "-o", "show", "partition", "normal"], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout
+
+
 class Job:
     """One batch job submitted from the checkout, its log and run directory in tmp_path."""
 
@@ -123,6 +140,7 @@ class Job:
         *sbatch_args: str,
         steps=8000,
         generations=3,
+        env_flags=("--env-id", "CartPole-v1"),
     ):
         self.run_dir = tmp_path / "run"
         self.log_dir = tmp_path
@@ -130,7 +148,7 @@ class Job:
             **mpi_env(),
             "LAUNCHER": launcher,
             "RUN_DIR": str(self.run_dir),
-            "EVO_EXTRA_ARGS": f"--env-id CartPole-v1 --hyperparams {hyperparams} --total-generations {generations} "
+            "EVO_EXTRA_ARGS": f"{' '.join(env_flags)} --hyperparams {hyperparams} --total-generations {generations} "
             f"--agent-training-steps {steps} --seed 5",
         }
         submitted = subprocess.run(
@@ -307,34 +325,38 @@ def test_a_run_completes(jobs, tmp_path, tiny_hyperparams, script, launcher, res
     "scope, launcher",
     [("--batch", "mpiexec"), ("--batch", "srun"), ("--full", "mpiexec"), ("--full", "srun")],
 )
-def test_usr1_checkpoints_requeues_and_resumes(jobs, tmp_path, tiny_hyperparams, scope, launcher):
+def test_usr1_checkpoints_requeues_and_resumes(jobs, tmp_path, scope, launcher):
     """scancel --batch: the script forwards USR1 to the launcher, which forwards it to the
     ranks. --full: every rank also gets it from SLURM directly, two or three times in all."""
-    job = signalled_job(jobs, tmp_path, tiny_hyperparams, launcher)
+    job = signalled_job(jobs, tmp_path, launcher)
     signal = subprocess.run(["scancel", "--signal=USR1", scope, job.id], capture_output=True, text=True, timeout=30)
     assert signal.returncode == 0, signal.stderr
     job.wait_requeue_hold()
     first_part = job.log()
     stopped = stopped_at(first_part, "SIGUSR1", SIGNALLED_GENERATIONS)
+    assert stopped == 1  # held in generation 2 until the signal came
     assert "checkpoint written; requeueing job" in first_part  # the script saw exit status 75
     assert "while stopping" not in first_part and "aborting" not in first_part
     assert_completes_resumed_from(job, stopped)
 
 
-def signalled_job(jobs, tmp_path: Path, tiny_hyperparams: Path, launcher: str, **kwargs) -> Job:
+def signalled_job(jobs, tmp_path: Path, launcher: str, **kwargs) -> Job:
     """A job of SIGNALLED_GENERATIONS generations on 2 tasks with ``launcher`` (``kwargs``: the
-    job's other settings), once it is inside generation 2 (or a later one on a fast machine)."""
+    job's other settings), once both its ranks are held at the gate in generation 2."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
     job = jobs(
         tmp_path,
         "single_node.sbatch",
         launcher,
-        tiny_hyperparams,
+        write_hyperparams(tmp_path, TINY_DEFAULT),
         "--ntasks=2",
+        steps=SIGNALLED_STEPS,
         generations=SIGNALLED_GENERATIONS,
+        env_flags=gate_flags("CartPole-v1", SIGNALLED_STEPS // 2 + 100, gate),
         **kwargs,
     )
-    job.wait_for_generation(1)
-    time.sleep(1.0)
+    job.wait_until(lambda info: len(held(gate, [0, 1])) == 2, 240, "both ranks at the gate in generation 2")
     return job
 
 
@@ -352,8 +374,7 @@ def all_generations(generations: int) -> dict[int, list[int]]:
 
 def stopped_at(log: str, signal: str, generations: int) -> int:
     """The generation whose checkpoint the stop on ``signal`` wrote: the last one complete when
-    the signal came (which one depends on the machine's speed), at least 1 and before the last;
-    the resumed part must start from it."""
+    the signal came, at least 1 and before the last; the resumed part must start from it."""
     found = re.findall(rf"stopped by {signal}: checkpoint of generation (\d+) is in", log)
     assert len(found) == 1, log[-4000:]
     generation = int(found[0])
@@ -400,20 +421,21 @@ def preempted_within_the_grace_time(job: Job, tmp_path: Path) -> str:
     return urgent
 
 
-def test_preemption_with_srun_checkpoints_within_the_grace_time(jobs, tmp_path, tiny_hyperparams):
+def test_preemption_with_srun_checkpoints_within_the_grace_time(jobs, tmp_path):
     """The recommended setting: LAUNCHER=srun on a default SLURM. The pre-emption's SIGTERM
     reaches every rank: a checkpoint at once, well before the GraceTime ends."""
-    job = signalled_job(jobs, tmp_path, tiny_hyperparams, "srun")
+    job = signalled_job(jobs, tmp_path, "srun")
     urgent = preempted_within_the_grace_time(job, tmp_path)
     log = job.log()
     stopped = stopped_at(log, "SIGTERM", SIGNALLED_GENERATIONS)
+    assert stopped == 1  # held in generation 2 until the signal came
     assert "checkpoint written; requeueing job" in log
     assert urgent_output(tmp_path, urgent) == "urgent job ran"
     job.wait_requeue_hold()
     assert_completes_resumed_from(job, stopped)
 
 
-def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_path, tiny_hyperparams):
+def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(short_grace_time, jobs, tmp_path, tiny_hyperparams):
     """What the README warns of: SLURM 22.05 signals job steps only, so the batch script's
     mpiexec hears nothing until the GraceTime is over and the job is killed (SIGTERM to every
     process, then SIGKILL). The next part resumes from the last generation's checkpoint; no
@@ -423,12 +445,14 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
     machine): once the resumed part has recorded a generation of its own, USR1 stops it with a
     checkpoint and the test cancels the requeued job."""
     generations = 500
-    job = jobs(tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", generations=generations)
+    job = jobs(
+        tmp_path, "single_node.sbatch", "mpiexec", tiny_hyperparams, "--ntasks=2", steps=2048, generations=generations
+    )
     job.wait_for_generation(1)
     preempted = time.monotonic()
     preempt(job, tmp_path)
-    job.wait_until(lambda info: info["Restarts"] != "0", GRACE_TIME + 90, "the pre-emption's requeue")
-    assert time.monotonic() - preempted >= GRACE_TIME - 2
+    job.wait_until(lambda info: info["Restarts"] != "0", short_grace_time + 90, "the pre-emption's requeue")
+    assert time.monotonic() - preempted >= short_grace_time - 1
     log = job.log()
     during_grace, killed, _ = log.partition("DUE TO PREEMPTION")
     assert killed, log[-4000:]
@@ -450,14 +474,15 @@ def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(jobs, tmp_pa
 
 
 @pytest.mark.parametrize("launcher", ["mpiexec", "srun"])
-def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs, tmp_path, tiny_hyperparams, launcher):
+def test_preemption_with_preempt_send_user_signal(preempt_send_user_signal, jobs, tmp_path, launcher):
     """With SlurmctldParameters=preempt_send_user_signal, the pre-emption sends the job's
     --signal=B:USR1 to the batch script at once, which forwards it to the launcher."""
-    job = signalled_job(jobs, tmp_path, tiny_hyperparams, launcher)
+    job = signalled_job(jobs, tmp_path, launcher)
     preempted_within_the_grace_time(job, tmp_path)
     log = job.log()
     assert "pre-emption signal, asking the job to checkpoint" in log
     stopped = stopped_at(log, "SIGUSR1", SIGNALLED_GENERATIONS)
+    assert stopped == 1  # held in generation 2 until the signal came
     assert "checkpoint written; requeueing job" in log
     job.wait_requeue_hold()
     assert_completes_resumed_from(job, stopped)
