@@ -58,7 +58,7 @@ def measure(comm, env_id: str, transitions: int, repeats: int) -> dict:
     from evo.mpi import exchange
     from evo.run import checkpoint_payload
     from evo.rundir.checkpoint import atomic_write, dump_payload
-    from evo.sb3.learner import rng_state
+    from evo.sb3.rng import rng_state
 
     rank = comm.Get_rank()
     record: dict = {"env_id": env_id, "transitions": transitions}

@@ -42,7 +42,8 @@ from evo.rundir.checkpoint import (
 )
 from evo.rundir.records import RankTiming, RunRecords, tb_dir
 from evo.sb3.cputune import tune_allocator
-from evo.sb3.learner import EnvSettings, MemberSetup, build_member, member_seed, rng_state, set_rng_state
+from evo.sb3.learner import EnvSettings, MemberSetup, build_member, member_seed
+from evo.sb3.rng import rng_state, set_rng_state
 from evo.stopping import EXIT_STOPPED, StopRequest
 
 logger = logging.getLogger("evo")

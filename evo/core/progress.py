@@ -2,7 +2,7 @@
 
 A generation can last hours (bigfish: 491,520 env steps per member); without this nothing
 reaches the console until it ends. Rank 0 counts its own members' env steps (the SB3 layer's
-:class:`~evo.sb3.learner.ProgressCallback` calls :meth:`Progress.advance`), and its members stand
+:class:`~evo.sb3.callbacks.ProgressCallback` calls :meth:`Progress.advance`), and its members stand
 for the generation: other ranks' progress is not communicated mid-generation.
 
 :class:`Progress` is the model: env steps done of the generation's total, the rate, and the

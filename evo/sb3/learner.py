@@ -1,20 +1,15 @@
 """The generic part of every Stable-Baselines3 learner (SB3's ``BaseAlgorithm`` is its template):
-building a member, hyperparameters reaching SB3, the flat state buffer, scoring, checkpoints.
+building a member, hyperparameters reaching SB3, scoring, the exploit state and the whole member.
 
 Each algorithm's module (evo/sb3/ppo.py, sac.py, td3.py) subclasses :class:`SB3Learner` with
 what is its own: the SB3 class and how it is built, the code that makes its CUSTOM settings
 reach the model, and what it adds to the member (a replay buffer).
 
-**The state that moves at an exploit** is what the algorithm itself names as its state:
-SB3's ``_get_torch_save_params()`` lists the modules and optimizers it saves (PPO: ``policy``,
-``policy.optimizer``; SAC: ``policy`` with its actor, critics and target critics,
-``actor.optimizer``, ``critic.optimizer``, and with a learned entropy coefficient
-``ent_coef_optimizer`` and the tensor ``log_ent_coef``). Every parameter and buffer of those
-modules (each once), Adam's ``step``, ``exp_avg`` and ``exp_avg_sq`` of every parameter of those
-optimizers, and those tensors, in that order, are moved into one contiguous float32 buffer, and
-the model is made to use views of it (:func:`bind_flat`): the buffer *is* the member's networks
-and optimizer state, so MPI sends from it and receives into it with no copy. VecNormalize's
-statistics travel beside it as a float64 buffer (evo/sb3/normalize.py).
+**The state that moves at an exploit** is what the algorithm itself names as its state (SB3's
+``_get_torch_save_params()``), bound into one flat float32 buffer that the model's tensors are
+views of (evo/sb3/flat.py); VecNormalize's statistics travel beside it as a float64 buffer
+(evo/sb3/normalize.py). The callbacks that run inside ``learn()`` are in evo/sb3/callbacks.py, the
+process's random states in evo/sb3/rng.py.
 
 **Hyperparameters reach SB3** through :meth:`SB3Learner.set_hparams`, by the reach each setting
 declares (evo/learners/spec.py): a plain attribute the update reads at every call; a schedule
@@ -23,7 +18,7 @@ copies into every optimizer at each ``train()``; the discount, of which SB3 keep
 rollout buffer's, the return normaliser's); or the learner's own code. Setting
 ``model.learning_rate = x`` alone does nothing; the tests prove each value reaches the next update.
 
-What to re-check when SB3 changes: ``_get_torch_save_params``, ``lr_schedule`` and
+What to re-check when SB3 changes: ``lr_schedule`` and
 ``update_learning_rate``, ``rollout_buffer.gamma``, schedules as ``FloatSchedule``, and the
 learners' own lists in their modules.
 """
@@ -32,9 +27,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import operator
-import random
-import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,19 +40,19 @@ from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.logger import HParam, Logger, TensorBoardOutputFormat
+from stable_baselines3.common.logger import HParam
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, update_learning_rate
 from torch import nn
 
 from evo.config.agent import AgentSettings
 from evo.core.result import MemberResult, Scores
-from evo.core.schedule import hparams_at
 from evo.learners import LearnerSpec, Reach
 from evo.learners.interface import Layout, Payload, buffers_for
 from evo.sb3 import envstate
+from evo.sb3.callbacks import member_logger, training_callbacks
 from evo.sb3.envs import make_env
+from evo.sb3.flat import bind_flat, init_optimizer_state, is_bound, optimizers_of, unpack
 from evo.sb3.normalize import (
     follow_gamma,
     freeze_into,
@@ -76,7 +68,6 @@ logger = logging.getLogger(__name__)
 
 SCORE_WINDOW = 10
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU}
-PAYLOAD_FORMAT = 2
 WEIGHTS, NORMALIZATION = "weights", "normalization"
 
 
@@ -115,301 +106,6 @@ class MemberSetup:
     tb_dir: Path | None = None
     env_seed: int | None = None
     """The training envs' seed, if not the member's (a resumed member gets fresh envs)."""
-
-
-# ---------------------------------------------------------------------------------------
-# Flat state: every tensor the algorithm names as its state, in one contiguous float32 buffer
-
-
-def named_state(model: BaseAlgorithm) -> tuple[list[nn.Module], list[torch.optim.Optimizer], list[str]]:
-    """The modules, optimizers and tensor attributes the algorithm saves (``_get_torch_save_params``)."""
-    state_dicts, variables = model._get_torch_save_params()
-    modules, optimizers = [], []
-    for name in state_dicts:
-        found = operator.attrgetter(name)(model)
-        if isinstance(found, torch.optim.Optimizer):
-            optimizers.append(found)
-        elif isinstance(found, nn.Module):
-            modules.append(found)
-        else:
-            raise TypeError(f"{type(model).__name__}.{name} is neither a module nor an optimizer")
-    return modules, optimizers, list(variables)
-
-
-def optimizers_of(model: BaseAlgorithm) -> list[torch.optim.Optimizer]:
-    return named_state(model)[1]
-
-
-def init_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
-    """Create Adam's state now, exactly as its first step would (zeros, step 0), so that
-    every member has the same flat layout from the start."""
-    if not isinstance(optimizer, torch.optim.Adam):
-        raise TypeError(f"evo moves Adam state; got {type(optimizer).__name__}")
-    for group in optimizer.param_groups:
-        for param in group["params"]:
-            state = optimizer.state[param]
-            if not state:
-                state["step"] = torch.tensor(0.0, dtype=torch.float32)
-                state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-
-
-ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
-_BUFFER_HOLDERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-# model -> (address of its flat buffer, address of each state tensor in it), set by bind_flat
-_BOUND_ADDRESSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _buffer_holders(module: nn.Module) -> list[tuple[nn.Module, str]]:
-    """(module, name) of each registered buffer, each tensor once, in module order (cached:
-    the module tree does not change after construction)."""
-    holders = _BUFFER_HOLDERS.get(module)
-    if holders is None:
-        holders, seen = [], set()
-        for child in module.modules():
-            for name, buffer in child._buffers.items():
-                if buffer is not None and id(buffer) not in seen:
-                    seen.add(id(buffer))
-                    holders.append((child, name))
-        _BUFFER_HOLDERS[module] = holders
-    return holders
-
-
-def _state_slots(model: BaseAlgorithm) -> list[tuple[torch.Tensor, Callable[[torch.Tensor], None]]]:
-    """Every tensor of the member's state, in a fixed order, each with a function that puts
-    another tensor in its place (module parameters and buffers, each once: SB3's state_dict lists
-    a shared extractor several times; then Adam's state per parameter; then the named tensors)."""
-    modules, optimizers, variables = named_state(model)
-    slots: list[tuple[torch.Tensor, Callable]] = []
-    seen: set[int] = set()
-    for module in modules:
-        for param in module.parameters():
-            if id(param) not in seen:
-                seen.add(id(param))
-                slots.append((param, lambda view, param=param: setattr(param, "data", view)))
-        _BUFFER_HOLDERS.pop(module, None)
-        for holder, name in _buffer_holders(module):
-            if id(holder._buffers[name]) not in seen:
-                seen.add(id(holder._buffers[name]))
-                slots.append((holder._buffers[name], lambda view, h=holder, n=name: h._buffers.__setitem__(n, view)))
-    for optimizer in optimizers:
-        init_optimizer_state(optimizer)
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                state = optimizer.state[param]
-                for key in ADAM_STATE:
-                    slots.append((state[key], lambda view, state=state, key=key: state.__setitem__(key, view)))
-    for name in variables:
-        tensor = operator.attrgetter(name)(model)
-        if id(tensor) not in seen:
-            seen.add(id(tensor))
-            slots.append((tensor, lambda view, tensor=tensor: setattr(tensor, "data", view)))
-    for tensor, _ in slots:
-        if tensor.dtype != torch.float32:
-            raise TypeError(f"evo's flat buffer holds float32 tensors; found {tensor.dtype}")
-    return slots
-
-
-def state_tensors(model: BaseAlgorithm) -> list[torch.Tensor]:
-    """The tensors of :func:`_state_slots`, in the same order (a lighter walk: it runs at every exchange)."""
-    modules, optimizers, variables = named_state(model)
-    tensors: list[torch.Tensor] = []
-    seen: set[int] = set()
-    for module in modules:
-        for tensor in [*module.parameters(), *(h._buffers[n] for h, n in _buffer_holders(module))]:
-            if id(tensor) not in seen:
-                seen.add(id(tensor))
-                tensors.append(tensor)
-    for optimizer in optimizers:
-        state = optimizer.state
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                entry = state[param]
-                tensors += (entry["step"], entry["exp_avg"], entry["exp_avg_sq"])
-    for name in variables:
-        tensor = operator.attrgetter(name)(model)
-        if id(tensor) not in seen:
-            seen.add(id(tensor))
-            tensors.append(tensor)
-    return tensors
-
-
-def bind_flat(model: BaseAlgorithm, flat: np.ndarray | None = None) -> np.ndarray:
-    """Move every state tensor into one contiguous float32 buffer and make the model use
-    views of it, so the buffer *is* the member's networks and optimizer state: MPI sends
-    from it and receives into it with no packing or unpacking copy."""
-    slots = _state_slots(model)
-    total = sum(tensor.numel() for tensor, _ in slots)
-    if flat is None:
-        flat = np.empty(total, dtype=np.float32)
-    elif flat.size != total or flat.dtype != np.float32:
-        raise ValueError(f"flat buffer holds {flat.size} {flat.dtype}, the model needs {total} float32")
-    base = torch.from_numpy(flat)
-    offset = 0
-    with torch.no_grad():
-        for tensor, put in slots:
-            size = tensor.numel()
-            view = base[offset : offset + size].view(tensor.shape)
-            if view.data_ptr() != tensor.data_ptr():
-                view.copy_(tensor)
-                put(view)
-            offset += size
-    addresses = [flat.ctypes.data + 4 * start for start in np.cumsum([0] + [t.numel() for t, _ in slots[:-1]])]
-    _BOUND_ADDRESSES[model] = (flat.ctypes.data, [int(a) for a in addresses])
-    return flat
-
-
-def is_bound(model: BaseAlgorithm, flat: np.ndarray) -> bool:
-    """Whether every state tensor is still the view of ``flat`` that bind_flat made."""
-    tensors = state_tensors(model)
-    cached = _BOUND_ADDRESSES.get(model)
-    if cached is not None and cached[0] == flat.ctypes.data:  # what bind_flat made, checked fast
-        return len(tensors) == len(cached[1]) and all(
-            t.data_ptr() == a for t, a in zip(tensors, cached[1], strict=False)
-        )
-    address = flat.ctypes.data
-    for tensor in tensors:
-        if tensor.data_ptr() != address or not tensor.is_contiguous():
-            return False
-        address += tensor.numel() * 4
-    return address == flat.ctypes.data + flat.nbytes
-
-
-def flat_size(model: BaseAlgorithm) -> int:
-    return sum(t.numel() for t in state_tensors(model))
-
-
-def pack(model: BaseAlgorithm, out: np.ndarray) -> np.ndarray:
-    """Copy the member's state tensors into ``out`` (float32, flat)."""
-    target = torch.from_numpy(out)
-    offset = 0
-    with torch.no_grad():
-        for tensor in state_tensors(model):
-            size = tensor.numel()
-            target[offset : offset + size].view(tensor.shape).copy_(tensor)
-            offset += size
-    if offset != out.size:
-        raise ValueError(f"flat buffer holds {out.size} floats, the model {offset}")
-    return out
-
-
-def unpack(model: BaseAlgorithm, buffer: np.ndarray) -> None:
-    """Overwrite the member's state tensors from ``buffer``."""
-    source = torch.from_numpy(np.ascontiguousarray(buffer, dtype=np.float32))
-    offset = 0
-    with torch.no_grad():
-        for tensor in state_tensors(model):
-            size = tensor.numel()
-            tensor.copy_(source[offset : offset + size].view(tensor.shape))
-            offset += size
-    if offset != source.numel():
-        raise ValueError(f"flat buffer holds {source.numel()} floats, the model {offset}")
-
-
-# ---------------------------------------------------------------------------------------
-# Callbacks, loggers, RNG
-
-
-class ResumableTensorBoard(TensorBoardOutputFormat):
-    """SB3's TensorBoard writer, with ``purge_step`` so that a resumed run hides the events a
-    crashed run wrote after its last checkpoint (no step shows twice)."""
-
-    def __init__(self, folder: str, purge_step: int | None = None):
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.writer = SummaryWriter(log_dir=folder, purge_step=purge_step)
-        self._is_closed = False
-
-
-def member_logger(tb_dir: Path | None, purge_step: int | None = None) -> Logger:
-    if tb_dir is None:
-        return Logger(folder=None, output_formats=[])
-    return Logger(folder=str(tb_dir), output_formats=[ResumableTensorBoard(str(tb_dir), purge_step)])
-
-
-class StopCallback(BaseCallback):
-    """Stops ``learn()`` at the next env step once ``should_stop()`` is true."""
-
-    def __init__(self, should_stop):
-        super().__init__()
-        self.should_stop = should_stop
-
-    def _on_step(self) -> bool:
-        return not self.should_stop()
-
-
-class ScheduleCallback(BaseCallback):
-    """Follows a replayed hyperparameter schedule: when ``learn`` starts and before each rollout
-    (an off-policy learner: each collection), the member takes the schedule's hyperparameters for
-    its current env-step count (so a change lands on the first rollout boundary at or after the
-    schedule's env_steps). At the start of ``learn``, because SB3's off-policy loop passes
-    ``train_freq`` to a collection before the collection's ``on_rollout_start``: a change of
-    ``train_freq`` made there would size only the collections after it."""
-
-    def __init__(self, member: SB3Learner, schedule):
-        super().__init__()
-        self.member = member
-        self.schedule = list(schedule)
-
-    def _on_training_start(self) -> None:
-        self._on_rollout_start()
-
-    def _on_rollout_start(self) -> None:
-        wanted = hparams_at(self.schedule, int(self.model.num_timesteps))
-        if any(self.member.hparams.get(name) != value for name, value in wanted.items()):
-            self.member.set_hparams(wanted)
-
-    def _on_step(self) -> bool:
-        return True
-
-
-class ProgressCallback(BaseCallback):
-    """Counts the member's env steps into a progress reporter (rank 0's members only):
-    ``advance(n_envs)`` after every vectorised step, ``rollout_ended()`` before each update."""
-
-    def __init__(self, reporter):
-        super().__init__()
-        self.reporter = reporter
-
-    def _on_step(self) -> bool:
-        self.reporter.advance(self.model.n_envs)
-        return True
-
-    def _on_rollout_end(self) -> None:
-        self.reporter.rollout_ended()
-
-
-def training_callbacks(member: SB3Learner, should_stop, schedule=(), progress=None) -> CallbackList:
-    """What runs inside ``learn`` for a member: the stop check, a replayed schedule if any,
-    and the generation's progress report on rank 0 (``progress``: a reporter with ``advance``)."""
-    callbacks: list[BaseCallback] = [StopCallback(should_stop)]
-    if schedule:
-        callbacks.append(ScheduleCallback(member, schedule))
-    if progress is not None:
-        callbacks.append(ProgressCallback(progress))
-    return CallbackList(callbacks)
-
-
-def rng_state() -> dict:
-    """This process's global RNG states (torch, numpy, random) as checkpointable data."""
-    kind, keys, position, has_gauss, cached = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
-        "numpy_position": int(position),
-        "numpy_has_gauss": int(has_gauss),
-        "numpy_cached_gaussian": float(cached),
-        "python": [int(v) for v in random.getstate()[1]],
-    }
-
-
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    keys = state["numpy_keys"].numpy().astype(np.uint32)
-    np.random.set_state(
-        ("MT19937", keys, state["numpy_position"], state["numpy_has_gauss"], state["numpy_cached_gaussian"])
-    )
-    random.setstate((3, tuple(state["python"]), None))
 
 
 def net_arch(layers: list[int] | dict[str, list[int]]) -> list[int] | dict[str, list[int]]:

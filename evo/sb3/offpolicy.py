@@ -2,7 +2,7 @@
 arrays, in checkpoints and (with ``--exploit-buffer copy``) at an exploit, and ``train_freq``.
 
 **The replay buffer at an exploit.** A recipient takes its donor's networks, target networks,
-optimizers and the algorithm's own tensors (the flat state of evo/sb3/learner.py). Its replay
+optimizers and the algorithm's own tensors (the flat state of evo/sb3/flat.py). Its replay
 buffer stays its own by default (``--exploit-buffer own``): its transitions are still valid
 off-policy data for the copied networks. With ``--exploit-buffer copy`` the donor's filled part of
 the buffer travels too, as buffers of the exploit state (``replay.<array>``, and

@@ -192,7 +192,7 @@ def test_two_ppo_members_exchange_through_the_real_loop(tiny_hyperparams, tmp_pa
     transport = "p2p"
     from evo.config import parse_config
     from evo.run import build_members, run_hooks
-    from evo.sb3.learner import pack
+    from evo.sb3.flat import pack
 
     config = parse_config(
         ["--hyperparams", str(tiny_hyperparams), "--num-agents", "2", "--agent-training-steps", "128"]

@@ -101,7 +101,7 @@ def test_real_ppo_weights_are_identical_after_transfer(comm):
     """Rank 0's member is copied into every other rank's member, both transports."""
     from evo.config import parse_config
     from evo.run import make_member
-    from evo.sb3.learner import pack, state_tensors
+    from evo.sb3.flat import pack, state_tensors
 
     size, rank = comm.Get_size(), comm.Get_rank()
     config = parse_config(["--num-envs", "2"], world_size=size, check_run_dir=False)

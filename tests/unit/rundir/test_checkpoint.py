@@ -11,7 +11,8 @@ from evo.config import parse_config
 from evo.launch import launch_problems
 from evo.run import checkpoint_payload
 from evo.rundir import checkpoint as ckpt
-from evo.sb3.learner import rng_state, set_rng_state, state_tensors
+from evo.sb3.flat import state_tensors
+from evo.sb3.rng import rng_state, set_rng_state
 from tests.support import member_of, write_hyperparams
 
 

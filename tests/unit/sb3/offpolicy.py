@@ -14,8 +14,9 @@ from evo.config import parse_config
 from evo.mpi import exchange
 from evo.run import checkpoint_payload
 from evo.rundir import checkpoint as ckpt
-from evo.sb3.learner import is_bound, rng_state, set_rng_state
+from evo.sb3.flat import is_bound
 from evo.sb3.offpolicy import REPLAY_ARRAYS, replay_arrays
+from evo.sb3.rng import rng_state, set_rng_state
 from tests.support import capture_logger, member_of
 
 SMALL_NETS = "policy_kwargs:{net_arch: [32, 32]}"

@@ -7,7 +7,7 @@ import torch
 
 from evo.config import parse_config
 from evo.core.explorers import explore
-from evo.sb3.learner import flat_size, state_tensors
+from evo.sb3.flat import flat_size, state_tensors
 from evo.sb3.policies import ImpalaCNN
 from tests.support import TINY_PROCGEN, capture_logger, member_of, write_hyperparams
 
@@ -210,7 +210,7 @@ def test_procgen_vecenv_is_seeded_and_steps():
 
 
 def test_flat_buffer_is_the_model_zero_copy(config):
-    from evo.sb3.learner import is_bound
+    from evo.sb3.flat import is_bound
 
     member = member_of(config, 0)
     member.train(256)  # Adam steps, optimizer state updated in place
@@ -224,7 +224,7 @@ def test_flat_buffer_is_the_model_zero_copy(config):
 
 
 def test_rebinding_after_a_replaced_tensor(config):
-    from evo.sb3.learner import is_bound
+    from evo.sb3.flat import is_bound
 
     member = member_of(config, 0)
     first = next(member.model.policy.parameters())
@@ -269,7 +269,7 @@ def test_schedule_callback_puts_each_entry_in_effect_from_its_env_step(config):
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
     from evo.core.schedule import hparams_at
-    from evo.sb3.learner import ScheduleCallback
+    from evo.sb3.callbacks import ScheduleCallback
 
     defaults = config.agent.defaults
     second = {**defaults, "learning_rate": 1e-3, "clip_range": 0.3, "gamma": 0.95}
@@ -300,7 +300,7 @@ def test_a_recipient_with_no_finished_episode_keeps_its_donors_score_marked_stal
     """The rule of "Which score?": no NaN for lack of a finished episode after an exploit."""
     from evo.run import checkpoint_payload
     from evo.rundir import checkpoint as ckpt
-    from evo.sb3.learner import rng_state
+    from evo.sb3.rng import rng_state
 
     donor = member_of(config, 0)
     recipient = member_of(config, 1)

@@ -16,8 +16,8 @@ from evo.core.explorers import make_explorer
 from evo.loop import LoopSettings, run_generations
 from evo.run import checkpoint_payload
 from evo.rundir import checkpoint as ckpt
-from evo.sb3.learner import rng_state
 from evo.sb3.normalize import statistics
+from evo.sb3.rng import rng_state
 from tests.support import member_of
 
 TINY_PENDULUM = ["--env-id", "Pendulum-v1", "--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1"]

@@ -106,7 +106,7 @@ def test_every_sac_optimizer_is_eager_adam():
     optimizer (which SB3 builds as torch's Adam), at SB3's learning rate."""
     from evo.config import parse_config
     from evo.run import make_member
-    from evo.sb3.learner import named_state
+    from evo.sb3.flat import named_state
 
     config = parse_config(
         ["--algo", "sac", "--env-id", "Pendulum-v1", "--hyperparams", "learning_starts:50", "buffer_size:2000"],

@@ -15,7 +15,7 @@ from stable_baselines3 import SAC
 from evo.config import parse_config
 from evo.run import snapshot
 from evo.rundir import checkpoint as ckpt
-from evo.sb3.learner import flat_size, is_bound, named_state, state_tensors
+from evo.sb3.flat import flat_size, is_bound, named_state, state_tensors
 from evo.sb3.sac import SACLearner
 from tests.support import member_of
 from tests.unit.sb3 import offpolicy

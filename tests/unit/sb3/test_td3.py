@@ -17,7 +17,8 @@ from stable_baselines3 import TD3
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise, VectorizedActionNoise
 
 from evo.rundir import checkpoint as ckpt
-from evo.sb3.learner import flat_size, is_bound, named_state, rng_state, set_rng_state, state_tensors
+from evo.sb3.flat import flat_size, is_bound, named_state, state_tensors
+from evo.sb3.rng import rng_state, set_rng_state
 from evo.sb3.td3 import TD3Learner
 from tests.support import member_of
 from tests.unit.sb3 import offpolicy

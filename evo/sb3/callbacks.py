@@ -1,0 +1,96 @@
+"""What runs inside SB3's ``learn()`` for a member (the stop check, a replayed schedule, progress
+lines) and the member's TensorBoard logger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evo.sb3 import _quiet  # noqa: F401  (before SB3)
+
+# isort: split
+
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
+
+from evo.core.schedule import hparams_at
+from evo.learners.interface import Exchangeable
+
+
+class ResumableTensorBoard(TensorBoardOutputFormat):
+    """SB3's TensorBoard writer, with ``purge_step`` so that a resumed run hides the events a
+    crashed run wrote after its last checkpoint (no step shows twice)."""
+
+    def __init__(self, folder: str, purge_step: int | None = None):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=folder, purge_step=purge_step)
+        self._is_closed = False
+
+
+def member_logger(tb_dir: Path | None, purge_step: int | None = None) -> Logger:
+    if tb_dir is None:
+        return Logger(folder=None, output_formats=[])
+    return Logger(folder=str(tb_dir), output_formats=[ResumableTensorBoard(str(tb_dir), purge_step)])
+
+
+class StopCallback(BaseCallback):
+    """Stops ``learn()`` at the next env step once ``should_stop()`` is true."""
+
+    def __init__(self, should_stop):
+        super().__init__()
+        self.should_stop = should_stop
+
+    def _on_step(self) -> bool:
+        return not self.should_stop()
+
+
+class ScheduleCallback(BaseCallback):
+    """Follows a replayed hyperparameter schedule: when ``learn`` starts and before each rollout
+    (an off-policy learner: each collection), the member takes the schedule's hyperparameters for
+    its current env-step count (so a change lands on the first rollout boundary at or after the
+    schedule's env_steps). At the start of ``learn``, because SB3's off-policy loop passes
+    ``train_freq`` to a collection before the collection's ``on_rollout_start``: a change of
+    ``train_freq`` made there would size only the collections after it."""
+
+    def __init__(self, member: Exchangeable, schedule):
+        super().__init__()
+        self.member = member
+        self.schedule = list(schedule)
+
+    def _on_training_start(self) -> None:
+        self._on_rollout_start()
+
+    def _on_rollout_start(self) -> None:
+        wanted = hparams_at(self.schedule, int(self.model.num_timesteps))
+        if any(self.member.hparams.get(name) != value for name, value in wanted.items()):
+            self.member.set_hparams(wanted)
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class ProgressCallback(BaseCallback):
+    """Counts the member's env steps into a progress reporter (rank 0's members only):
+    ``advance(n_envs)`` after every vectorised step, ``rollout_ended()`` before each update."""
+
+    def __init__(self, reporter):
+        super().__init__()
+        self.reporter = reporter
+
+    def _on_step(self) -> bool:
+        self.reporter.advance(self.model.n_envs)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self.reporter.rollout_ended()
+
+
+def training_callbacks(member: Exchangeable, should_stop, schedule=(), progress=None) -> CallbackList:
+    """What runs inside ``learn`` for a member: the stop check, a replayed schedule if any,
+    and the generation's progress report on rank 0 (``progress``: a reporter with ``advance``)."""
+    callbacks: list[BaseCallback] = [StopCallback(should_stop)]
+    if schedule:
+        callbacks.append(ScheduleCallback(member, schedule))
+    if progress is not None:
+        callbacks.append(ProgressCallback(progress))
+    return CallbackList(callbacks)

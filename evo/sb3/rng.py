@@ -1,0 +1,32 @@
+"""This process's global random states (torch, NumPy, Python's ``random``) as checkpointable data:
+SB3 draws from them (a policy's sampling, the off-policy warm-up), so a resumed rank continues
+their streams."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+
+def rng_state() -> dict:
+    """This process's global RNG states (torch, numpy, random) as checkpointable data."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
+        "numpy_position": int(position),
+        "numpy_has_gauss": int(has_gauss),
+        "numpy_cached_gaussian": float(cached),
+        "python": [int(v) for v in random.getstate()[1]],
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    keys = state["numpy_keys"].numpy().astype(np.uint32)
+    np.random.set_state(
+        ("MT19937", keys, state["numpy_position"], state["numpy_has_gauss"], state["numpy_cached_gaussian"])
+    )
+    random.setstate((3, tuple(state["python"]), None))
