@@ -1,7 +1,8 @@
 """What the off-policy learners' end-to-end tests (test_sac_runs.py, test_td3_runs.py) share: a run on
 a tiny budget (200 env steps per member per generation, learning from env step 50 with small networks
-and minibatches, so that a generation of 4 members on 2 ranks takes seconds), and the checks every
-off-policy run's records, TensorBoard scalars and PB2 history pass."""
+and minibatches and one gradient step per collection, so that a generation of 4 members on 2 ranks
+takes a second), and the checks every off-policy run's records, TensorBoard scalars and PB2 history
+pass."""
 
 import math
 from pathlib import Path
@@ -32,6 +33,7 @@ def tiny(algo: str, env_id: str = "Pendulum-v1", gate: tuple | None = None) -> l
     return [
         *("--algo", algo, *env, "--agent-training-steps", str(STEPS)),
         *("--hyperparams", "learning_starts:50", "batch_size:32", "buffer_size:4000"),
+        "gradient_steps:1",  # one update per collection (the YAML's -1: one per env step, 5x the time)
         "policy_kwargs:{net_arch: [64, 64]}",
         f"search_space:{{{space}}}",
     ]

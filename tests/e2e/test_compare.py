@@ -99,6 +99,7 @@ def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
     out = tmp_path / "study"
     common = ["--study", "continuous", "--envs", "Pendulum-v1", "--seeds", "0", "--generations", "2"]
     common += ["--steps", "4096", "--eval-episodes", "1", "--out", str(out)]  # whole rollouts of every method
+    common += ["--members", "2"]
     listed = subprocess.run(
         [sys.executable, "experiments/compare.py", *common, "--list"], cwd=ROOT, capture_output=True, text=True
     )

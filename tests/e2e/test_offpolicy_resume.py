@@ -13,7 +13,7 @@ from tests.e2e.runs import plots, python, running, wait_for
 from tests.gated_env import held
 from tests.support import generations_recorded, mpiexec, read_lineage, read_population
 
-GENERATIONS = 4
+GENERATIONS = 3
 
 
 def args_of(algo: str, run_dir, gate: tuple | None = None) -> list[str]:
@@ -23,7 +23,7 @@ def args_of(algo: str, run_dir, gate: tuple | None = None) -> list[str]:
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_a_stopped_and_resumed_run_records_what_the_uninterrupted_one_does(tmp_path, algo):
-    """The stopped run's ranks are held in generation 3 (tests/gated_env.py) until SIGUSR1 comes;
+    """The stopped run's ranks are held in generation 2 (tests/gated_env.py) until SIGUSR1 comes;
     the whole run goes through the same env ungated."""
     gate = tmp_path / "gate"
     gate.mkdir()
@@ -31,12 +31,12 @@ def test_a_stopped_and_resumed_run_records_what_the_uninterrupted_one_does(tmp_p
     assert whole.returncode == 0, whole.stderr[-3000:]
 
     run_dir = tmp_path / "stopped"
-    with running(RANKS, args_of(algo, run_dir, gate=(2 * GENERATION_STEPS + 1, gate))) as job:
-        wait_for(lambda: len(held(gate, range(RANKS))) == RANKS, 240, "the gate in generation 3")
+    with running(RANKS, args_of(algo, run_dir, gate=(GENERATION_STEPS + 1, gate))) as job:
+        wait_for(lambda: len(held(gate, range(RANKS))) == RANKS, 240, "the gate in generation 2")
         job.send_signal(signal.SIGUSR1)
         output, _ = job.communicate(timeout=120)
     assert job.returncode == 75, output[-2000:]
-    assert max(generations_recorded(run_dir)) == 2
+    assert max(generations_recorded(run_dir)) == 1
     resumed = mpiexec(RANKS, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
