@@ -1,7 +1,7 @@
 """What the end-to-end tests share: a run started in the background (and ended if the test leaves it
-running), the PIDs of its ranks, waiting for its records, the flags common to a test's runs, its
-TensorBoard scalars, python -m entry points, the line of a member's weights back through its
-exploits, and a tree's digest (to show nothing was written)."""
+running), waiting for an event, the flags common to a test's runs, its TensorBoard scalars,
+python -m entry points, the line of a member's weights back through its exploits, and a tree's
+digest (to show nothing was written)."""
 
 import hashlib
 import subprocess
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, mpi_env, mpiexec_path, read_population
+from tests.support import ROOT, mpi_env, mpiexec_path
 
 
 @contextmanager
@@ -31,21 +31,6 @@ def running(ranks: int, args: list[str], **popen):
             job.wait()
 
 
-def rank_pids(run_dir) -> list[int]:
-    """PIDs of the python ranks whose command line names ``run_dir``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(run_dir).encode() in argv and b"python" in Path(argv[0].decode()).name.encode():
-            pids.append(int(entry.name))
-    return sorted(pids)
-
-
 def wait_for(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -53,11 +38,6 @@ def wait_for(predicate, timeout: float, what: str) -> None:
             return
         time.sleep(0.2)
     pytest.fail(f"timed out after {timeout}s waiting for {what}")
-
-
-def wait_for_rows(run_dir: Path, rows: int, what: str, timeout: float = 240) -> None:
-    """Waits until the run's population.csv holds ``rows`` rows (``what``: the generation they end)."""
-    wait_for(lambda: (run_dir / "population.csv").exists() and len(read_population(run_dir)) >= rows, timeout, what)
 
 
 def common(run_dir, hyperparams, *extra) -> list[str]:

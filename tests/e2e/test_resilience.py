@@ -4,13 +4,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
 
 from evo.rundir import checkpoint as ckpt
-from tests.e2e.runs import common, rank_pids, running, scalar_tags, tree_digest, wait_for, wait_for_rows
+from tests.e2e.runs import common, running, scalar_tags, tree_digest, wait_for
 from tests.gated_env import gate_flags, held
 from tests.support import (
     ROOT,
@@ -85,8 +84,7 @@ def test_stop_signal_mid_generation_checkpoints_and_resumes(tmp_path, target, si
 def test_exception_on_rank_2_of_4_ends_the_job_with_its_traceback(tmp_path, tiny_hyperparams):
     hyperparams = tmp_path / "faulty.yml"
     hyperparams.write_text(tiny_hyperparams.read_text().replace("CartPole-v1:", "default:"))
-    started = time.monotonic()
-    result = mpiexec(
+    result = mpiexec(  # it trains 10^6 steps unless the fault ends it: a hang meets the timeout
         4,
         [
             "pbt_rl_truct.py",
@@ -103,25 +101,27 @@ def test_exception_on_rank_2_of_4_ends_the_job_with_its_traceback(tmp_path, tiny
         ],
         timeout=120,
     )
-    elapsed = time.monotonic() - started
     assert result.returncode != 0
     assert "RuntimeError: injected fault on rank 2" in result.stderr
     assert "Traceback" in result.stderr and "unrecoverable error on rank 2" in result.stderr
-    assert elapsed < 30 + 15  # 15 s of start-up for 4 ranks on 2 cores; a hang would take minutes
     assert ckpt.latest(tmp_path / "run")[0].generation == 0
 
 
-def test_sigkill_of_one_rank_ends_the_job_and_the_checkpoint_loads(tmp_path, tiny_hyperparams):
-    run_dir = tmp_path / "run"
-    with running(2, ["pbt_rl_truct.py", *budget(2, 5, 20000), *common(run_dir, tiny_hyperparams)]) as job:
-        wait_for_rows(run_dir, 2, "generation 1")
-        killed = time.monotonic()
-        os.kill(rank_pids(run_dir)[0], signal.SIGKILL)
-        job.communicate(timeout=60)
-        elapsed = time.monotonic() - killed
-    assert job.returncode != 0 and elapsed < 30
+def test_sigkill_of_one_rank_ends_the_job_and_the_checkpoint_loads(tmp_path):
+    """Rank 0 killed while it trains generation 2 (held there by tests/gated_env.py, so generation 1's
+    checkpoint is complete): the other rank ends with it, and the checkpoint loads."""
+    run_dir, gate = tmp_path / "run", tmp_path / "gate"
+    gate.mkdir()
+    args = [*budget(2, 3, 2048), *gate_flags("CartPole-v1", 1024 + 100, gate, ranks=[0])]
+    with running(2, ["pbt_rl_truct.py", *args, *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))]) as job:
+        wait_for(lambda: 0 in held(gate, [0]), 240, "rank 0 at the gate in generation 2")
+        os.kill(held(gate, [0])[0], signal.SIGKILL)
+        job.communicate(timeout=60)  # the other rank ends with it (a hang meets the timeout)
+    assert job.returncode != 0
     found, skipped = ckpt.latest(run_dir)
-    assert found is not None and found.generation >= 1, skipped
+    assert found is not None and found.generation == 1, skipped
+    for member in (0, 1):
+        assert ckpt.load_payload(found.member_path(member))["generation"] == 1
 
 
 def bad_inputs(tmp_path):
