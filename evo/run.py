@@ -509,11 +509,15 @@ def log_generation(
         trained / elapsed,
     )
     for exploit in exploits:
+        changes = ", ".join(exploit.changes)
+        if exploit.donor == exploit.recipient:  # a tie (or the no-exploit ablation): explore only
+            logger.info("  member %d (%.2f) keeps its weights: %s", exploit.recipient, exploit.recipient_score, changes)
+            continue
         logger.info(
             "  member %d (%.2f) <- member %d (%.2f): %s",
             exploit.recipient,
             exploit.recipient_score,
             exploit.donor,
             exploit.donor_score,
-            ", ".join(exploit.changes),
+            changes,
         )

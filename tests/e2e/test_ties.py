@@ -15,11 +15,11 @@ def run(tmp_path, *flags):
     result = mpiexec(2, ["pbt_rl_wta.py", *TINY_ACROBOT, *flags, "--run-dir", str(run_dir)], timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
-    return read_population(run_dir), lineage
+    return read_population(run_dir), lineage, result.stdout + result.stderr
 
 
 def test_tied_members_keep_their_weights_unless_told_to_copy(tmp_path):
-    rows, lineage = run(tmp_path)
+    rows, lineage, log = run(tmp_path)
     first = [float(row["score"]) for row in rows if row["generation"] == "1"]
     assert first == [-500.0, -500.0]  # the premise: a tie
     kept = [e for e in lineage if e["generation"] == 1]
@@ -27,8 +27,10 @@ def test_tied_members_keep_their_weights_unless_told_to_copy(tmp_path):
     assert kept[0]["old_hparams"] != kept[0]["new_hparams"]
     first_rows = {row["member"]: row for row in rows if row["generation"] == "1"}
     assert first_rows["1"]["donor"] == ""  # population.csv agrees: member 1 copied nobody
+    assert "INFO   member 1 (-500.00) keeps its weights: " in log and "(-500.00) <- member" not in log
 
-    rows, lineage = run(tmp_path, "--ties", "copy")
+    rows, lineage, log = run(tmp_path, "--ties", "copy")
     copied = [e for e in lineage if e["generation"] == 1]
     assert [(e["recipient"], e["donor"]) for e in copied] == [(1, 0)]  # the old rule: member 0, by index
     assert {row["member"]: row for row in rows if row["generation"] == "1"}["1"]["donor"] == "0"
+    assert "INFO   member 1 (-500.00) <- member 0 (-500.00): " in log
