@@ -27,7 +27,8 @@ def test_tied_members_keep_their_weights_unless_told_to_copy(tmp_path):
     assert kept[0]["old_hparams"] != kept[0]["new_hparams"]
     first_rows = {row["member"]: row for row in rows if row["generation"] == "1"}
     assert first_rows["1"]["donor"] == ""  # population.csv agrees: member 1 copied nobody
-    assert "INFO   member 1 (-500.00) keeps its weights: " in log and "(-500.00) <- member" not in log
+    assert "INFO   member 1 (-500.00) keeps its weights: " in log
+    assert "member 1 (-500.00) <- member 0 (-500.00)" not in log  # generation 1: nobody copied
 
     rows, lineage, log = run(tmp_path, "--ties", "copy")
     copied = [e for e in lineage if e["generation"] == 1]
