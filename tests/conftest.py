@@ -25,6 +25,10 @@ os.environ.setdefault("OMPI_MCA_btl", "^ofi")
 # A rank waiting for a message yields the processor instead of spinning on it: the suite's MPI jobs
 # share 2 cores with each other (two pytest workers) and with the tests that wait on them.
 os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+# Under pytest-xdist each worker's own torch work takes one thread (as every rank of a run does):
+# OpenMP threads that spin while another worker's job holds the cores cost both of them.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Every mpiexec (PRRTE) makes its session directory <base>/ompi.<its pid> and refuses to start
 # ("The PMIx server's listener thread failed to start", exit 213) if one of that name already
