@@ -1,0 +1,161 @@
+"""A member that failed is restarted, not the job (pure).
+
+A member fails when its env or its update raises while it trains or is scored. Ray Tune retries a
+failed trial from its last checkpoint (``max_failures``); a PBT population has a better place to
+restart from: a top member. Rank 0 decides, for every member that failed in a generation, where it
+starts again (:func:`plan_restarts`):
+
+- from the weights of a member drawn from the top of this generation's scored members that keep
+  their weights (the truncation fraction of them, at least the best one), with hyperparameters
+  drawn afresh from the search space;
+- with fresh weights and a fresh draw when no member has a score yet;
+- under ``--strategy none`` (nobody copies anybody), with fresh weights and its own
+  hyperparameters.
+
+The member then trains the generation it failed in again, so every member still trains each
+generation once. Each member may fail ``limit`` times (``--max-member-failures``); one failure
+more ends the job (:class:`TooManyFailures`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evo.core.explorers.base import Change
+from evo.core.kinds import SearchSpace
+from evo.core.result import MemberResult
+from evo.core.selection import NO_PBT, ranking
+
+RESTART_STREAM = 0x4E57A47
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A member's failure in a generation: its id and the error, as one line."""
+
+    member: int
+    error: str
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Where a failed member starts again: ``donor``'s weights (None: fresh weights) and
+    ``new_hparams``; ``failures``: how often it has failed, this time included."""
+
+    generation: int
+    member: int
+    donor: int | None
+    donor_score: float
+    failures: int
+    error: str
+    old_hparams: dict[str, Any]
+    new_hparams: dict[str, Any]
+    changes: tuple[str, ...] = ()
+
+    def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
+        """The lineage's ``restart`` line (an exploit's line has no ``event``)."""
+        return {
+            "event": "restart",
+            "generation": self.generation,
+            "member": self.member,
+            "donor": self.donor,
+            "donor_score": None if math.isnan(self.donor_score) else float(self.donor_score),
+            "failures": self.failures,
+            "error": self.error,
+            "old_hparams": _written(self.old_hparams, space),
+            "new_hparams": _written(self.new_hparams, space),
+            "changes": list(self.changes),
+        }
+
+
+def _written(hparams: Mapping[str, Any], space: SearchSpace | None) -> dict[str, Any]:
+    return {name: space[name].json(value) if space and name in space else value for name, value in hparams.items()}
+
+
+class TooManyFailures(RuntimeError):
+    """A member failed more often than ``--max-member-failures`` allows: the job ends."""
+
+
+def restart_rng(seed: int, generation: int, round_: int) -> np.random.Generator:
+    """The generator of a generation's restarts (``round_``: 0 for the first, 1 when a restarted
+    member failed again in its second try, ...)."""
+    return np.random.default_rng([seed, generation, round_, RESTART_STREAM])
+
+
+def failures_by_member(lineage: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """How often each member has failed, from a run's lineage (its ``restart`` lines)."""
+    counts: dict[int, int] = {}
+    for entry in lineage:
+        if entry.get("event") == "restart":
+            counts[int(entry["member"])] = counts.get(int(entry["member"]), 0) + 1
+    return counts
+
+
+def plan_restarts(
+    generation: int,
+    failures: Sequence[Failure],
+    scored: Sequence[MemberResult],
+    hparams: Mapping[int, Mapping[str, Any]],
+    counts: Mapping[int, int],
+    limit: int,
+    space: SearchSpace,
+    rng: np.random.Generator,
+    strategy: str,
+    truncation_fraction: float,
+    recipients: frozenset[int] = frozenset(),
+) -> list[Restart]:
+    """Where each failed member starts again (see the module docstring). ``scored``: this
+    generation's results of the members that did not fail; ``hparams``: each failed member's
+    hyperparameters; ``counts``: failures before this generation's; ``recipients``: members
+    copying another this generation (never a donor). Raises :class:`TooManyFailures` past
+    ``limit``."""
+    over = [f for f in failures if counts.get(f.member, 0) + 1 > limit]
+    if over:
+        said = "; ".join(
+            f"member {f.member} ({counts.get(f.member, 0) + 1} failures, the last: {f.error})" for f in over
+        )
+        raise TooManyFailures(
+            f"{said}: more than --max-member-failures {limit} allows; the job ends. Its last checkpoint can be "
+            "resumed (--resume) once the cause is fixed, or with a larger --max-member-failures."
+        )
+    donors = _donor_candidates(scored, truncation_fraction, recipients)
+    restarts = []
+    for failure in sorted(failures, key=lambda f: f.member):
+        old = dict(hparams[failure.member])
+        donor = None if strategy == NO_PBT or not donors else int(rng.choice(donors))
+        if strategy == NO_PBT:
+            new, how = dict(old), "restart: own"
+        else:
+            new, how = {name: kind.sample(rng) for name, kind in space.items()}, "restart: resample"
+        score = next((r.score for r in scored if r.member == donor), math.nan)
+        restarts.append(
+            Restart(
+                generation=generation,
+                member=failure.member,
+                donor=donor,
+                donor_score=score,
+                failures=counts.get(failure.member, 0) + 1,
+                error=failure.error,
+                old_hparams=old,
+                new_hparams=new,
+                changes=tuple(str(Change(name, old.get(name), new[name], how)) for name in new),
+            )
+        )
+    return restarts
+
+
+def _donor_candidates(
+    scored: Sequence[MemberResult], truncation_fraction: float, recipients: frozenset[int]
+) -> list[int]:
+    """The top of the scored members that keep their weights this generation, by the truncation
+    fraction (at least the best of them); none when no member has a score."""
+    finite = [r for r in scored if not math.isnan(r.score) and r.member not in recipients]
+    if not finite:
+        return []
+    order = [finite[i].member for i in ranking([r.score for r in finite])]
+    return order[: max(1, math.ceil(len(order) * truncation_fraction - 1e-12))]
