@@ -3,15 +3,20 @@
 Every generation, on every rank, in this order:
 
 1. **train**: each local member trains for one generation (``hooks.train``); a stop request
-   seen while polling ends training early;
+   seen while polling ends training early. With ``max_member_failures`` > 0, a member whose
+   training or scoring raises is a failure, logged with its traceback, not the job's end;
 2. **agree** on stop (collective): if any rank is stopping, the generation is abandoned
    (nothing is scored, planned or exchanged), the last boundary's checkpoint is written if
    ``checkpoint_every`` had skipped it, and the loop reports ``stopped``;
 3. **score**: each local member becomes a :class:`~evo.core.result.MemberResult` (its id,
    rank, env steps, scores and the hyperparameters it trained with);
 4. **gather**: rank 0 gets the whole population, sorted by member id;
-5. **plan**: rank 0 decides the exploits (``hooks.plan``) and broadcasts them;
+5. **plan**: rank 0 decides the exploits (``hooks.plan``) and where each failed member starts
+   again (``hooks.restart``: evo.core.restart), and broadcasts them;
 6. **exchange**: donors' weights move to their recipients, who take their new hyperparameters;
+   a failed member is rebuilt (``hooks.rebuild``), takes its restart's weights and values, and
+   trains the generation again (``hooks.restarted`` first), is scored and gathered (and, if it
+   fails again, restarts again: steps 4-6 for the restarted members only);
 7. **records** (``hooks.records``, every rank; may be collective): returns, on rank 0, the
    run state that goes into the checkpoint;
 8. **checkpoint**: ``hooks.snapshot`` captures the members at the boundary; ``hooks.save``
@@ -25,15 +30,19 @@ the same on ``MPI.COMM_SELF`` as under ``mpiexec``.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evo.core.plan import Exploit
+from evo.core.plan import Exploit, weight_moves
+from evo.core.restart import Failure, Restart
 from evo.core.result import MemberResult, Scores, by_member
 from evo.learners.interface import Exchangeable
 from evo.mpi import exchange
+
+logger = logging.getLogger(__name__)
 
 Owner = Callable[[int], int]
 
@@ -56,6 +65,13 @@ class Hooks:
     on every rank after the exchange, returns the run state to checkpoint (on rank 0);
     ``snapshot(generation, run_state)`` captures the members at a generation boundary and
     ``save(snapshot)`` writes it (collective).
+
+    For failed members (``LoopSettings.max_member_failures`` > 0): ``restart(generation,
+    failures, scored, recipients, round_)`` (rank 0) returns each one's
+    :class:`~evo.core.restart.Restart` (raising past the limit); ``rebuild(member, restart,
+    env_steps)`` returns a new member in its place (fresh weights and envs, the restart's
+    hyperparameters, its env-step counter back at ``env_steps``, where the failed generation
+    began); ``restarted(member, restart)``, once a donor's weights are in, before it trains again.
     """
 
     train: Callable[[Any, Callable[[], bool]], None]
@@ -64,6 +80,9 @@ class Hooks:
     records: Callable[[GenerationReport], Any] | None = None
     snapshot: Callable[[int, Any], Any] | None = None
     save: Callable[[Any], None] | None = None
+    restart: Callable[..., list[Restart]] | None = None
+    rebuild: Callable[[Any, Restart, int], Any] | None = None
+    restarted: Callable[[Any, Restart], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,9 @@ class LoopSettings:
     total: int
     transport: str = "p2p"
     checkpoint_every: int = 1
+    max_member_failures: int = 0
+    """A member whose training or scoring raises restarts (this many times at most); 0: the
+    exception ends the job."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +124,8 @@ class GenerationReport:
     exploits: list[Exploit]
     donors: dict[int, int]
     times: StepTimes
+    restarts: tuple[Restart, ...] = ()
+    """The generation's restarts of failed members, in the order they were decided."""
 
 
 @dataclass(frozen=True)
@@ -115,18 +139,21 @@ class LoopOutcome:
 
 def run_generations(
     comm,
-    members: Mapping[int, Exchangeable],
+    members: MutableMapping[int, Exchangeable],
     owner: Owner,
     hooks: Hooks,
     settings: LoopSettings,
     stopper: Stopper | None = None,
 ) -> LoopOutcome:
-    """Run generations ``settings.start + 1 .. settings.total`` on every rank (collective)."""
+    """Run generations ``settings.start + 1 .. settings.total`` on every rank (collective).
+    A failed member's replacement takes its place in ``members``."""
     pending = None  # the snapshot of the last boundary not yet on disk
     last = None
     scratch: dict = {}  # the collective exchange's receive buffers on ranks without a recipient
     for generation in range(settings.start + 1, settings.total + 1):
-        report = run_generation(comm, members, owner, hooks, generation, settings.transport, stopper, scratch)
+        report = run_generation(
+            comm, members, owner, hooks, generation, settings.transport, stopper, scratch, settings.max_member_failures
+        )
         if report is None:
             if pending is not None:
                 hooks.save(pending)
@@ -139,63 +166,164 @@ def run_generations(
 
 def run_generation(
     comm,
-    members: Mapping[int, Exchangeable],
+    members: MutableMapping[int, Exchangeable],
     owner: Owner,
     hooks: Hooks,
     generation: int,
     transport: str,
     stopper: Stopper | None = None,
     scratch: dict | None = None,
+    max_member_failures: int = 0,
 ) -> GenerationReport | None:
-    """train -> agree on stop -> score -> gather -> plan -> exchange; None if stopping."""
+    """train -> agree on stop -> score -> gather -> plan -> exchange (-> failed members again);
+    None if stopping."""
+    should_stop = stopper.poll if stopper is not None else _never
+    catch = max_member_failures > 0
     started = time.perf_counter()
-    steps_before = sum(member.env_steps for member in members.values())
-    train(members, hooks.train, stopper.poll if stopper is not None else _never)
+    began = {member_id: member.env_steps for member_id, member in members.items()}
+    failed = train(members, hooks.train, should_stop, generation, catch)
     trained = time.perf_counter()
     if stopper is not None and stopper.agree():
         return None
     agreed = time.perf_counter()
-    results = score(comm.Get_rank(), members, hooks.score)
+    results = score(comm.Get_rank(), members, hooks.score, generation, failed if catch else None)
     scored = time.perf_counter()
     population = gather(comm, results)
+    failures = gather_failures(comm, members, failed) if catch else None
     gathered = time.perf_counter()
     exploits = plan(comm, hooks.plan, generation, population)
-    donors = exchange.apply_exploits(comm, exploits, members, transport, owner, scratch)
+    donors = weight_moves(exploits)
+    restarts = restarts_of(comm, hooks, generation, failures, population, frozenset(donors), 0) if catch else []
+    apply_restarts(members, hooks, restarts, began, owner, comm.Get_rank())
+    exchange.apply_exploits(comm, [*exploits, *restart_moves(restarts)], members, transport, owner, scratch)
+    decided = list(restarts)
+    round_ = 0
+    while restarts:  # ends: a member failing again counts, and rank 0 ends the job past the limit
+        round_ += 1
+        redone, failed = retrain(comm, members, hooks, generation, restarts, owner, should_stop)
+        if stopper is not None and stopper.agree():
+            return None
+        results += redone
+        redone_all = gather(comm, redone)
+        if population is not None:
+            population = by_member([*population, *redone_all])
+        failures = gather_failures(comm, members, failed)
+        restarts = restarts_of(comm, hooks, generation, failures, population, frozenset(donors), round_)
+        apply_restarts(members, hooks, restarts, began, owner, comm.Get_rank())
+        exchange.apply_exploits(comm, restart_moves(restarts), members, transport, owner, scratch)
+        decided += restarts
     exchanged = time.perf_counter()
-    env_steps = sum(member.env_steps for member in members.values()) - steps_before
+    env_steps = sum(member.env_steps - began.get(member_id, 0) for member_id, member in members.items())
     times = StepTimes(started, trained, agreed, scored, gathered, exchanged, env_steps)
-    return GenerationReport(generation, results, population, exploits, donors, times)
+    return GenerationReport(generation, results, population, exploits, donors, times, tuple(decided))
+
+
+def plan(comm, decide: Callable, generation: int, population: list[MemberResult] | None) -> list[Exploit]:
+    """Rank 0 decides the generation's exploits; every rank gets them."""
+    return exchange.decide_on_root(comm, lambda: decide(generation, population))
+
+
+def restarts_of(
+    comm, hooks: Hooks, generation: int, failures, population, recipients: frozenset[int], round_: int
+) -> list[Restart]:
+    """Rank 0 decides where each failed member starts again (none if none failed); every rank
+    gets the restarts. ``round_``: 0 for the generation's failures, 1 for those of its restarted
+    members' second try, ..."""
+
+    def decide() -> list[Restart]:
+        if not failures:
+            return []
+        return hooks.restart(generation, failures, population or [], recipients, round_)
+
+    return exchange.decide_on_root(comm, decide)
+
+
+def restart_moves(restarts) -> list[Exploit]:
+    """The restarts that copy a donor's weights, as the exchange moves them."""
+    return [
+        Exploit(r.generation, r.member, r.donor, float("nan"), r.donor_score, r.old_hparams, r.new_hparams, r.changes)
+        for r in restarts
+        if r.donor is not None
+    ]
+
+
+def apply_restarts(members, hooks: Hooks, restarts, began: Mapping[int, int], owner: Owner, rank: int) -> None:
+    """This rank's failed members, rebuilt in place (their env-step counters back where the
+    generation began), ready for a donor's weights."""
+    for restart in restarts:
+        if owner(restart.member) == rank:
+            members[restart.member] = hooks.rebuild(members[restart.member], restart, began[restart.member])
+
+
+def retrain(comm, members, hooks: Hooks, generation: int, restarts, owner: Owner, should_stop):
+    """The restarted members of this rank train the generation again and are scored: (their
+    results, {member: error} of those that failed again)."""
+    rank = comm.Get_rank()
+    mine = {r.member: members[r.member] for r in restarts if owner(r.member) == rank}
+    for restart in restarts:
+        if restart.member in mine and hooks.restarted is not None:
+            hooks.restarted(mine[restart.member], restart)
+    failed = train(mine, hooks.train, should_stop, generation, True)
+    return score(rank, mine, hooks.score, generation, failed), failed
 
 
 def _never() -> bool:
     return False
 
 
-def train(members: Mapping[int, Any], train_one: Callable, should_stop: Callable[[], bool]) -> None:
-    """Train the members in turn; a stop request leaves the rest untrained."""
-    for member in members.values():
+def train(
+    members: Mapping[int, Any], train_one: Callable, should_stop: Callable[[], bool], generation: int = 0, catch=False
+) -> dict[int, str]:
+    """Train the members in turn; a stop request leaves the rest untrained. With ``catch``, a
+    member that raises is logged with its traceback and returned ({member: the error}); without,
+    the exception ends the job."""
+    failed: dict[int, str] = {}
+    for member_id, member in members.items():
         if should_stop():
             break
-        train_one(member, should_stop)
+        try:
+            train_one(member, should_stop)
+        except Exception as error:
+            if not catch:
+                raise
+            failed[member_id] = _failure(member_id, generation, "training", error)
+    return failed
 
 
-def score(rank: int, members: Mapping[int, Any], score_one: Callable[[Any], Scores]) -> list[MemberResult]:
-    """Each member's result, under its own id (the mapping's key)."""
-    return [
-        MemberResult.of(member_id, rank, member.env_steps, score_one(member), member.hparams)
-        for member_id, member in members.items()
-    ]
+def score(
+    rank: int, members: Mapping[int, Any], score_one: Callable[[Any], Scores], generation: int = 0, failed=None
+) -> list[MemberResult]:
+    """Each member's result, under its own id (the mapping's key). With ``failed`` (a dict of the
+    members that failed), a member that fails to be scored is added to it and has no result."""
+    results = []
+    for member_id, member in members.items():
+        if failed is not None and member_id in failed:
+            continue
+        try:
+            results.append(MemberResult.of(member_id, rank, member.env_steps, score_one(member), member.hparams))
+        except Exception as error:
+            if failed is None:
+                raise
+            failed[member_id] = _failure(member_id, generation, "scoring", error)
+    return results
+
+
+def _failure(member_id: int, generation: int, doing: str, error: Exception) -> str:
+    logger.error("member %d failed in generation %d while %s", member_id, generation, doing, exc_info=error)
+    return f"{type(error).__name__}: {error}".splitlines()[0]
+
+
+def gather_failures(comm, members: Mapping[int, Any], failed: Mapping[int, str]) -> list[Failure] | None:
+    """The failures of every rank on rank 0 (by member id); None elsewhere."""
+    mine = [Failure(m, error, dict(members[m].hparams)) for m, error in failed.items()]
+    everyone = exchange.gather_to_root(comm, mine)
+    return sorted(everyone, key=lambda f: f.member) if everyone is not None else None
 
 
 def gather(comm, results: list[MemberResult]) -> list[MemberResult] | None:
     """The population on rank 0, sorted by member id (whatever the placement); None elsewhere."""
     population = exchange.gather_to_root(comm, results)
     return by_member(population) if population is not None else None
-
-
-def plan(comm, decide: Callable, generation: int, population: list[MemberResult] | None) -> list[Exploit]:
-    """Rank 0 decides the generation's exploits; every rank gets them."""
-    return exchange.decide_on_root(comm, lambda: decide(generation, population))
 
 
 def checkpoint(hooks: Hooks, settings: LoopSettings, generation: int, run_state: Any) -> Any:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,10 +36,12 @@ RESTART_STREAM = 0x4E57A47
 
 @dataclass(frozen=True)
 class Failure:
-    """A member's failure in a generation: its id and the error, as one line."""
+    """A member's failure in a generation: its id, the error as one line, and the hyperparameters
+    it trained with."""
 
     member: int
     error: str
+    hparams: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,6 @@ def plan_restarts(
     generation: int,
     failures: Sequence[Failure],
     scored: Sequence[MemberResult],
-    hparams: Mapping[int, Mapping[str, Any]],
     counts: Mapping[int, int],
     limit: int,
     space: SearchSpace,
@@ -110,10 +111,9 @@ def plan_restarts(
     recipients: frozenset[int] = frozenset(),
 ) -> list[Restart]:
     """Where each failed member starts again (see the module docstring). ``scored``: this
-    generation's results of the members that did not fail; ``hparams``: each failed member's
-    hyperparameters; ``counts``: failures before this generation's; ``recipients``: members
-    copying another this generation (never a donor). Raises :class:`TooManyFailures` past
-    ``limit``."""
+    generation's results of the members that did not fail; ``counts``: failures before this
+    generation's; ``recipients``: members copying another this generation (never a donor).
+    Raises :class:`TooManyFailures` past ``limit``."""
     over = [f for f in failures if counts.get(f.member, 0) + 1 > limit]
     if over:
         said = "; ".join(
@@ -126,7 +126,7 @@ def plan_restarts(
     donors = _donor_candidates(scored, truncation_fraction, recipients)
     restarts = []
     for failure in sorted(failures, key=lambda f: f.member):
-        old = dict(hparams[failure.member])
+        old = dict(failure.hparams)
         donor = None if strategy == NO_PBT or not donors else int(rng.choice(donors))
         if strategy == NO_PBT:
             new, how = dict(old), "restart: own"

@@ -222,3 +222,173 @@ def test_two_ppo_members_exchange_through_the_real_loop(tiny_hyperparams, tmp_pa
     )
     for member in members.values():
         member.close()
+
+
+# --- a failing member is restarted, not the job ------------------------------------------
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def failing_run(events: list, fails: dict, limit: int = 3, strategy: str = "wta"):
+    """Members 0, 1, 2 as in fake_run (member m gains m + 1 a generation); ``fails`` maps
+    (member, generation) to how many times its training raises there."""
+    from evo.core.restart import failures_by_member, plan_restarts
+
+    members = {m: FakeMember(m, events) for m in (0, 1, 2)}
+    explorer = make_explorer("perturb", SPACE_X)
+    counts = failures_by_member([])
+
+    def train(member, should_stop):
+        generation = trained[member.member_id] + 1  # a failed try does not count
+        events.append(("train", member.member_id))
+        key = (member.member_id, generation)
+        if fails.get(key, 0) > 0:
+            fails[key] -= 1
+            member.env_steps += 3  # part of the generation, then the env raises
+            raise Boom(f"member {member.member_id} broke")
+        member.buffer += member.member_id + 1
+        member.env_steps += 10
+        trained[member.member_id] += 1
+
+    def score(member):
+        events.append(("score", member.member_id))
+        return Scores(float(member.buffer[0]))
+
+    def plan(generation, population):
+        events.append(("plan", tuple(result.member for result in population)))
+        return plan_generation(generation, population, strategy, explorer, generation_rng(0, generation))
+
+    def restart(generation, failures, scored, recipients, round_):
+        events.append(("restart", tuple(f.member for f in failures), round_))
+        rng = np.random.default_rng(round_)
+        planned = plan_restarts(generation, failures, scored, counts, limit, SPACE_X, rng, strategy, 0.25, recipients)
+        for r in planned:
+            counts[r.member] = r.failures
+        return planned
+
+    def rebuild(member, restart, env_steps):
+        events.append(("rebuild", member.member_id, restart.donor))
+        fresh = FakeMember(member.member_id, events)
+        fresh.env_steps = env_steps
+        fresh.hparams = dict(restart.new_hparams)
+        return fresh
+
+    trained = {0: 0, 1: 0, 2: 0}
+    hooks = Hooks(
+        train=train,
+        score=score,
+        plan=plan,
+        records=lambda report: events.append(("records", report.generation)),
+        restart=restart,
+        rebuild=rebuild,
+        restarted=lambda member, r: events.append(("restarted", member.member_id)),
+    )
+    return members, hooks
+
+
+def test_a_member_that_raises_is_rebuilt_from_a_top_member_and_trains_its_generation_again():
+    events = []
+    members, hooks = failing_run(events, {(2, 2): 1})
+    original = members[2]
+    outcome = run_generations(
+        RecordingComm(events), members, lambda m: 0, hooks, LoopSettings(0, 3, max_member_failures=3)
+    )
+    assert not outcome.stopped and outcome.completed == 3
+    second = events[events.index(("records", 1)) + 1 : events.index(("records", 2)) + 1]
+    assert second == [
+        ("train", 0),
+        ("train", 1),
+        ("train", 2),  # raises
+        ("score", 0),
+        ("score", 1),
+        ("gather",),  # the results
+        ("gather",),  # the failures
+        ("plan", (0, 1)),  # selection among the members that did not fail: 0 copies 1
+        ("restart", (2,), 0),
+        ("rebuild", 2, 1),  # from member 1, the best that keeps its weights
+        ("exploit_state", 1),
+        ("load", 0),
+        ("load", 2),
+        ("restarted", 2),
+        ("train", 2),  # generation 2 again
+        ("score", 2),
+        ("gather",),  # the redone results
+        ("gather",),  # their failures: none
+        ("records", 2),
+    ]
+    assert members[2] is not original
+    report = outcome.last
+    assert [r.member for r in report.population] == [0, 1, 2] and report.restarts == ()
+    # the restarted member kept its own counter (where generation 2 began), trained 2 and 3 once each
+    assert members[2].env_steps == 30 and members[0].env_steps == 30
+    # generation 1 ended with everyone copying member 2 (3); member 1 then had 3 + 2 = 5 after
+    # generation 2, and member 2 trained generation 2 again (+3) and 3 (+3) from those weights
+    assert members[2].buffer[0] == 5 + 3 + 3
+
+
+def test_the_report_holds_the_generations_restarts_and_the_redone_result_once():
+    events = []
+    members, hooks = failing_run(events, {(2, 1): 1})
+    reports = []
+    hooks = replace(hooks, records=lambda report: reports.append(report))
+    run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(0, 1, max_member_failures=3))
+    (report,) = reports
+    (restart,) = report.restarts
+    assert (restart.member, restart.donor, restart.failures) == (2, 1, 1)
+    assert restart.error == "Boom: member 2 broke"
+    assert sorted(r.member for r in report.results) == [0, 1, 2]
+    assert [r.member for r in report.population] == [0, 1, 2]
+    assert report.donors == {0: 1}  # the restart's copy is not an exploit of the generation
+
+
+def test_a_member_failing_again_restarts_again_and_past_the_limit_ends_the_job():
+    from evo.core.restart import TooManyFailures
+
+    events = []
+    members, hooks = failing_run(events, {(2, 1): 2}, limit=2)  # fails, and fails again in its second try
+    reports = []
+    hooks = replace(hooks, records=lambda report: reports.append(report))
+    run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(0, 1, max_member_failures=2))
+    assert [(r.member, r.failures) for r in reports[0].restarts] == [(2, 1), (2, 2)]
+    assert [e for e in events if e[0] == "restart"] == [("restart", (2,), 0), ("restart", (2,), 1)]
+
+    events = []
+    members, hooks = failing_run(events, {(2, 1): 3}, limit=2)
+    with pytest.raises(TooManyFailures, match=r"member 2 \(3 failures, the last: Boom: member 2 broke\)"):
+        run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(0, 1, max_member_failures=2))
+
+
+def test_without_restarts_the_exception_ends_the_job_as_before():
+    events = []
+    members, hooks = failing_run(events, {(1, 1): 1})
+    with pytest.raises(Boom):
+        run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(0, 2))  # max_member_failures=0
+
+
+def test_without_pbt_a_failed_member_restarts_with_fresh_weights():
+    events = []
+    members, hooks = failing_run(events, {(0, 2): 1}, limit=1, strategy="none")
+    run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(0, 2, max_member_failures=1))
+    assert ("rebuild", 0, None) in events and ("exploit_state", 1) not in events
+    assert members[0].buffer[0] == 1.0  # fresh (0), then generation 2 again (+1)
+
+
+def test_a_member_that_fails_to_be_scored_is_restarted_too():
+    events = []
+    members, hooks = failing_run(events, {})
+    raised = []
+
+    def score(member):
+        if member.member_id == 1 and not raised:
+            raised.append(True)
+            raise Boom("the evaluation env broke")
+        return Scores(float(member.buffer[0]))
+
+    reports = []
+    hooks = replace(hooks, score=score, records=lambda report: reports.append(report))
+    run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(0, 1, max_member_failures=1))
+    (restart,) = reports[0].restarts
+    assert restart.member == 1 and restart.error == "Boom: the evaluation env broke" and restart.donor == 2
+    assert sorted(r.member for r in reports[0].population) == [0, 1, 2]

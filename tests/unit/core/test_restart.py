@@ -23,9 +23,8 @@ def results(scores):
 def restarts(failed, scored, counts=None, limit=3, strategy="truncation", recipients=frozenset(), seed=0):
     return plan_restarts(
         generation=4,
-        failures=[Failure(m, "RuntimeError: boom") for m in failed],
+        failures=[Failure(m, "RuntimeError: boom", OWN) for m in failed],
         scored=results(scored),
-        hparams={m: OWN for m in failed},
         counts=counts or {},
         limit=limit,
         space=SPACE,
