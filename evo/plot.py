@@ -8,7 +8,8 @@ writes into ``RUN_DIR/plots`` (or ``--out``):
 - ``hparams.png``: each explored hyperparameter over env steps per member (the schedule
   PBT found), a marker where the member copied another (an exploit);
 - ``lineage.png``: who copied whom at each generation, each line coloured by the initial
-  member it descends from, so the surviving lines show at a glance.
+  member it descends from, so the surviving lines show at a glance; a red cross where a failed
+  member was restarted (dotted to its donor).
 
 Headless: matplotlib's Agg backend.
 """
@@ -28,7 +29,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from evo.rundir.history import RunDirError, RunHistory, ancestry, copies_by_generation, load_run  # noqa: E402
+from evo.rundir.history import (  # noqa: E402
+    RunDirError,
+    RunHistory,
+    ancestry,
+    copies_by_generation,
+    load_run,
+    restarts_by_generation,
+)
 
 DPI = 110
 STEPS_LABEL = "env steps per member"
@@ -213,6 +221,14 @@ def plot_lineage(history: RunHistory):
         fontsize=10,
     )
     handles = [Line2D([], [], color=colour_of[m], linewidth=2.2, label=f"line of member {m}") for m in members]
+    restarted = restarts_by_generation(history)
+    restarts = [(g, m, donor) for g, by_member in restarted.items() for m, donor in by_member.items()]
+    for generation, member, donor in restarts:  # a failed member trained its generation again
+        if donor is not None:
+            ax.plot([generation, generation], [donor, member], color="black", linewidth=0.8, linestyle=":")
+        ax.scatter([generation], [member], marker="x", color="red", s=60, zorder=4)
+    if restarts:
+        handles.append(Line2D([], [], color="red", marker="x", linestyle="", label="restarted after a failure"))
     legend_right(ax, handles, [h.get_label() for h in handles], title="descends from")
     fig.tight_layout()
     return fig

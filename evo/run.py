@@ -21,6 +21,7 @@ from evo.core.explorers import Explorer, make_explorer
 from evo.core.kinds import sample_hparams
 from evo.core.plan import Exploit, generation_rng, plan_generation
 from evo.core.progress import Progress, ProgressReporter
+from evo.core.restart import Restart, failures_by_member, plan_restarts, restart_rng
 from evo.core.result import MemberResult, Scores
 from evo.core.selection import NO_PBT
 from evo.learners.interface import Learner
@@ -49,6 +50,9 @@ from evo.stopping import EXIT_STOPPED, StopRequest
 logger = logging.getLogger("evo")
 
 INIT_STREAM = 0x1417
+RESTART_ENV_STREAM = 5000
+"""The env seeds of a restarted member: this plus its failure count (a resumed member's are 2 + the
+generation it resumes at)."""
 
 
 def initial_hparams(config: Config, member: int) -> dict[str, object]:
@@ -204,7 +208,9 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
             per_member, config.total_generations, config.progress_interval, start, len(members)
         )
     hooks = run_hooks(comm, config, members, records, explorer, reporter)
-    settings = LoopSettings(start, config.total_generations, config.transport, config.checkpoint_every)
+    settings = LoopSettings(
+        start, config.total_generations, config.transport, config.checkpoint_every, config.max_member_failures
+    )
     stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
     outcome = run_generations(comm, members, config.owner, hooks, settings, stopper)
     finish(comm, config, members, records, outcome, stop_request)
@@ -363,6 +369,24 @@ def run_hooks(
             ties=config.ties,
         )
 
+    failures = failures_by_member(records.lineage) if records is not None else {}  # rank 0's count
+
+    def restart(generation: int, failed, scored, recipients, round_: int) -> list[Restart]:
+        planned = plan_restarts(
+            generation,
+            failed,
+            scored,
+            failures,
+            config.max_member_failures,
+            config.agent.search_space,
+            restart_rng(config.seed, generation, round_),
+            config.strategy,
+            config.truncation_fraction,
+            recipients,
+        )
+        failures.update({r.member: r.failures for r in planned})
+        return planned
+
     return Hooks(
         train=train,
         score=score,
@@ -374,7 +398,25 @@ def run_hooks(
             config.run_id, members, generation, run_state, config.checkpoint_buffers
         ),
         save=lambda saved: save_checkpoint(comm, target, *saved),
+        restart=restart,
+        rebuild=lambda member, planned, env_steps: rebuild_member(config, member, planned, env_steps),
+        restarted=lambda member, planned: member.carry_score(planned.donor_score_train),
     )
+
+
+def rebuild_member(config: Config, failed: Learner, restart: Restart, env_steps: int) -> Learner:
+    """A new member in the place of ``failed``: fresh weights and envs (seeded anew for each of its
+    failures), the restart's hyperparameters, its env-step counter back at ``env_steps`` and its
+    earlier scores; its TensorBoard continues after ``env_steps``."""
+    env_seed = member_seed(config.seed, failed.member_id, stream=RESTART_ENV_STREAM + restart.failures)
+    member = make_member(config, failed.member_id, restart.new_hparams, env_seed=env_seed, tensorboard=False)
+    member.continue_counts(env_steps, failed.scores)
+    member.set_tensorboard(tb_dir(config.run_dir, failed.member_id, config.tb_writer), env_steps + 1)
+    try:
+        failed.close()
+    except Exception as error:  # its envs may be what broke
+        logger.warning("member %d: closing the failed member: %s: %s", failed.member_id, type(error).__name__, error)
+    return member
 
 
 def after_exchange(
@@ -426,13 +468,14 @@ def write_records(
         return None
     elapsed = time.perf_counter() - report.times.started
     trained = sum(t.trained for t in timing)
-    records.write_generation(report.generation, report.population, report.exploits)
+    records.write_generation(report.generation, report.population, report.exploits, report.restarts)
     records.write_timing(report.generation, elapsed, trained, timing)
     run_state = {"lineage": list(records.lineage), "population_step": records.population_step}
     state = explorer.state()
     if state is not None:
         run_state["explorer"] = {"name": explorer.name, "state": state}
     log_generation(total_generations, report.generation, report.population, report.exploits, elapsed, trained)
+    log_restarts(report.restarts)
     return run_state
 
 
@@ -520,4 +563,20 @@ def log_generation(
             exploit.donor,
             exploit.donor_score,
             changes,
+        )
+
+
+def log_restarts(restarts: Sequence[Restart]) -> None:
+    for restart in restarts:
+        start = "fresh weights"
+        if restart.donor is not None:
+            start = f"member {restart.donor}'s weights ({restart.donor_score:.2f})"
+        logger.warning(
+            "  member %d failed (%s; failure %d): restarted from %s and trained generation %d again: %s",
+            restart.member,
+            restart.error,
+            restart.failures,
+            start,
+            restart.generation,
+            ", ".join(restart.changes),
         )

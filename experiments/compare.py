@@ -379,6 +379,8 @@ def lineage_counts(path: Path) -> tuple[int, int]:
         return 0, 0
     for line in path.read_text().splitlines():
         exploit = json.loads(line)
+        if exploit.get("event") == "restart":  # a failed member's restart, not an exploit
+            continue
         ties += exploit["recipient_score"] == exploit["donor_score"]
         copies += exploit["recipient"] != exploit["donor"]
     return ties, copies

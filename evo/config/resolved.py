@@ -284,6 +284,15 @@ class Config:
         type=int,
         check=must(lambda n: n >= 1, "keep at least 1"),
     )
+    max_member_failures: int = option(
+        "how often a member may fail (its env or its update raises) and be restarted, from a top member's "
+        "weights with a fresh draw of hyperparameters, to train its generation again; one failure more ends "
+        "the job; 0: the first failure ends it",
+        RESTORED,
+        default=3,
+        type=int,
+        check=must(lambda n: n >= 0, "must be >= 0 (0: the first failure ends the job)"),
+    )
     progress_interval: float = option(
         "seconds between progress lines during a generation when stdout is not a terminal (a terminal "
         "gets a live bar): rank 0's env steps, env-steps/s, the ETA of the generation and of the run; 0: off",

@@ -58,6 +58,9 @@ class Restart:
     old_hparams: dict[str, Any]
     new_hparams: dict[str, Any]
     changes: tuple[str, ...] = ()
+    donor_score_train: float = math.nan
+    """The donor's training score: what the restarted member is scored by until it finishes an
+    episode of its own (as a recipient of an exploit is)."""
 
     def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
         """The lineage's ``restart`` line (an exploit's line has no ``event``)."""
@@ -132,18 +135,19 @@ def plan_restarts(
             new, how = dict(old), "restart: own"
         else:
             new, how = {name: kind.sample(rng) for name, kind in space.items()}, "restart: resample"
-        score = next((r.score for r in scored if r.member == donor), math.nan)
+        result = next((r for r in scored if r.member == donor), None)
         restarts.append(
             Restart(
                 generation=generation,
                 member=failure.member,
                 donor=donor,
-                donor_score=score,
+                donor_score=result.score if result is not None else math.nan,
                 failures=counts.get(failure.member, 0) + 1,
                 error=failure.error,
                 old_hparams=old,
                 new_hparams=new,
                 changes=tuple(str(Change(name, old.get(name), new[name], how)) for name in new),
+                donor_score_train=result.score_train if result is not None else math.nan,
             )
         )
     return restarts

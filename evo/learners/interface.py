@@ -123,6 +123,11 @@ class Learner(Exchangeable, Protocol):
         restored, its replay buffer was not saved ...) or None."""
         ...
 
+    def continue_counts(self, env_steps: int, scores: Sequence[float]) -> None:
+        """A rebuilt member taking the place of one that failed: its env-step counter continues from
+        ``env_steps`` (where the failed generation began) and it keeps the earlier ``scores``."""
+        ...
+
     def log_generation(self, result: Any, exploited: bool) -> None:
         """Its TensorBoard row of a generation."""
         ...

@@ -166,13 +166,28 @@ def copies_by_generation(history: RunHistory) -> dict[int, dict[int, int]]:
     return moves
 
 
+def restarts_by_generation(history: RunHistory) -> dict[int, dict[int, int | None]]:
+    """``{generation: {member: donor}}``: the failed members restarted in each generation, from a
+    donor's weights of that generation (None: fresh weights), before they trained it again (the
+    last restart, where a member failed twice)."""
+    restarts: dict[int, dict[int, int | None]] = {}
+    for entry in history.lineage:
+        if entry.get("event") == "restart":
+            restarts.setdefault(int(entry["generation"]), {})[int(entry["member"])] = entry["donor"]
+    return restarts
+
+
 def ancestry(history: RunHistory) -> dict[int, dict[int, int]]:
     """``{generation: {member: founder}}``: the initial member whose line each member's
-    weights descend from, as they were while it trained in that generation."""
+    weights descend from, as they were while it trained in that generation (a restarted member:
+    its donor's line, or its own again with fresh weights)."""
     moves = copies_by_generation(history)
+    restarts = restarts_by_generation(history)
     founder = {member: member for member in history.members}
     result = {}
     for generation in history.generations:
+        for member, donor in restarts.get(generation, {}).items():  # donors never restart themselves
+            founder[member] = member if donor is None else founder[donor]
         result[generation] = dict(founder)
         copied = moves.get(generation, {})
         founder = {m: founder[copied[m]] if m in copied else founder[m] for m in founder}
@@ -197,6 +212,10 @@ def schedule_of(history: RunHistory, member: int) -> list[dict]:
     hyperparameters are merged. Each entry: ``env_steps`` (when it starts), ``hparams``,
     ``member`` (whose training it reproduces) and ``generation`` (the first one it covers).
 
+    A member that failed in generation g and restarted from a donor's weights trained g again
+    after the donor had trained it: the walk takes both, the donor's g first; with fresh weights
+    the line starts at its restart.
+
     A segment starts at the env steps the line's weights had trained by then: the sum of what
     each member followed trained in the generations before it. That is where an agent replaying
     the schedule ends those generations; a member's own count can differ from it when members
@@ -206,12 +225,19 @@ def schedule_of(history: RunHistory, member: int) -> list[dict]:
     if member not in history.members:
         raise RunDirError(f"member {member} is not in {history.run_dir} (members: {history.members})")
     moves = copies_by_generation(history)
+    restarts = restarts_by_generation(history)
     generations = history.generations
     followed = member
     segments = []
     for generation in reversed(generations):
         row = history.row(generation, followed)
         segments.append((generation, followed, row.hparams))
+        restarted = restarts.get(generation, {})
+        if followed in restarted:  # it failed and trained this generation again from a donor's weights
+            if restarted[followed] is None:
+                break  # fresh weights: the line starts here
+            followed = restarted[followed]
+            segments.append((generation, followed, history.row(generation, followed).hparams))
         previous = moves.get(generation - 1, {})
         if followed in previous:
             followed = previous[followed]

@@ -10,7 +10,7 @@
   and ``donor`` (the member it copied at the end of the generation; empty when it kept its
   own weights); ``score_train_stale`` is 1 when ``score_train`` was carried over, not
   measured (no training episode finished since the member's weights last changed hands).
-- ``lineage.jsonl``: one JSON object per exploit.
+- ``lineage.jsonl``: one JSON object per exploit, and per restart of a failed member (``"event": "restart"``).
 - ``generations.csv``: per generation, wall time, env steps per second, and the slowest
   rank's seconds training, scoring, waiting for the other ranks and exchanging weights.
 - ``tb/population``: TensorBoard aggregates (``pbt/best_score`` ...); members' own
@@ -36,6 +36,7 @@ import yaml
 from evo.config import Config
 from evo.core.kinds import SearchSpace
 from evo.core.plan import Exploit, weight_moves
+from evo.core.restart import Restart
 from evo.core.result import MemberResult
 from evo.rundir.checkpoint import atomic_write
 
@@ -196,7 +197,15 @@ class RunRecords:
         lines = "".join(json.dumps(entry) + "\n" for entry in self.lineage)
         atomic_write(self.lineage_path, lines.encode())
 
-    def write_generation(self, generation: int, population: Sequence[MemberResult], exploits: list[Exploit]) -> None:
+    def write_generation(
+        self,
+        generation: int,
+        population: Sequence[MemberResult],
+        exploits: list[Exploit],
+        restarts: Sequence[Restart] = (),
+    ) -> None:
+        """The generation's rows in population.csv, and its restarts (first) and exploits in
+        lineage.jsonl."""
         donors = weight_moves(exploits)
         with self.population_path.open("a", newline="") as handle:
             writer = csv.DictWriter(handle, self.fields, lineterminator=LINE_END)
@@ -216,7 +225,7 @@ class RunRecords:
                     }
                 )
         with self.lineage_path.open("a") as handle:
-            for exploit in exploits:
+            for exploit in [*restarts, *exploits]:
                 entry = exploit.to_json(self.space)
                 handle.write(json.dumps(entry) + "\n")
                 self.lineage.append(entry)

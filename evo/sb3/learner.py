@@ -470,6 +470,10 @@ class SB3Learner:
             return "its envs differ from the checkpoint's; starting fresh episodes"
         return None
 
+    def continue_counts(self, env_steps: int, scores: Sequence[float]) -> None:
+        self.model.num_timesteps = int(env_steps)
+        self.scores = list(scores)
+
     def _restore_statistics(self, saved: torch.Tensor | None) -> None:
         if (saved is None) != (self.stats is None):
             raise ValueError(

@@ -121,6 +121,11 @@ class OffPolicyLearner(SB3Learner):
 
         model.train = train_once_refilled
 
+    def continue_counts(self, env_steps: int, scores) -> None:
+        """Rebuilt with an empty replay buffer: it updates again once the buffer holds a batch."""
+        super().continue_counts(env_steps, scores)
+        self.update_once_refilled()
+
     # --- the whole member -------------------------------------------------------------------------
 
     def member_state(self, replay: bool = True) -> dict[str, Any]:

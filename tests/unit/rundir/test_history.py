@@ -30,13 +30,12 @@ def history(table):
 
 
 # member 2 copies 0 after gen 1; member 1 copies 2 after gen 2: 1's line is 0's line
-RUN = history(
-    {
-        1: [(10, None, 1.0), (5, None, 2.0), (1, 0, 3.0)],
-        2: [(11, None, 1.0), (4, 2, 2.0), (20, None, 1.5)],
-        3: [(12, None, 1.0), (30, None, 1.8), (21, None, 1.5)],
-    }
-)
+RUN_TABLE = {
+    1: [(10, None, 1.0), (5, None, 2.0), (1, 0, 3.0)],
+    2: [(11, None, 1.0), (4, 2, 2.0), (20, None, 1.5)],
+    3: [(12, None, 1.0), (30, None, 1.8), (21, None, 1.5)],
+}
+RUN = history(RUN_TABLE)
 
 
 def test_ancestry_follows_copies_to_the_founder():
@@ -57,6 +56,37 @@ def test_schedule_walks_back_through_every_exploit():
     assert [(e["env_steps"], e["member"]) for e in schedule_of(RUN, 0)] == [(0, 0)]
     with pytest.raises(RunDirError, match="member 7 is not in"):
         schedule_of(RUN, 7)
+
+
+def restarted(table, restarts):
+    """``history(table)`` with the lineage's restart lines: {(generation, member): donor}."""
+    base = history(table)
+    lines = [{"event": "restart", "generation": g, "member": m, "donor": d} for (g, m), d in restarts.items()]
+    return RunHistory(base.run_dir, base.config, base.rows, lines)
+
+
+def test_a_restarted_member_takes_its_donors_line_or_starts_one_with_fresh_weights():
+    # member 2 failed in generation 2 and trained it again from member 0's weights of generation 2
+    run = restarted(RUN_TABLE, {(2, 2): 0})
+    assert ancestry(run) == {1: {0: 0, 1: 1, 2: 2}, 2: {0: 0, 1: 1, 2: 0}, 3: {0: 0, 1: 0, 2: 0}}
+    run = restarted(RUN_TABLE, {(2, 2): 1})
+    assert ancestry(run)[2] == {0: 0, 1: 1, 2: 1} and ancestry(run)[3] == {0: 0, 1: 1, 2: 1}
+    # with fresh weights member 2 founds a line of its own again
+    run = restarted(RUN_TABLE, {(2, 2): None})
+    assert ancestry(run)[2] == {0: 0, 1: 1, 2: 2} and ancestry(run)[3][1] == 2
+
+
+def test_the_schedule_of_a_restarted_line_takes_the_donors_generation_then_the_redone_one():
+    run = restarted(RUN_TABLE, {(2, 2): 0})
+    # member 1's weights of gen 3 are member 2's of gen 2 (restarted from member 0's of gen 2,
+    # then trained again), so: gen 1 member 0, gen 2 member 0 then member 2's redo, gen 3 member 1
+    assert [(e["env_steps"], e["member"], e["hparams"]["learning_rate"]) for e in schedule_of(run, 1)] == [
+        (0, 0, 1.0),
+        (200, 2, 1.5),
+        (300, 1, 1.8),
+    ]
+    run = restarted(RUN_TABLE, {(2, 2): None})
+    assert [(e["env_steps"], e["member"]) for e in schedule_of(run, 1)] == [(0, 2), (100, 1)]
 
 
 def test_best_member_ranks_nan_last_and_ties_by_id():
