@@ -1,26 +1,28 @@
-"""A CartPole that raises on one MPI rank after some steps, to test that a failure on one
-rank ends the whole job (used as --env-id tests.faulty_env:FaultyCartPole-v0)."""
-
-import os
+"""A CartPole that raises on one MPI rank after some steps, to test what a failing member does to
+a run: it ends the job (``--max-member-failures 0``) or is restarted. Used as
+``--env-id tests.faulty_env:FaultyCartPole-v0 --env-kwargs fail_rank:R fail_after:N [fail_times:K]``:
+on rank R, an env instance raises at each step after its N-th; at most K times in the process (so a
+restarted member, whose envs are new, can fail again or not)."""
 
 import gymnasium as gym
 from gymnasium.envs.classic_control import CartPoleEnv
 
+_raised = [0]  # faults raised in this process
+
 
 class FaultyCartPole(CartPoleEnv):
-    FAIL_RANK = int(os.environ.get("EVO_TEST_FAIL_RANK", "2"))
-    FAIL_AFTER = int(os.environ.get("EVO_TEST_FAIL_AFTER", "3000"))
-
-    def __init__(self, **kwargs):
+    def __init__(self, fail_rank: int = 2, fail_after: int = 3000, fail_times: int = -1, **kwargs):
         super().__init__(**kwargs)
         from mpi4py import MPI
 
         self.rank = MPI.COMM_WORLD.Get_rank()
+        self.fail_rank, self.fail_after, self.fail_times = int(fail_rank), int(fail_after), int(fail_times)
         self.steps = 0
 
     def step(self, action):
         self.steps += 1
-        if self.rank == self.FAIL_RANK and self.steps > self.FAIL_AFTER:
+        if self.rank == self.fail_rank and self.steps > self.fail_after and _raised[0] != self.fail_times:
+            _raised[0] += 1
             raise RuntimeError(f"injected fault on rank {self.rank}")
         return super().step(action)
 

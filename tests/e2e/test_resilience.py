@@ -1,5 +1,6 @@
 """Surviving the cluster, with real MPI processes: resume, stop signals, dead ranks, bad input."""
 
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from evo.rundir import checkpoint as ckpt
 from tests.e2e.runs import common, running, scalar_tags, tree_digest, wait_for
 from tests.gated_env import gate_flags, held
 from tests.support import (
+    PPO_SIX,
     ROOT,
     TINY_DEFAULT,
     budget,
@@ -81,23 +83,20 @@ def test_stop_signal_mid_generation_checkpoints_and_resumes(tmp_path, target, si
     assert generations_recorded(run_dir) == {1: [0, 1], 2: [0, 1], 3: [0, 1]}
 
 
+FAULTY = ["--env-id", "tests.faulty_env:FaultyCartPole-v0"]
+
+
 def test_exception_on_rank_2_of_4_ends_the_job_with_its_traceback(tmp_path, tiny_hyperparams):
-    hyperparams = tmp_path / "faulty.yml"
-    hyperparams.write_text(tiny_hyperparams.read_text().replace("CartPole-v1:", "default:"))
+    """With --max-member-failures 0, a member's failure ends the job at once, as before restarts."""
+    hyperparams = write_hyperparams(tmp_path, TINY_DEFAULT)
     result = mpiexec(  # it trains 10^6 steps unless the fault ends it: a hang meets the timeout
         4,
         [
             "pbt_rl_truct.py",
-            "--env-id",
-            "tests.faulty_env:FaultyCartPole-v0",
-            "--agent-training-steps",
-            "1000000",
-            "--total-generations",
-            "2",
-            "--hyperparams",
-            str(hyperparams),
-            "--run-dir",
-            str(tmp_path / "run"),
+            *FAULTY,
+            *("--env-kwargs", "fail_rank:2", "fail_after:3000"),
+            *("--agent-training-steps", "1000000", "--total-generations", "2", "--max-member-failures", "0"),
+            *("--hyperparams", str(hyperparams), "--run-dir", str(tmp_path / "run")),
         ],
         timeout=120,
     )
@@ -105,6 +104,69 @@ def test_exception_on_rank_2_of_4_ends_the_job_with_its_traceback(tmp_path, tiny
     assert "RuntimeError: injected fault on rank 2" in result.stderr
     assert "Traceback" in result.stderr and "unrecoverable error on rank 2" in result.stderr
     assert ckpt.latest(tmp_path / "run")[0].generation == 0
+
+
+def test_a_member_whose_env_raises_is_restarted_and_the_run_completes(tmp_path):
+    """Member 2 (the first of rank 1) fails once in generation 3 (its env's step 301 of 128 a
+    generation): logged with its traceback, restarted from a top member's weights with a fresh
+    draw, it trains generation 3 again, and every (generation, member) is recorded once."""
+    run_dir = tmp_path / "run"
+    result = mpiexec(
+        2,
+        [
+            "pbt_rl_truct.py",
+            *FAULTY,
+            *("--env-kwargs", "fail_rank:1", "fail_after:300", "fail_times:1"),
+            *budget(4, 4, 256),
+            *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT)),
+        ],
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    log = result.stdout + result.stderr
+    assert "member 2 failed in generation 3 while training" in log and "Traceback" in log
+    assert "RuntimeError: injected fault on rank 1" in log
+    assert generations_recorded(run_dir) == {g: [0, 1, 2, 3] for g in (1, 2, 3, 4)}
+    rows = {(int(r["generation"]), int(r["member"])): r for r in read_population(run_dir)}
+    assert all(int(row["env_steps"]) == 256 * g for (g, _), row in rows.items())  # its own counter, kept
+    lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+    (restart,) = [entry for entry in lineage if entry.get("event") == "restart"]
+    assert (restart["generation"], restart["member"], restart["failures"]) == (3, 2, 1)
+    assert restart["error"] == "RuntimeError: injected fault on rank 1"
+    # a donor among the best of generation 3's members that kept their weights (a quarter: the best)
+    copied = {e["recipient"] for e in lineage if e.get("generation") == 3 and "recipient" in e}
+    kept = {m: float(rows[(3, m)]["score"]) for m in (0, 1, 3) if m not in copied}
+    assert restart["donor"] == max(kept, key=lambda m: (kept[m], -m))
+    assert restart["donor_score"] == kept[restart["donor"]]
+    assert restart["new_hparams"] != restart["old_hparams"]
+    assert {name: float(rows[(3, 2)][name]) for name in PPO_SIX} == pytest.approx(restart["new_hparams"])
+    said = "member 2 failed (RuntimeError: injected fault on rank 1; failure 1): restarted from member"
+    assert f"{said} {restart['donor']}'s weights" in log
+
+
+def test_a_member_failing_past_the_limit_ends_the_job_with_its_checkpoint(tmp_path):
+    """Both members of rank 1 fail in generation 3 (their envs' step 301) and restart with new envs,
+    in which the fault comes back in generation 5: a second failure each, past
+    --max-member-failures 1. Generation 4's checkpoint stays."""
+    run_dir = tmp_path / "run"
+    result = mpiexec(
+        2,
+        [
+            "pbt_rl_truct.py",
+            *FAULTY,
+            *("--env-kwargs", "fail_rank:1", "fail_after:300"),
+            *budget(4, 8, 256),
+            *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT), "--max-member-failures", "1"),
+        ],
+    )
+    assert result.returncode != 0
+    for member in (2, 3):
+        assert f"member {member} (2 failures, the last: RuntimeError: injected fault on rank 1)" in result.stderr
+    assert "more than --max-member-failures 1 allows" in result.stderr
+    found, skipped = ckpt.latest(run_dir)
+    assert found is not None and found.generation == 4, skipped
+    assert generations_recorded(run_dir) == {g: [0, 1, 2, 3] for g in (1, 2, 3, 4)}
+    lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+    assert [(e["generation"], e["member"]) for e in lineage if e.get("event") == "restart"] == [(3, 2), (3, 3)]
 
 
 def test_sigkill_of_one_rank_ends_the_job_and_the_checkpoint_loads(tmp_path):
