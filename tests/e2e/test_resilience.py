@@ -106,7 +106,8 @@ def test_exception_on_rank_2_of_4_ends_the_job_with_its_traceback(tmp_path, tiny
     assert ckpt.latest(tmp_path / "run")[0].generation == 0
 
 
-def test_a_member_whose_env_raises_is_restarted_and_the_run_completes(tmp_path):
+@pytest.mark.parametrize("script", ["pbt_rl_truct.py", "pbt_rl_truct_collective.py", "pbt_rl_wta.py"])
+def test_a_member_whose_env_raises_is_restarted_and_the_run_completes(tmp_path, script):
     """Member 2 (the first of rank 1) fails once in generation 3 (its env's step 301 of 128 a
     generation): logged with its traceback, restarted from a top member's weights with a fresh
     draw, it trains generation 3 again, and every (generation, member) is recorded once."""
@@ -114,7 +115,7 @@ def test_a_member_whose_env_raises_is_restarted_and_the_run_completes(tmp_path):
     result = mpiexec(
         2,
         [
-            "pbt_rl_truct.py",
+            script,
             *FAULTY,
             *("--env-kwargs", "fail_rank:1", "fail_after:300", "fail_times:1"),
             *budget(4, 4, 256),
@@ -133,7 +134,8 @@ def test_a_member_whose_env_raises_is_restarted_and_the_run_completes(tmp_path):
     assert (restart["generation"], restart["member"], restart["failures"]) == (3, 2, 1)
     assert restart["error"] == "RuntimeError: injected fault on rank 1"
     # a donor among the best of generation 3's members that kept their weights (a quarter: the best)
-    copied = {e["recipient"] for e in lineage if e.get("generation") == 3 and "recipient" in e}
+    exploits = [e for e in lineage if "recipient" in e and e["generation"] == 3]
+    copied = {e["recipient"] for e in exploits if e["donor"] != e["recipient"]}
     kept = {m: float(rows[(3, m)]["score"]) for m in (0, 1, 3) if m not in copied}
     assert restart["donor"] == max(kept, key=lambda m: (kept[m], -m))
     assert restart["donor_score"] == kept[restart["donor"]]
