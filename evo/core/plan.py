@@ -39,8 +39,8 @@ class Exploit:
             "donor": self.donor,
             "recipient_score": _finite_or_none(self.recipient_score),
             "donor_score": _finite_or_none(self.donor_score),
-            "old_hparams": _json_hparams(self.old_hparams, space),
-            "new_hparams": _json_hparams(self.new_hparams, space),
+            "old_hparams": json_hparams(self.old_hparams, space),
+            "new_hparams": json_hparams(self.new_hparams, space),
             "changes": list(self.changes),
         }
 
@@ -50,7 +50,7 @@ def weight_moves(exploits: Sequence[Exploit]) -> dict[int, int]:
     return {e.recipient: e.donor for e in exploits if e.recipient != e.donor}
 
 
-def _json_hparams(hparams: dict[str, Any], space: SearchSpace | None) -> dict[str, Any]:
+def json_hparams(hparams: dict[str, Any], space: SearchSpace | None) -> dict[str, Any]:
     """Hyperparameters as standard JSON, each as its kind writes it (an "off" value is null)."""
     return {
         name: space[name].json(value) if space is not None and name in space else _plain(value)

@@ -28,6 +28,7 @@ import numpy as np
 
 from evo.core.explorers.base import Change
 from evo.core.kinds import SearchSpace
+from evo.core.plan import json_hparams
 from evo.core.result import MemberResult
 from evo.core.selection import NO_PBT, ranking
 
@@ -72,14 +73,10 @@ class Restart:
             "donor_score": None if math.isnan(self.donor_score) else float(self.donor_score),
             "failures": self.failures,
             "error": self.error,
-            "old_hparams": _written(self.old_hparams, space),
-            "new_hparams": _written(self.new_hparams, space),
+            "old_hparams": json_hparams(self.old_hparams, space),
+            "new_hparams": json_hparams(self.new_hparams, space),
             "changes": list(self.changes),
         }
-
-
-def _written(hparams: Mapping[str, Any], space: SearchSpace | None) -> dict[str, Any]:
-    return {name: space[name].json(value) if space and name in space else value for name, value in hparams.items()}
 
 
 class TooManyFailures(RuntimeError):
