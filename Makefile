@@ -78,10 +78,8 @@ compare-ties: install
 compare-sac: install
 	$(MPI_ENV) $(BIN)/python experiments/compare.py --study sac $(ARGS)
 
-# two pytest workers: the slurm and multinode tiers and the slow tests run one after another on one,
-# the rest on both (docs/testing.md)
 test: install
-	$(MPI_ENV) $(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: install
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

@@ -23,12 +23,8 @@ _durations: dict[str, float] = {}
 # MPI_Init (README, MPI notes); the suite starts MPI a few hundred times. A user's own setting wins.
 os.environ.setdefault("OMPI_MCA_btl", "^ofi")
 # A rank waiting for a message yields the processor instead of spinning on it: the suite's MPI jobs
-# share 2 cores with each other (two pytest workers) and with the tests that wait on them.
+# are oversubscribed on 2 cores and share them with the tests that wait on them.
 os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-# Under pytest-xdist each worker's own torch work takes one thread (as every rank of a run does):
-# OpenMP threads that spin while another worker's job holds the cores cost both of them.
-if "PYTEST_XDIST_WORKER" in os.environ:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Every mpiexec (PRRTE) makes its session directory <base>/ompi.<its pid> and refuses to start
 # ("The PMIx server's listener thread failed to start", exit 213) if one of that name already
@@ -42,19 +38,14 @@ if not INNER_SESSION and "PRTE_MCA_prte_tmpdir_base" not in os.environ:
     os.environ["PRTE_MCA_prte_tmpdir_base"] = tempfile.mkdtemp(prefix="evo-tests-mpi-")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Each test takes the marker of its tier's folder; a test outside every tier folder is an error.
-    Under pytest-xdist (`make test` runs two workers), the slurm and multinode tiers and the slow
-    tests form one group, run one after another by one worker while the other runs the rest."""
+    """Each test takes the marker of its tier's folder; a test outside every tier folder is an error."""
     for item in items:
         parts = Path(item.path).resolve().relative_to(TESTS).parts
         tier = parts[0] if len(parts) > 1 else None
         if tier not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: every test lives in a tier folder ({', '.join(TIERS)})")
         item.add_marker(tier)
-        if tier in ("slurm", "multinode") or item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("serial"))
 
 
 def pytest_runtest_logreport(report):
@@ -64,7 +55,7 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     """The session's slowest tests and files, its total and its tiers' totals, into test-durations.txt."""
-    if INNER_SESSION or hasattr(session.config, "workerinput"):  # rank tests' inner sessions, xdist's workers
+    if INNER_SESSION:  # the rank tests' inner sessions keep quiet
         return
     sessions = Path(os.environ["PRTE_MCA_prte_tmpdir_base"])
     if sessions.name.startswith("evo-tests-mpi-"):  # ours, not a user's own setting
