@@ -30,6 +30,8 @@
 # LOCAL_SLURM_CRED_EXPIRE=N sets cred_expire=N (5 at least: SLURM ignores a smaller value): a
 # requeued job is held N + 1 s before it may start again (SLURM's default: 120, so 121 s).
 # LOCAL_SLURM_SCHED_INTERVAL=S: the scheduler looks at pending jobs every S s (default 5).
+# LOCAL_SLURM_KILL_WAIT=S: KillWait, the seconds between the SIGTERM that ends a job (at its time
+# limit, or when a pre-emption's GraceTime is over) and the SIGKILL (default 30, SLURM's).
 # LOCAL_SLURM_SEND_USER_SIGNAL=1 adds SlurmctldParameters=preempt_send_user_signal (a
 # pre-emption then sends the job's --signal, e.g. B:USR1, instead of SIGTERM to the steps).
 set -euo pipefail
@@ -145,6 +147,7 @@ SchedulerParameters=bf_interval=$sched,sched_interval=$sched
 # pre-emption by partition: urgent jobs requeue normal ones after their GraceTime
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
+KillWait=${LOCAL_SLURM_KILL_WAIT:-30}
 $([ -n "${LOCAL_SLURM_SEND_USER_SIGNAL:-}" ] && echo "SlurmctldParameters=preempt_send_user_signal")
 NodeName=$node CPUs=$cpus Sockets=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$memory State=UNKNOWN
 PartitionName=normal Nodes=$node Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE_TIME

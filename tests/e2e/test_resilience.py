@@ -106,7 +106,7 @@ def test_exception_on_rank_2_of_4_ends_the_job_with_its_traceback(tmp_path, tiny
     assert ckpt.latest(tmp_path / "run")[0].generation == 0
 
 
-@pytest.mark.parametrize("script", ["pbt_rl_truct.py", "pbt_rl_truct_collective.py", "pbt_rl_wta.py"])
+@pytest.mark.parametrize("script", ["pbt_rl_truct.py", "pbt_rl_wta.py"])  # both transports, both rules
 def test_a_member_whose_env_raises_is_restarted_and_the_run_completes(tmp_path, script):
     """Member 2 (the first of rank 1) fails once in generation 3 (its env's step 301 of 128 a
     generation): logged with its traceback, restarted from a top member's weights with a fresh

@@ -34,6 +34,7 @@ CRED_EXPIRE = 5  # a requeued job waits 6 s (SLURM's default: 121 s; it refuses 
 SCHED_INTERVAL = 1  # the scheduler looks at pending jobs every second (the script's default: 5)
 GRACE_TIME = 20  # asked of local-slurm.sh for the normal partition: time enough for a checkpoint
 SHORT_GRACE_TIME = 5  # for the test that waits for the GraceTime to end
+KILL_WAIT = 5  # then SIGTERM, and SIGKILL 5 s later if the job is still there (SLURM's default: 30 s)
 # A signalled job trains 3 generations of 2048 env steps; its ranks are held inside generation 2
 # (tests/gated_env.py: at each env's step 1124 of 1024 a generation) until the signal (scancel's or a
 # pre-emption's) reaches them, so it stops there with generation 1's checkpoint on any machine, and
@@ -77,6 +78,7 @@ def slurm_env(directory: Path = SLURM_DIR, **settings: str) -> dict[str, str]:
         "LOCAL_SLURM_DIR": str(directory),
         "LOCAL_SLURM_GRACE_TIME": str(GRACE_TIME),
         "LOCAL_SLURM_CRED_EXPIRE": str(CRED_EXPIRE),
+        "LOCAL_SLURM_KILL_WAIT": str(KILL_WAIT),
         "LOCAL_SLURM_SCHED_INTERVAL": str(SCHED_INTERVAL),
         **settings,
     }
