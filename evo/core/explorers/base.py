@@ -66,6 +66,10 @@ class Explorer:
         """The generation's results (sorted by member id) and its donor map ``{member: donor}``
         (a member that keeps its weights maps to itself or is absent), before :meth:`explore`."""
 
+    def observe_ready(self, interval: int, result: MemberResult, start: MemberResult) -> None:
+        """Asynchronous mode (evo.core.asynchronous): one member's result at its ready point
+        ``interval``, and the result whose weights it holds next (its donor's, or its own)."""
+
     def explore(self, generation: int, starts: Sequence[Mapping[str, Any]], rng: np.random.Generator) -> list[Explored]:
         """New hyperparameters for each recipient, from its donor's (``starts``, in recipient order)."""
         raise NotImplementedError

@@ -178,6 +178,12 @@ class PB2(Explorer):
         self.record(generation, population)
         self.rebase(population, donors)
 
+    def observe_ready(self, interval: int, result: MemberResult, start: MemberResult) -> None:
+        """One member's change in score over its interval, then its next baseline (the score of
+        the weights it holds next): asynchronous mode's :meth:`observe`, one member at a time."""
+        self.record(interval, [result])
+        self.baselines[result.member] = float(start.score)
+
     def record(self, generation: int, population: Sequence[MemberResult]) -> None:
         """Record each member's change in score over ``generation`` (needs its baseline),
         in the order of ``population`` (the plan passes it sorted by member id)."""
