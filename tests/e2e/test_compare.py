@@ -93,11 +93,12 @@ def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoint
 
 
 def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
-    """Every method of the continuous study on Pendulum, 1 seed, 2 generations: the table's
-    numbers are those of the runs' own records, and one job run alone (as on a cluster) is
-    not run again."""
+    """Every method of the continuous study on Pendulum, 1 seed, 1 generation (the bookkeeping of
+    later generations and exploits is test_a_tiny_study_runs_reports_and_continues's): the table's
+    numbers are those of the runs' own records, and one job run alone (as on a cluster) is not
+    run again."""
     out = tmp_path / "study"
-    common = ["--study", "continuous", "--envs", "Pendulum-v1", "--seeds", "0", "--generations", "2"]
+    common = ["--study", "continuous", "--envs", "Pendulum-v1", "--seeds", "0", "--generations", "1"]
     common += ["--steps", "4096", "--eval-episodes", "1", "--out", str(out)]  # whole rollouts of every method
     common += ["--members", "2"]
     listed = subprocess.run(
@@ -117,11 +118,11 @@ def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
     assert set(records) == {"pbt", "pb2", "random", "zoo", "sb3-default"}
     for method, record in records.items():
         rows = read_population(out / "runs" / "Pendulum-v1" / f"{method}-seed0")
-        last = [float(row["score"]) for row in rows if row["generation"] == "2"]
+        last = [float(row["score"]) for row in rows if row["generation"] == "1"]
         assert record["final_best"] == max(last) and len(last) == record["members"]
-        totals = [sum(int(r["env_steps"]) for r in rows if r["generation"] == g) for g in ("1", "2")]
+        totals = [sum(int(r["env_steps"]) for r in rows if r["generation"] == "1")]
         assert [steps for steps, _ in record["curve"]] == totals
-        assert totals[-1] == 2 * 4096 * record["members"]  # the same budget per member
+        assert totals[-1] == 4096 * record["members"]  # the same budget per member
         assert record["copies"] == 0 if method in ("random", "zoo", "sb3-default") else record["copies"] >= 0
     # population methods search the mixed space: n_epochs is a column, from the choices
     pbt_rows = read_population(out / "runs" / "Pendulum-v1" / "pbt-seed0")
