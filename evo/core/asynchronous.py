@@ -14,7 +14,8 @@ ours must not, or intervals would be skipped or repeated).
 
 Members are tasks and ranks are workers (:class:`Schedule`): a rank that finishes a member's
 interval takes the member that is next due (fewest intervals done, the one already on this rank
-first, then the one that has waited longest), wherever it last ran. A fast rank therefore trains
+first, then the one that has waited longest), wherever it last ran (once the rank holding it has
+started: at the start each rank trains the members placed on it). A fast rank therefore trains
 more intervals, and the population finishes when every member has its ``total`` intervals.
 """
 
@@ -169,33 +170,46 @@ class Schedule:
 
     def __post_init__(self):
         self._tracks = {m: _Track(self.done.get(m, 0), rank, 0.0) for m, rank in sorted(self.placement.items())}
+        self._started: set[int] = set()
         for member, track in self._tracks.items():
             if not 0 <= track.done <= self.total:
                 raise ValueError(f"member {member} has done {track.done} intervals of {self.total}")
 
-    def take(self, rank: int) -> Task | None:
+    def take(self, rank: int, own_only: bool = False) -> Task | None:
         """The member ``rank`` trains next (now marked busy on it), or None when every member that
-        still has intervals to train is busy elsewhere (ask again after the next ready point)."""
-        free = [(m, t) for m, t in self._tracks.items() if t.busy_on is None and t.done < self.total]
+        still has intervals to train is busy, or held by a rank that has not asked for work yet
+        (ask again after the next ready point). A member moves only from a rank that has started:
+        at the start each rank trains the members placed on it. ``own_only``: only a member this
+        rank holds (the coordinator serves those first, so no member moves while its holder asks)."""
+        self._started.add(rank)
+        free = [
+            (m, t)
+            for m, t in self._tracks.items()
+            if t.busy_on is None
+            and t.done < self.total
+            and (t.holder == rank or (not own_only and t.holder in self._started))
+        ]
         if not free:
             return None
         member, track = min(free, key=lambda mt: (mt[1].done, mt[1].holder != rank, mt[1].waited_since, mt[0]))
         track.busy_on = rank
         return Task(member, track.done + 1, track.holder, rank)
 
-    def ready(self, member: int, rank: int, wall: float) -> None:
+    def ready(self, member: int, rank: int, wall: float, settled: bool = True) -> None:
         """``member`` reached its ready point on ``rank`` at ``wall``: its interval is done and
-        ``rank`` holds it."""
+        ``rank`` holds it. With ``settled=False`` it stays with ``rank`` (applying its ready
+        point's exploit) until :meth:`release`."""
         track = self._tracks[member]
         if track.busy_on != rank:
             raise ValueError(f"member {member} is not being trained by rank {rank} (busy on {track.busy_on})")
         track.done += 1
         track.holder = rank
-        track.busy_on = None
+        track.busy_on = None if settled else rank
         track.waited_since = wall
 
     def release(self, member: int, rank: int) -> None:
-        """``rank`` gives ``member`` back without finishing its interval (a stop): nothing is counted."""
+        """``rank`` gives ``member`` back: settled after its ready point, or its interval left
+        unfinished (a stop: nothing is counted)."""
         track = self._tracks[member]
         if track.busy_on == rank:
             track.busy_on = None

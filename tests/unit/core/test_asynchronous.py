@@ -139,9 +139,20 @@ def test_a_free_rank_takes_its_own_members_first_then_the_one_next_due():
     first = schedule.take(0)
     assert (first.member, first.interval, first.holder, first.moves) == (0, 1, 0, False)
     assert schedule.take(0).member == 2  # its own, before rank 1's
+    assert schedule.take(0) is None  # rank 1 has not started: its members stay with it
+    assert schedule.take(1).member == 1
     moved = schedule.take(0)
-    assert (moved.member, moved.holder, moved.moves) == (1, 1, True)  # then one of rank 1's members moves
-    assert schedule.busy() == {0: 0, 2: 0, 1: 0}
+    assert (moved.member, moved.holder, moved.moves) == (3, 1, True)  # now one of rank 1's members moves
+    assert schedule.busy() == {0: 0, 1: 1, 2: 0, 3: 0}
+
+
+def test_own_only_gives_a_rank_nothing_it_does_not_hold():
+    schedule = Schedule({0: 0, 1: 1}, total=2)
+    assert schedule.take(1).member == 1
+    schedule.ready(1, 1, wall=1.0)
+    assert schedule.take(0, own_only=True).member == 0
+    assert schedule.take(2, own_only=True) is None
+    assert schedule.take(2).member == 1
 
 
 def test_a_member_is_never_given_to_two_ranks_and_a_rank_waits_when_all_are_busy():
@@ -173,9 +184,10 @@ def test_a_stopped_interval_is_not_counted():
 
 def test_resume_continues_each_member_from_its_own_count():
     schedule = Schedule({0: 0, 1: 1}, total=3, done={0: 3, 1: 1})
-    task = schedule.take(0)
-    assert (task.member, task.interval, task.moves) == (1, 2, True)  # member 0 has its budget
-    assert schedule.take(1) is None
+    assert schedule.take(0) is None  # member 0 has its budget; member 1 waits for its rank
+    task = schedule.take(1)
+    assert (task.member, task.interval, task.moves) == (1, 2, False)
+    assert schedule.take(0) is None
     with pytest.raises(ValueError, match="member 0 has done 4 intervals of 3"):
         Schedule({0: 0}, total=3, done={0: 4})
 

@@ -1,0 +1,362 @@
+"""Asynchronous PBT over MPI: no barrier; every rank works; members are tasks (issue 22).
+
+Three parts, on a communicator of their own (a ``Dup`` of the run's):
+
+- **the coordinator**, a thread on rank 0: holds the :class:`~evo.core.asynchronous.Schedule`
+  and every member's latest ready point, decides each ready member's exploit
+  (``decide(member, latest)``: evo.core.asynchronous.decide_at_ready) and answers each rank's
+  request for work with the member next due, or tells it the population has its budget;
+- **a service thread on every rank**: hands out, without the rank's main thread, the exploit
+  state each member had at its last ready point on this rank (its *snapshot*: the weights that
+  earned the score it is ranked by) and a whole member that moves to another rank;
+- **the worker**, every rank's main thread (:func:`run_workers`): asks for a member, fetches it
+  if it last ran elsewhere, trains one interval, scores it, keeps its snapshot, reports the ready
+  point, applies the decision (fetching the donor's snapshot from whichever rank made it) and
+  asks again.
+
+A donor's rank therefore never waits on a recipient: its snapshot is served by its service
+thread while its main thread trains. The two threads poll with ``Iprobe`` and a short sleep
+(a blocked ``recv`` would spin a core that training needs). MPI must give
+``MPI_THREAD_MULTIPLE`` (mpi4py asks for it; Open MPI gives it).
+
+Messages: a worker sends the coordinator ``("ready", rank, Ready)`` and gets the decision, then
+``("next", rank, Settled | None)`` and gets a :class:`Work`; it asks a service
+``("snapshot", member)`` or ``("member", member)`` and gets the data back.
+
+A donor may reach its next ready point on the same rank before a recipient's fetch arrives; the
+recipient then copies that newer snapshot (the freshest weights of the member it chose, as Ray's
+recipient takes its donor's latest checkpoint), and the records name the interval and env steps
+actually copied, reported back with the member once settled.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from evo.core.asynchronous import Latest, ReadyExploit, Schedule, Task
+from evo.core.result import MemberResult, Scores
+from evo.learners.interface import Layout, Payload, layout_of
+
+ASK, REPLY, FETCH, DATA = 32101, 32102, 32103, 32104
+Snapshot = tuple[int, int, Payload]
+"""A member's exploit state at one of its ready points: (interval, env steps, buffers), a copy."""
+POLL_S = 0.001
+"""How long an idle coordinator or service thread sleeps between two ``Iprobe``s."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A member at its ready point: its own interval, its result there, the wall time (seconds
+    since the run began)."""
+
+    interval: int
+    result: MemberResult
+    wall: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The coordinator's answer to a ready point: the exploit (None: keep weights and values)
+    and the rank holding the donor's snapshot."""
+
+    exploit: ReadyExploit | None
+    source: int = -1
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A member whose ready point's decision is applied: the donor's interval and env steps its
+    copy actually took (None without a copy)."""
+
+    member: int
+    copied: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Work:
+    """The coordinator's answer to a request for work: a task, or None when every member has its
+    budget (or the run is stopping)."""
+
+    task: Task | None
+
+
+class _Poller(threading.Thread):
+    """A daemon thread that handles messages of one tag until :meth:`stop`."""
+
+    def __init__(self, comm, tag: int, name: str):
+        super().__init__(name=name, daemon=True)
+        self.comm = comm
+        self.tag = tag
+        self.error: BaseException | None = None
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        from mpi4py import MPI
+
+        status = MPI.Status()
+        try:
+            while not self._stopping.is_set() and not self.finished():
+                if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=self.tag, status=status):
+                    source = status.Get_source()
+                    self.handle(source, self.comm.recv(source=source, tag=self.tag))
+                else:
+                    time.sleep(POLL_S)
+        except BaseException as error:  # seen by the main thread (raise_if_failed)
+            self.error = error
+
+    def finished(self) -> bool:
+        return False
+
+    def handle(self, source: int, message) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join()
+        self.raise_if_failed()
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"the {self.name} thread failed: {self.error!r}") from self.error
+
+
+class Coordinator(_Poller):
+    """Rank 0's coordinator thread (see the module docstring). ``decide(member, latest)`` returns
+    the ready member's exploit; ``on_ready(latest_point, exploit, rank)`` sees every ready point
+    as it is decided (records); ``stopping()`` true makes every later request for work end."""
+
+    def __init__(
+        self,
+        comm,
+        schedule: Schedule,
+        decide: Callable[[int, Mapping[int, Latest]], ReadyExploit | None],
+        latest: MutableMapping[int, Latest] | None = None,
+        on_ready: Callable[[Latest, ReadyExploit | None, int], None] | None = None,
+    ):
+        super().__init__(comm, ASK, "coordinator")
+        self.schedule = schedule
+        self.decide = decide
+        self.latest: MutableMapping[int, Latest] = dict(latest or {})
+        self.on_ready = on_ready
+        self.deciding: dict[int, tuple[Latest, ReadyExploit | None]] = {}
+        """Member -> its ready point and decision, until the worker has applied it."""
+        self.snapshot_on: dict[int, int] = {}
+        """Member -> the rank holding the snapshot of its latest ready point."""
+        self.waiting: list[int] = []
+        self.released: set[int] = set()
+        self.stopped = False
+        self.trained: list[tuple[int, int, int]] = []
+        """(member, interval, rank) of every ready point, in the order they came."""
+
+    def finished(self) -> bool:
+        return len(self.released) == self.comm.Get_size()
+
+    def handle(self, source: int, message) -> None:
+        kind, rank, body = message
+        if kind == "ready":
+            self.comm.send(self.ready(rank, body), dest=rank, tag=REPLY)
+            return
+        if kind == "stop":  # the rank left its member's interval unfinished: nothing counted; all end
+            self.schedule.release(body, rank)
+            self.stopped = True
+        elif kind == "next" and body is not None:
+            self.settle(rank, body)
+        self.waiting.append(rank)
+        self.serve()
+
+    def ready(self, rank: int, ready: Ready) -> Decision:
+        member = ready.result.member
+        point = Latest(ready.interval, ready.result, ready.wall)
+        self.latest[member] = point
+        self.snapshot_on[member] = rank
+        self.schedule.ready(member, rank, ready.wall, settled=False)
+        self.trained.append((member, ready.interval, rank))
+        exploit = self.decide(member, self.latest)
+        self.deciding[member] = (point, exploit)
+        if exploit is None or not exploit.copies:
+            return Decision(exploit)
+        return Decision(exploit, self.snapshot_on[exploit.exploit.donor])
+
+    def settle(self, rank: int, settled: Settled) -> None:
+        """The member's decision is applied on ``rank``: it is free again, and its ready point goes
+        to the records with the copy it actually made."""
+        point, exploit = self.deciding.pop(settled.member)
+        if exploit is not None and settled.copied is not None:
+            exploit = replace(exploit, donor_interval=settled.copied[0], donor_env_steps=settled.copied[1])
+        self.schedule.release(settled.member, rank)
+        if self.on_ready is not None:
+            self.on_ready(point, exploit, rank)
+
+    def serve(self) -> None:
+        """Give every waiting rank a member that is free (first the members a waiting rank holds
+        itself, so none moves while its holder asks), or release it when nothing is left."""
+        for own_only in (True, False):
+            for rank in list(self.waiting):
+                task = None if self.stopped else self.schedule.take(rank, own_only)
+                if task is None and (own_only or not (self.stopped or self.schedule.finished)):
+                    continue  # every member left is being trained elsewhere: ask again later
+                self.waiting.remove(rank)
+                if task is None:
+                    self.released.add(rank)
+                self.comm.send(Work(task), dest=rank, tag=REPLY)
+
+
+class Service(_Poller):
+    """Every rank's service thread: serves snapshots (``snapshots``: member -> (interval, env
+    steps, its exploit state), kept by the worker) and whole members (``give(member)``: the member's
+    migration payload; the rank forgets it)."""
+
+    def __init__(self, comm, snapshots: Mapping[int, Snapshot], give: Callable[[int], Any]):
+        super().__init__(comm, FETCH, "service")
+        self.snapshots = snapshots
+        self.give = give
+        self.served: list[tuple[str, int, int]] = []
+        """(what, member, to rank) of every request served."""
+
+    def handle(self, source: int, message) -> None:
+        kind, member = message
+        if kind == "snapshot":
+            send_payload(self.comm, source, self.snapshots[member])
+        elif kind == "member":
+            self.comm.send(self.give(member), dest=source, tag=DATA)
+        else:
+            raise ValueError(f"unknown request {kind!r} from rank {source}")
+        self.served.append((kind, member, source))
+
+
+def send_payload(comm, dest: int, snapshot: Snapshot) -> None:
+    """A snapshot: its interval, env steps and layout (pickled), then each buffer as it is."""
+    interval, env_steps, state = snapshot
+    comm.send((interval, env_steps, layout_of(state)), dest=dest, tag=DATA)
+    for array in state.values():
+        comm.Send(array, dest=dest, tag=DATA)
+
+
+def fetch_snapshot(comm, rank: int, member: int, receive: Callable[[Layout], Payload]) -> Snapshot:
+    """``member``'s snapshot from ``rank``'s service, received into the buffers ``receive`` gives."""
+    comm.send(("snapshot", member), dest=rank, tag=FETCH)
+    interval, env_steps, layout = comm.recv(source=rank, tag=DATA)
+    target = receive(layout)
+    for name, _, _ in layout:
+        comm.Recv(target[name], source=rank, tag=DATA)
+    return interval, env_steps, target
+
+
+def fetch_member(comm, rank: int, member: int) -> Any:
+    """The whole ``member`` from ``rank``'s service (which forgets it)."""
+    comm.send(("member", member), dest=rank, tag=FETCH)
+    return comm.recv(source=rank, tag=DATA)
+
+
+@dataclass(frozen=True)
+class WorkerHooks:
+    """What a run plugs into the workers.
+
+    ``train(member, should_stop)`` trains one interval; ``score(member)`` returns its
+    :class:`Scores`; ``pack(member)`` is its migration payload and ``adopt(member_id, payload)``
+    the member rebuilt from it on the rank it moved to. Optional: ``settled(member, interval,
+    result, exploit)`` after a ready point's decision is applied (checkpoint, TensorBoard)."""
+
+    train: Callable[[Any, Callable[[], bool]], None]
+    score: Callable[[Any], Scores]
+    pack: Callable[[Any], Any]
+    adopt: Callable[[int, Any], Any]
+    settled: Callable[[Any, int, MemberResult, ReadyExploit | None], None] | None = None
+
+
+@dataclass
+class WorkerReport:
+    """What one rank did: (member, interval) it trained, in order; whether it stopped."""
+
+    trained: list[tuple[int, int]]
+    stopped: bool
+    coordinator: Coordinator | None = None
+    service: Service | None = None
+
+
+def run_workers(
+    comm,
+    members: MutableMapping[int, Any],
+    hooks: WorkerHooks,
+    schedule: Schedule | None,
+    decide: Callable[[int, Mapping[int, Latest]], ReadyExploit | None] | None,
+    should_stop: Callable[[], bool] = lambda: False,
+    clock: Callable[[], float] = time.time,
+    latest: Mapping[int, Latest] | None = None,
+    on_ready: Callable[[Latest, ReadyExploit | None, int], None] | None = None,
+) -> WorkerReport:
+    """Train until every member has its budget (collective: every rank calls it). ``members``:
+    this rank's members (id -> member), changed in place as members move; ``schedule``,
+    ``decide``, ``latest`` (a resumed run's latest ready points) and ``on_ready``: rank 0's."""
+    comm = comm.Dup()
+    rank = comm.Get_rank()
+    began = comm.bcast(clock(), root=0)  # one origin for every rank's wall times
+    snapshots: dict[int, Snapshot] = {}
+
+    def give(member_id: int):
+        return hooks.pack(members.pop(member_id))
+
+    service = Service(comm, snapshots, give)
+    coordinator = Coordinator(comm, schedule, decide, latest, on_ready) if rank == 0 else None
+    service.start()
+    if coordinator is not None:
+        coordinator.start()
+    trained: list[tuple[int, int]] = []
+    stopped = False
+    message = ("next", rank, None)
+    try:
+        while True:
+            comm.send(message, dest=0, tag=ASK)
+            task = comm.recv(source=0, tag=REPLY).task
+            if task is None:
+                break
+            if task.moves:
+                members[task.member] = hooks.adopt(task.member, fetch_member(comm, task.holder, task.member))
+            member = members[task.member]
+            hooks.train(member, should_stop)
+            if should_stop():
+                stopped, message = True, ("stop", rank, task.member)
+                continue
+            result = MemberResult.of(task.member, rank, member.env_steps, hooks.score(member), member.hparams)
+            state = {name: np.array(array) for name, array in member.exploit_state().items()}
+            snapshots[task.member] = (task.interval, member.env_steps, state)
+            comm.send(("ready", rank, Ready(task.interval, result, clock() - began)), dest=0, tag=ASK)
+            decision = comm.recv(source=0, tag=REPLY)
+            copied = apply(comm, rank, member, decision, snapshots)
+            if hooks.settled is not None:
+                hooks.settled(member, task.interval, result, decision.exploit)
+            trained.append((task.member, task.interval))
+            message = ("next", rank, Settled(task.member, copied))
+        comm.Barrier()  # no rank fetches any more: the service threads can stop
+    finally:
+        service.stop()
+        if coordinator is not None:
+            coordinator.join()
+            coordinator.raise_if_failed()
+        comm.Free()
+    return WorkerReport(trained, stopped, coordinator, service)
+
+
+def apply(comm, rank: int, member, decision: Decision, snapshots: Mapping[int, Snapshot]) -> tuple[int, int] | None:
+    """Carry out a ready point's decision on ``member``: copy the donor's snapshot (from its
+    rank's service, or this rank's own) and take the new values, or only take them. Returns the
+    donor's (interval, env steps) copied, or None."""
+    exploit = decision.exploit
+    if exploit is None:
+        return None
+    if not exploit.copies:
+        member.set_hparams(exploit.exploit.new_hparams)
+        return None
+    donor = exploit.exploit.donor
+    if decision.source == rank:
+        interval, env_steps, state = snapshots[donor]
+    else:
+        interval, env_steps, state = fetch_snapshot(comm, decision.source, donor, member.receive_buffers)
+    member.load(state, exploit.exploit.new_hparams)
+    return interval, env_steps

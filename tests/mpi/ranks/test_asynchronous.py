@@ -1,0 +1,206 @@
+"""Asynchronous PBT's transport (evo.mpi.asynchronous) on every rank of real MPI jobs: every
+(member, interval) trained once, members moving to free ranks, a recipient holding exactly the
+snapshot its records name, a donor's rank serving its snapshot while its main thread is held, a
+fast rank training more intervals. Driven by messages between the ranks, never by sleeps.
+
+Run by tests/mpi/test_under_mpiexec.py under ``mpiexec -n 2`` and ``-n 4``; plain ``pytest`` runs
+it at size 1 too (the coordinator, the service and the worker in one process)."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from evo.core.asynchronous import Schedule, decide_at_ready, ready_rng
+from evo.core.explorers import make_explorer
+from evo.core.kinds import LogFloat
+from evo.core.result import Scores
+from evo.learners.interface import buffers_for
+from evo.mpi.asynchronous import WorkerHooks, run_workers
+
+SPACE = {"lr": LogFloat(1e-3, 1.0)}
+STEPS = 10
+RELEASE = 32201
+
+
+class Member:
+    """A member whose buffer says which member trained it last and its interval; it scores its
+    own id (member N-1 is the best), and keeps its own env-step counter through copies."""
+
+    def __init__(self, member_id: int):
+        self.member_id = member_id
+        self.hparams = {"lr": 0.01}
+        self.buffer = np.array([member_id, 0.0])
+        self.steps = 0
+        self.loaded: list[tuple[int, int]] = []
+
+    @property
+    def env_steps(self):
+        return self.steps
+
+    def train_interval(self):
+        self.steps += STEPS
+        self.buffer[:] = [self.member_id, self.steps // STEPS]
+
+    def exploit_state(self):
+        return {"x": self.buffer}
+
+    def receive_buffers(self, layout):
+        return buffers_for(layout, {"x": self.buffer})
+
+    def load(self, state, hparams):
+        if state["x"] is not self.buffer:
+            np.copyto(self.buffer, state["x"])
+        self.loaded.append((int(self.buffer[0]), int(self.buffer[1])))
+        self.set_hparams(hparams)
+
+    def set_hparams(self, hparams):
+        self.hparams = dict(hparams)
+
+
+def hooks(train=None, settled=None):
+    def train_one(member, should_stop):
+        if train is not None:
+            train(member)
+        member.train_interval()
+
+    return WorkerHooks(
+        train=train_one,
+        score=lambda member: Scores(float(member.member_id)),
+        pack=lambda member: member,
+        adopt=lambda member_id, member: member,
+        settled=settled,
+    )
+
+
+def decide(strategy="truncation"):
+    explorer = make_explorer("perturb", SPACE)
+    return lambda member, latest: decide_at_ready(
+        member, latest, strategy, explorer, ready_rng(0, member, latest[member].interval), 0.25
+    )
+
+
+def start(comm, count):
+    """Members 0..count-1 round-robin: this rank's, and the schedule (rank 0's)."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    placement = {m: m % size for m in range(count)}
+    members = {m: Member(m) for m, r in placement.items() if r == rank}
+    return members, placement
+
+
+def test_every_member_interval_once_and_every_member_ends_on_one_rank(comm):
+    total = 3
+    members, placement = start(comm, 2 * comm.Get_size())
+    records = []
+    schedule = Schedule(placement, total) if comm.Get_rank() == 0 else None
+    report = run_workers(
+        comm, members, hooks(), schedule, decide(), on_ready=lambda point, exploit, rank: records.append(point)
+    )
+    trained = comm.gather(report.trained, root=0)
+    held = comm.allgather(sorted(members))
+    everything = sorted(m for part in held for m in part)
+    assert everything == list(range(2 * comm.Get_size()))  # every member on exactly one rank
+    assert all(member.env_steps == total * STEPS for member in members.values())  # own counters kept
+    if comm.Get_rank() == 0:
+        pairs = sorted(pair for part in trained for pair in part)
+        assert pairs == [(m, i) for m in placement for i in range(1, total + 1)]
+        assert sorted((p.result.member, p.interval) for p in records) == pairs
+        for member in placement:  # a member's intervals in order, whichever rank trained them
+            assert [p.interval for p in records if p.result.member == member] == list(range(1, total + 1))
+
+
+def test_a_recipient_holds_the_snapshot_its_records_name(comm):
+    total = 4
+    members, placement = start(comm, 2 * comm.Get_size())
+    lines = []
+    schedule = Schedule(placement, total) if comm.Get_rank() == 0 else None
+
+    def record(point, exploit, rank):
+        if exploit is not None and exploit.copies:
+            lines.append((point.result.member, exploit.exploit.donor, exploit.donor_interval, exploit.donor_env_steps))
+
+    run_workers(comm, members, hooks(), schedule, decide(), on_ready=record)
+    loads = comm.gather([(m, *origin) for m, member in members.items() for origin in member.loaded], root=0)
+    if comm.Get_rank() == 0:
+        copies = sorted(load for part in loads for load in part)
+        assert copies, "the bottom member copies at some ready point"
+        assert copies == sorted((recipient, donor, interval) for recipient, donor, interval, _ in lines)
+        assert all(steps == interval * STEPS for *_, interval, steps in lines)  # the donor's, at its snapshot
+        best = 2 * comm.Get_size() - 1
+        assert all(donor != recipient and recipient != best for recipient, donor, *_ in lines)
+
+
+@pytest.mark.skipif(MPI.COMM_WORLD.Get_size() < 2, reason="needs a donor on another rank")
+def test_a_donors_rank_serves_its_snapshot_while_its_main_thread_is_held(comm):
+    """Rank 1's main thread is held right after member 1's first ready point (the best member)
+    until member 0 (rank 0) has copied that snapshot: if serving it needed rank 1's main thread,
+    this would hang."""
+    rank = comm.Get_rank()
+    members, placement = start(comm, 2)
+    member1_decided = threading.Event()
+    world = MPI.COMM_WORLD
+    decide_one = decide()
+
+    def deciding(member, latest):
+        if member == 1 and latest[1].interval == 1:
+            member1_decided.set()
+        return decide_one(member, latest)
+
+    def train(member):
+        if member.member_id == 0 and member.steps == 0:
+            assert member1_decided.wait(240)  # member 1's first ready point is known before member 0's
+
+    def settled(member, interval, result, exploit):
+        if member.member_id == 1 and interval == 1:
+            wait_for_message(world, source=0)
+        if member.member_id == 0 and interval == 1:
+            assert exploit is not None and exploit.copies and exploit.exploit.donor == 1
+            assert member.loaded == [(1, 1)]
+            world.send("copied", dest=1, tag=RELEASE)
+
+    schedule = Schedule(placement, 2) if rank == 0 else None
+    report = run_workers(comm, members, hooks(train, settled), schedule, deciding)
+    if rank == 1:
+        assert ("snapshot", 1, 0) in report.service.served
+
+
+@pytest.mark.skipif(MPI.COMM_WORLD.Get_size() < 2, reason="needs a slow rank beside a fast one")
+def test_a_fast_rank_trains_more_intervals_and_takes_the_slow_ranks_members(comm):
+    """Rank 1's first interval (member 1's) is held until every other member has its budget: the
+    other ranks train all of it, rank 1's other members included, and rank 1 trains at most
+    member 1's intervals."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    total, count = 3, 2 * size
+    members, placement = start(comm, count)
+    world = MPI.COMM_WORLD
+    done = []
+    held = [True]
+
+    def train(member):
+        if rank == 1 and held[0]:
+            assert member.member_id == 1
+            held[0] = False
+            wait_for_message(world, source=0)
+
+    def record(point, exploit, trained_on):
+        done.append((point.result.member, trained_on))
+        if point.result.member != 1 and sum(1 for member, _ in done if member != 1) == (count - 1) * total:
+            world.send("go", dest=1, tag=RELEASE)
+
+    schedule = Schedule(placement, total) if rank == 0 else None
+    report = run_workers(comm, members, hooks(train), schedule, decide("wta"), on_ready=record)
+    counts = comm.gather(len(report.trained), root=0)
+    if rank == 0:
+        assert sum(counts) == count * total
+        assert 1 <= counts[1] <= total < max(c for r, c in enumerate(counts) if r != 1)
+        others = {m for m, r in placement.items() if r == 1} - {1}
+        assert others and not [m for m, trained_on in done if m in others and trained_on == 1]
+
+
+def wait_for_message(comm, source: int) -> None:
+    """Poll for one message from ``source`` (a blocked recv would spin a core)."""
+    while not comm.Iprobe(source=source, tag=RELEASE):
+        time.sleep(0.001)
+    comm.recv(source=source, tag=RELEASE)
