@@ -130,3 +130,14 @@ def test_pbt_on_two_hosts_records_what_one_host_does(two_hosts, ssh_agent, tmp_p
     population = (tmp_path / "one" / "population.csv").read_text()
     assert len(population.splitlines()) == 1 + 3 * 2
     assert (tmp_path / "two" / "population.csv").read_text() == population
+
+
+def test_asynchronous_transport_on_two_hosts(two_hosts, ssh_agent):
+    """Asynchronous PBT's coordinator and service threads over TCP (evo.mpi.asynchronous): its
+    MPI-tier tests, a donor's snapshot served while its main thread is held included, pass with
+    rank 1 on another host (a passive side progresses only when it enters MPI: the service
+    thread's polling is what makes it progress)."""
+    tests = ["-m", "mpi4py", "-m", "pytest", "tests/mpi/ranks/test_asynchronous.py", "-q", "-p", "no:cacheprovider"]
+    result = mpiexec_on_two_hosts(two_hosts, ssh_agent, [*tests, "--timeout=120", "--color=no"], timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
+    assert result.stdout.count(" passed") == 2 and "failed" not in result.stdout, result.stdout[-2000:]

@@ -204,3 +204,35 @@ def wait_for_message(comm, source: int) -> None:
     while not comm.Iprobe(source=source, tag=RELEASE):
         time.sleep(0.001)
     comm.recv(source=source, tag=RELEASE)
+
+
+def test_a_stop_on_one_rank_ends_every_worker_with_no_interval_counted_twice_or_half(comm):
+    """The last rank stops in member M's second interval (M: its first member): that interval is
+    not counted, every rank's worker returns, and each member's recorded intervals are 1..k."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    members, placement = start(comm, 2 * size)
+    stopper = size - 1
+    stopping = [False]
+    records = []
+
+    def train(member):
+        if rank == stopper and member.member_id == stopper and member.steps == STEPS:
+            stopping[0] = True  # as a signal would, mid-interval
+
+    schedule = Schedule(placement, 5) if rank == 0 else None
+    report = run_workers(
+        comm,
+        members,
+        hooks(train),
+        schedule,
+        decide(),
+        should_stop=lambda: stopping[0],
+        on_ready=lambda point, exploit, trained_on: records.append((point.result.member, point.interval)),
+    )
+    assert report.stopped == (rank == stopper)
+    if rank == 0:
+        assert (stopper, 2) not in records and (stopper, 1) in records
+        assert len(records) == len(set(records)) < 5 * 2 * size
+        for member in placement:
+            intervals = sorted(i for m, i in records if m == member)
+            assert intervals == list(range(1, len(intervals) + 1))
