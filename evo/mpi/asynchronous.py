@@ -31,6 +31,7 @@ actually copied, reported back with the member once settled.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, MutableMapping
@@ -42,6 +43,8 @@ import numpy as np
 from evo.core.asynchronous import Latest, ReadyExploit, Schedule, Task
 from evo.core.result import MemberResult, Scores
 from evo.learners.interface import Layout, Payload, layout_of
+
+logger = logging.getLogger(__name__)
 
 ASK, REPLY, FETCH, DATA = 32101, 32102, 32103, 32104
 Snapshot = tuple[int, int, Payload]
@@ -107,8 +110,14 @@ class _Poller(threading.Thread):
                     self.handle(source, self.comm.recv(source=source, tag=self.tag))
                 else:
                     time.sleep(POLL_S)
-        except BaseException as error:  # seen by the main thread (raise_if_failed)
+        except BaseException as error:
+            # The ranks waiting on this thread would wait for ever: its traceback, then the job ends
+            # (as an exception in the generation loop ends it).
             self.error = error
+            logger.error(
+                "the %s thread of rank %d failed; ending the job", self.name, self.comm.Get_rank(), exc_info=error
+            )
+            MPI.COMM_WORLD.Abort(1)
 
     def finished(self) -> bool:
         return False
