@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from evo.core.asynchronous import Latest, ReadyExploit, Schedule, Task
+from evo.core.restart import Failure, Restart
 from evo.core.result import MemberResult, Scores
 from evo.learners.interface import Layout, Payload, layout_of
 
@@ -65,10 +66,11 @@ class Ready:
 
 @dataclass(frozen=True)
 class Decision:
-    """The coordinator's answer to a ready point: the exploit (None: keep weights and values)
-    and the rank holding the donor's snapshot."""
+    """The coordinator's answer to a ready point (``exploit``: a :class:`ReadyExploit`, None to
+    keep weights and values) or to a failure (a :class:`Restart`), and the rank holding the
+    donor's snapshot."""
 
-    exploit: ReadyExploit | None
+    exploit: Any
     source: int = -1
 
 
@@ -135,24 +137,30 @@ class _Poller(threading.Thread):
             raise RuntimeError(f"the {self.name} thread failed: {self.error!r}") from self.error
 
 
-class Coordinator(_Poller):
-    """Rank 0's coordinator thread (see the module docstring). ``decide(member, latest)`` returns
-    the ready member's exploit; ``on_ready(latest_point, exploit, rank)`` sees every ready point
-    as it is decided (records); ``stopping()`` true makes every later request for work end."""
+@dataclass
+class Coordination:
+    """Rank 0's part of the run: the :class:`Schedule`, ``decide(member, latest)`` (a ready
+    member's exploit) and the records' view:
+    ``on_ready(point, exploit, rank)`` sees each ready point once its decision is applied (with
+    the copy actually made). For failed members: ``restart(interval, failure, latest)`` returns
+    where it starts again (raising past the limit ends the job) and ``on_restart(restart)`` sees it."""
 
-    def __init__(
-        self,
-        comm,
-        schedule: Schedule,
-        decide: Callable[[int, Mapping[int, Latest]], ReadyExploit | None],
-        latest: MutableMapping[int, Latest] | None = None,
-        on_ready: Callable[[Latest, ReadyExploit | None, int], None] | None = None,
-    ):
+    schedule: Schedule
+    decide: Callable[[int, Mapping[int, Latest]], ReadyExploit | None]
+    on_ready: Callable[[Latest, ReadyExploit | None, int], None] | None = None
+    restart: Callable[[int, Failure, Mapping[int, Latest]], Restart] | None = None
+    on_restart: Callable[[Restart], None] | None = None
+
+
+class Coordinator(_Poller):
+    """Rank 0's coordinator thread (see the module docstring), doing what ``plan`` (a
+    :class:`Coordination`) says."""
+
+    def __init__(self, comm, plan: Coordination):
         super().__init__(comm, ASK, "coordinator")
-        self.schedule = schedule
-        self.decide = decide
-        self.latest: MutableMapping[int, Latest] = dict(latest or {})
-        self.on_ready = on_ready
+        self.plan = plan
+        self.schedule = plan.schedule
+        self.latest: dict[int, Latest] = {}
         self.deciding: dict[int, tuple[Latest, ReadyExploit | None]] = {}
         """Member -> its ready point and decision, until the worker has applied it."""
         self.snapshot_on: dict[int, int] = {}
@@ -162,6 +170,7 @@ class Coordinator(_Poller):
         self.stopped = False
         self.trained: list[tuple[int, int, int]] = []
         """(member, interval, rank) of every ready point, in the order they came."""
+        self.restarts: list[Restart] = []
 
     def finished(self) -> bool:
         return len(self.released) == self.comm.Get_size()
@@ -170,6 +179,9 @@ class Coordinator(_Poller):
         kind, rank, body = message
         if kind == "ready":
             self.comm.send(self.ready(rank, body), dest=rank, tag=REPLY)
+            return
+        if kind == "failed":
+            self.comm.send(self.failed(*body), dest=rank, tag=REPLY)
             return
         if kind == "stop":  # the rank left its member's interval unfinished: nothing counted; all end
             self.schedule.release(body, rank)
@@ -186,7 +198,7 @@ class Coordinator(_Poller):
         self.snapshot_on[member] = rank
         self.schedule.ready(member, rank, ready.wall, settled=False)
         self.trained.append((member, ready.interval, rank))
-        exploit = self.decide(member, self.latest)
+        exploit = self.plan.decide(member, self.latest)
         self.deciding[member] = (point, exploit)
         if exploit is None or not exploit.copies:
             return Decision(exploit)
@@ -199,8 +211,16 @@ class Coordinator(_Poller):
         if exploit is not None and settled.copied is not None:
             exploit = replace(exploit, donor_interval=settled.copied[0], donor_env_steps=settled.copied[1])
         self.schedule.release(settled.member, rank)
-        if self.on_ready is not None:
-            self.on_ready(point, exploit, rank)
+        if self.plan.on_ready is not None:
+            self.plan.on_ready(point, exploit, rank)
+
+    def failed(self, interval: int, failure: Failure) -> Decision:
+        """Where a member that failed in ``interval`` starts again (it trains the interval again)."""
+        restart = self.plan.restart(interval, failure, self.latest)
+        self.restarts.append(restart)
+        if self.plan.on_restart is not None:
+            self.plan.on_restart(restart)
+        return Decision(restart, self.snapshot_on[restart.donor] if restart.donor is not None else -1)
 
     def serve(self) -> None:
         """Give every waiting rank a member that is free (first the members a waiting rank holds
@@ -270,13 +290,18 @@ class WorkerHooks:
     ``train(member, should_stop)`` trains one interval; ``score(member)`` returns its
     :class:`Scores`; ``pack(member)`` is its migration payload and ``adopt(member_id, payload)``
     the member rebuilt from it on the rank it moved to. Optional: ``settled(member, interval,
-    result, exploit)`` after a ready point's decision is applied (checkpoint, TensorBoard)."""
+    result, exploit)`` after a ready point's decision is applied (checkpoint, TensorBoard);
+    ``rebuild(member, restart, env_steps)``, a new member in a failed one's place (its env-step
+    counter back at ``env_steps``, where the failed interval began) and ``restarted(member,
+    restart)`` once a donor's weights are in (as in evo.loop)."""
 
     train: Callable[[Any, Callable[[], bool]], None]
     score: Callable[[Any], Scores]
     pack: Callable[[Any], Any]
     adopt: Callable[[int, Any], Any]
     settled: Callable[[Any, int, MemberResult, ReadyExploit | None], None] | None = None
+    rebuild: Callable[[Any, Restart, int], Any] | None = None
+    restarted: Callable[[Any, Restart], None] | None = None
 
 
 @dataclass
@@ -293,16 +318,16 @@ def run_workers(
     comm,
     members: MutableMapping[int, Any],
     hooks: WorkerHooks,
-    schedule: Schedule | None,
-    decide: Callable[[int, Mapping[int, Latest]], ReadyExploit | None] | None,
+    plan: Coordination | None,
     should_stop: Callable[[], bool] = lambda: False,
+    catch: bool = False,
     clock: Callable[[], float] = time.time,
-    latest: Mapping[int, Latest] | None = None,
-    on_ready: Callable[[Latest, ReadyExploit | None, int], None] | None = None,
 ) -> WorkerReport:
-    """Train until every member has its budget (collective: every rank calls it). ``members``:
-    this rank's members (id -> member), changed in place as members move; ``schedule``,
-    ``decide``, ``latest`` (a resumed run's latest ready points) and ``on_ready``: rank 0's."""
+    """Train until every member has its budget or a rank stops (collective: every rank calls it).
+    ``members``: this rank's members (id -> member), changed in place as members move; ``plan``:
+    rank 0's :class:`Coordination` (None elsewhere). With ``catch``, a member whose training or
+    scoring raises is logged with its traceback and restarted where rank 0 says, and trains its
+    interval again; without, the exception ends the job."""
     comm = comm.Dup()
     rank = comm.Get_rank()
     began = comm.bcast(clock(), root=0)  # one origin for every rank's wall times
@@ -312,7 +337,7 @@ def run_workers(
         return hooks.pack(members.pop(member_id))
 
     service = Service(comm, snapshots, give)
-    coordinator = Coordinator(comm, schedule, decide, latest, on_ready) if rank == 0 else None
+    coordinator = Coordinator(comm, plan) if rank == 0 else None
     service.start()
     if coordinator is not None:
         coordinator.start()
@@ -327,12 +352,11 @@ def run_workers(
                 break
             if task.moves:
                 members[task.member] = hooks.adopt(task.member, fetch_member(comm, task.holder, task.member))
-            member = members[task.member]
-            hooks.train(member, should_stop)
-            if should_stop():
+            result = train_interval(comm, members, hooks, task, should_stop, catch, snapshots)
+            if result is None:
                 stopped, message = True, ("stop", rank, task.member)
                 continue
-            result = MemberResult.of(task.member, rank, member.env_steps, hooks.score(member), member.hparams)
+            member = members[task.member]
             state = {name: np.array(array) for name, array in member.exploit_state().items()}
             snapshots[task.member] = (task.interval, member.env_steps, state)
             comm.send(("ready", rank, Ready(task.interval, result, clock() - began)), dest=0, tag=ASK)
@@ -350,6 +374,37 @@ def run_workers(
             coordinator.raise_if_failed()
         comm.Free()
     return WorkerReport(trained, stopped, coordinator, service)
+
+
+def train_interval(comm, members, hooks: WorkerHooks, task: Task, should_stop, catch: bool, snapshots):
+    """Train ``task``'s member for its interval and score it: its :class:`MemberResult`, or None
+    if a stop came. A failure (with ``catch``) restarts the member where rank 0 says and trains
+    the interval again."""
+    rank = comm.Get_rank()
+    while True:
+        member = members[task.member]
+        began = member.env_steps
+        try:
+            hooks.train(member, should_stop)
+            if should_stop():
+                return None
+            return MemberResult.of(task.member, rank, member.env_steps, hooks.score(member), member.hparams)
+        except Exception as error:
+            if not catch:
+                raise
+            logger.error("member %d failed in interval %d", task.member, task.interval, exc_info=error)
+            failure = Failure(task.member, f"{type(error).__name__}: {error}".splitlines()[0], dict(member.hparams))
+        comm.send(("failed", rank, (task.interval, failure)), dest=0, tag=ASK)
+        decision = comm.recv(source=0, tag=REPLY)
+        restart = decision.exploit
+        member = members[task.member] = hooks.rebuild(member, restart, began)
+        if restart.donor is not None:
+            state = snapshots[restart.donor][2] if decision.source == rank else None
+            if state is None:
+                state = fetch_snapshot(comm, decision.source, restart.donor, member.receive_buffers)[2]
+            member.load(state, restart.new_hparams)
+        if hooks.restarted is not None:
+            hooks.restarted(member, restart)
 
 
 def apply(comm, rank: int, member, decision: Decision, snapshots: Mapping[int, Snapshot]) -> tuple[int, int] | None:

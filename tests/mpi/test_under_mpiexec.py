@@ -26,7 +26,7 @@ COORDINATOR_FAILS = """
 import logging
 from mpi4py import MPI
 from evo.core.asynchronous import Schedule
-from evo.mpi.asynchronous import run_workers
+from evo.mpi.asynchronous import Coordination, run_workers
 from tests.mpi.ranks.test_asynchronous import hooks, start
 
 logging.basicConfig()
@@ -34,7 +34,7 @@ def decide(member, latest):
     raise ValueError(f"no decision for member {member}")
 comm = MPI.COMM_WORLD
 members, placement = start(comm, 2)
-run_workers(comm, members, hooks(), Schedule(placement, 2) if comm.Get_rank() == 0 else None, decide)
+run_workers(comm, members, hooks(), Coordination(Schedule(placement, 2), decide) if comm.Get_rank() == 0 else None)
 print("returned")
 """
 
@@ -46,3 +46,30 @@ def test_a_failing_coordinator_ends_the_job_with_its_traceback():
     assert result.returncode != 0 and "returned" not in result.stdout
     assert "the coordinator thread of rank 0 failed; ending the job" in result.stderr, result.stderr[-3000:]
     assert "ValueError: no decision for member" in result.stderr
+
+
+FAILS_TWICE = """
+import dataclasses, logging
+from mpi4py import MPI
+from evo.core.asynchronous import Schedule
+from evo.mpi.asynchronous import Coordination, run_workers
+from tests.mpi.ranks.test_asynchronous import decide, hooks, rebuilt, restarts, start
+
+logging.basicConfig()
+def train(member):
+    if member.member_id == 1:
+        raise RuntimeError("the env exploded")
+comm = MPI.COMM_WORLD
+members, placement = start(comm, 2)
+plan = Coordination(Schedule(placement, 2), decide(), restart=restarts(limit=1))
+worker_hooks = dataclasses.replace(hooks(train), rebuild=rebuilt)
+run_workers(comm, members, worker_hooks, plan if comm.Get_rank() == 0 else None, catch=True)
+print("returned")
+"""
+
+
+def test_a_member_failing_past_the_limit_ends_the_asynchronous_job():
+    result = mpiexec(2, ["-c", FAILS_TWICE], timeout=120)
+    assert result.returncode != 0 and "returned" not in result.stdout
+    assert "member 1 failed in interval 1" in result.stderr and "RuntimeError: the env exploded" in result.stderr
+    assert "TooManyFailures: member 1 (2 failures, the last: RuntimeError: the env exploded)" in result.stderr

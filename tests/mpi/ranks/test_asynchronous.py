@@ -6,6 +6,7 @@ fast rank training more intervals. Driven by messages between the ranks, never b
 Run by tests/mpi/test_under_mpiexec.py under ``mpiexec -n 2`` and ``-n 4``; plain ``pytest`` runs
 it at size 1 too (the coordinator, the service and the worker in one process)."""
 
+import dataclasses
 import threading
 import time
 
@@ -16,9 +17,10 @@ from mpi4py import MPI
 from evo.core.asynchronous import Schedule, decide_at_ready, ready_rng
 from evo.core.explorers import make_explorer
 from evo.core.kinds import LogFloat
+from evo.core.restart import plan_restarts, restart_rng
 from evo.core.result import Scores
 from evo.learners.interface import buffers_for
-from evo.mpi.asynchronous import WorkerHooks, run_workers
+from evo.mpi.asynchronous import Coordination, WorkerHooks, run_workers
 
 SPACE = {"lr": LogFloat(1e-3, 1.0)}
 STEPS = 10
@@ -94,10 +96,10 @@ def test_every_member_interval_once_and_every_member_ends_on_one_rank(comm):
     total = 3
     members, placement = start(comm, 2 * comm.Get_size())
     records = []
-    schedule = Schedule(placement, total) if comm.Get_rank() == 0 else None
-    report = run_workers(
-        comm, members, hooks(), schedule, decide(), on_ready=lambda point, exploit, rank: records.append(point)
+    plan = Coordination(
+        Schedule(placement, total), decide(), on_ready=lambda point, exploit, rank: records.append(point)
     )
+    report = run_workers(comm, members, hooks(), plan if comm.Get_rank() == 0 else None)
     trained = comm.gather(report.trained, root=0)
     held = comm.allgather(sorted(members))
     everything = sorted(m for part in held for m in part)
@@ -115,13 +117,13 @@ def test_a_recipient_holds_the_snapshot_its_records_name(comm):
     total = 4
     members, placement = start(comm, 2 * comm.Get_size())
     lines = []
-    schedule = Schedule(placement, total) if comm.Get_rank() == 0 else None
 
     def record(point, exploit, rank):
         if exploit is not None and exploit.copies:
             lines.append((point.result.member, exploit.exploit.donor, exploit.donor_interval, exploit.donor_env_steps))
 
-    run_workers(comm, members, hooks(), schedule, decide(), on_ready=record)
+    plan = Coordination(Schedule(placement, total), decide(), on_ready=record)
+    run_workers(comm, members, hooks(), plan if comm.Get_rank() == 0 else None)
     loads = comm.gather([(m, *origin) for m, member in members.items() for origin in member.loaded], root=0)
     if comm.Get_rank() == 0:
         copies = sorted(load for part in loads for load in part)
@@ -160,8 +162,8 @@ def test_a_donors_rank_serves_its_snapshot_while_its_main_thread_is_held(comm):
             assert member.loaded == [(1, 1)]
             world.send("copied", dest=1, tag=RELEASE)
 
-    schedule = Schedule(placement, 2) if rank == 0 else None
-    report = run_workers(comm, members, hooks(train, settled), schedule, deciding)
+    plan = Coordination(Schedule(placement, 2), deciding)
+    report = run_workers(comm, members, hooks(train, settled), plan if rank == 0 else None)
     if rank == 1:
         assert ("snapshot", 1, 0) in report.service.served
 
@@ -189,8 +191,8 @@ def test_a_fast_rank_trains_more_intervals_and_takes_the_slow_ranks_members(comm
         if point.result.member != 1 and sum(1 for member, _ in done if member != 1) == (count - 1) * total:
             world.send("go", dest=1, tag=RELEASE)
 
-    schedule = Schedule(placement, total) if rank == 0 else None
-    report = run_workers(comm, members, hooks(train), schedule, decide("wta"), on_ready=record)
+    plan = Coordination(Schedule(placement, total), decide("wta"), on_ready=record)
+    report = run_workers(comm, members, hooks(train), plan if rank == 0 else None)
     counts = comm.gather(len(report.trained), root=0)
     if rank == 0:
         assert sum(counts) == count * total
@@ -219,16 +221,12 @@ def test_a_stop_on_one_rank_ends_every_worker_with_no_interval_counted_twice_or_
         if rank == stopper and member.member_id == stopper and member.steps == STEPS:
             stopping[0] = True  # as a signal would, mid-interval
 
-    schedule = Schedule(placement, 5) if rank == 0 else None
-    report = run_workers(
-        comm,
-        members,
-        hooks(train),
-        schedule,
+    plan = Coordination(
+        Schedule(placement, 5),
         decide(),
-        should_stop=lambda: stopping[0],
         on_ready=lambda point, exploit, trained_on: records.append((point.result.member, point.interval)),
     )
+    report = run_workers(comm, members, hooks(train), plan if rank == 0 else None, should_stop=lambda: stopping[0])
     assert report.stopped == (rank == stopper)
     if rank == 0:
         assert (stopper, 2) not in records and (stopper, 1) in records
@@ -236,3 +234,64 @@ def test_a_stop_on_one_rank_ends_every_worker_with_no_interval_counted_twice_or_
         for member in placement:
             intervals = sorted(i for m, i in records if m == member)
             assert intervals == list(range(1, len(intervals) + 1))
+
+
+def restarts(limit: int):
+    """Rank 0's restart decision (evo.core.restart's, as a run makes it): a top member's snapshot
+    among the others' latest ready points, a fresh draw of values; past ``limit`` the job ends."""
+    counts: dict[int, int] = {}
+
+    def restart(interval, failure, latest):
+        others = [point.result for member, point in sorted(latest.items()) if member != failure.member]
+        [planned] = plan_restarts(
+            interval, [failure], others, counts, limit, SPACE, restart_rng(0, interval, 0), "truncation", 0.25
+        )
+        counts[failure.member] = planned.failures
+        return planned
+
+    return restart
+
+
+def rebuilt(member, restart, env_steps):
+    fresh = Member(member.member_id)
+    fresh.steps = env_steps  # its counter continues where the failed interval began
+    fresh.set_hparams(restart.new_hparams)
+    return fresh
+
+
+def test_a_failing_member_restarts_from_a_top_members_snapshot_and_trains_its_interval_again(comm):
+    size, rank = comm.Get_size(), comm.Get_rank()
+    total, count = 3, 2 * size
+    failing = count - 2  # not the best
+    members, placement = start(comm, count)
+    failed = []
+    records = []
+
+    def train(member):
+        if member.member_id == failing and member.steps == STEPS and not failed:
+            failed.append(rank)
+            raise RuntimeError("the env exploded")
+
+    plan = Coordination(
+        Schedule(placement, total),
+        decide(),
+        on_ready=lambda point, exploit, trained_on: records.append((point.result.member, point.interval)),
+        restart=restarts(limit=1),
+    )
+    report = run_workers(
+        comm,
+        members,
+        dataclasses.replace(hooks(train), rebuild=rebuilt),
+        plan if rank == 0 else None,
+        catch=True,
+    )
+    loads = comm.gather({m: member.loaded for m, member in members.items()}, root=0)
+    steps = comm.gather({m: member.env_steps for m, member in members.items()}, root=0)
+    if rank == 0:
+        [restart] = report.coordinator.restarts
+        assert (restart.member, restart.generation, restart.failures) == (failing, 2, 1)
+        assert restart.donor is not None and restart.donor != failing and "the env exploded" in restart.error
+        loaded = {m: origins for part in loads for m, origins in part.items()}
+        assert loaded[failing][0][0] == restart.donor  # the rebuilt member took the donor's snapshot first
+        assert sorted(records) == [(m, i) for m in placement for i in range(1, total + 1)]  # the interval once
+        assert {m: n for part in steps for m, n in part.items()} == {m: total * STEPS for m in placement}
