@@ -9,6 +9,8 @@ CartPole MLP and the bigfish IMPALA policy, with their Adam state):
 - **fetch**: rank 0 fetches rank 1's snapshot from rank 1's service thread while rank 1's main
   thread trains (what a recipient does at a ready point), and while it idles; the floor is a
   bare Send/Recv of the same bytes between the two main threads. Medians, in ms.
+- **migration**: rank 0 fetches rank 1's whole member (``member_state``: weights, optimizers,
+  counters, envs; pickled) from rank 1's service thread: what moving a member to a free rank costs.
 """
 
 from __future__ import annotations
@@ -111,6 +113,27 @@ def fetches(comm, member, count: int, rank1_trains: bool) -> float:
     return median(samples) if samples else float("nan")
 
 
+def migrations(comm, member, count: int) -> tuple[float, int]:
+    """Median ms of rank 0 fetching rank 1's whole member (its migration payload, pickled), and its bytes."""
+    import pickle
+
+    from evo.mpi.asynchronous import Service, fetch_member
+
+    service = Service(comm, {}, lambda m: member.member_state())
+    service.start()
+    comm.Barrier()
+    samples, size = [], 0
+    if comm.Get_rank() == 0:
+        for _ in range(count):
+            began = time.perf_counter()
+            payload = fetch_member(comm, 1, 1)
+            samples.append((time.perf_counter() - began) * 1e3)
+        size = len(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+    comm.Barrier()
+    service.stop()
+    return (median(samples) if samples else float("nan")), size
+
+
 def floor(comm, member, count: int) -> float:
     state = member.exploit_state()
     samples = []
@@ -140,6 +163,7 @@ def worker(rounds: int, seconds: float, count: int) -> None:
         record["fetch_training_ms"] = fetches(comm, member, count, rank1_trains=True)
         record["fetch_idle_ms"] = fetches(comm, member, count, rank1_trains=False)
         record["floor_ms"] = comm.bcast(floor(comm, member, count), root=0)
+        record["migrate_ms"], record["migrate_bytes"] = migrations(comm, member, max(3, count // 3))
         records.append(record)
         member.close()
     if comm.Get_rank() == 0:
@@ -177,11 +201,14 @@ def main() -> None:
             r["fetch_training_ms"],
             r["fetch_idle_ms"],
             r["floor_ms"],
+            r["migrate_ms"],
+            f"{r['migrate_bytes'] / 1e6:.2f}",
         ]
         for r in records
     ]
     headers = ["policy", "MB", "steps/s", "steps/s with threads", "ratio", "fetch ms (donor trains)"]
-    print(markdown_table([*headers, "fetch ms (donor idle)", "Send/Recv ms"], rows))
+    headers += ["fetch ms (donor idle)", "Send/Recv ms", "move member ms", "member MB"]
+    print(markdown_table(headers, rows))
     write_json(args.json, {"processor": cpu, "records": records})
 
 
