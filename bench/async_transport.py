@@ -5,7 +5,7 @@ CartPole MLP and the bigfish IMPALA policy, with their Adam state):
 
 - **overhead**: both ranks train their member (as in a run); env steps/s of rank 0 without the
   transport's threads and with its coordinator and service threads beside the training, idle
-  (polling ``Iprobe`` every POLL_S); rounds alternate the two so drift cancels; median ratio.
+  (polling ``Iprobe``, evo.mpi.asynchronous.POLL_S); rounds alternate the two so drift cancels; median ratio.
 - **fetch**: rank 0 fetches rank 1's snapshot from rank 1's service thread while rank 1's main
   thread trains (what a recipient does at a ready point), and while it idles; the floor is a
   bare Send/Recv of the same bytes between the two main threads. Medians, in ms.

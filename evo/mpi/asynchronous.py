@@ -15,8 +15,9 @@ Three parts, on a communicator of their own (a ``Dup`` of the run's):
   asks again.
 
 A donor's rank therefore never waits on a recipient: its snapshot is served by its service
-thread while its main thread trains. The two threads poll with ``Iprobe`` and a short sleep
-(a blocked ``recv`` would spin a core that training needs). MPI must give
+thread while its main thread trains. The two threads poll with ``Iprobe`` and a sleep that grows
+from 1 to 20 ms while nothing comes (a blocked ``recv`` would spin a core that training needs,
+and each poll takes the GIL from the training thread). MPI must give
 ``MPI_THREAD_MULTIPLE`` (mpi4py asks for it; Open MPI gives it).
 
 Messages: a worker sends the coordinator ``("ready", rank, Ready)`` and gets the decision, then
@@ -50,8 +51,10 @@ logger = logging.getLogger(__name__)
 ASK, REPLY, FETCH, DATA = 32101, 32102, 32103, 32104
 Snapshot = tuple[int, int, Payload]
 """A member's exploit state at one of its ready points: (interval, env steps, buffers), a copy."""
-POLL_S = 0.001
-"""How long an idle coordinator or service thread sleeps between two ``Iprobe``s."""
+POLL_S = (0.001, 0.02)
+"""How long an idle coordinator or service thread sleeps between two ``Iprobe``s: from the first
+to the second value, doubling while nothing comes (each poll takes the GIL from a training thread
+that needs it), back to the first after each message."""
 
 
 @dataclass(frozen=True)
@@ -105,13 +108,16 @@ class _Poller(threading.Thread):
         from mpi4py import MPI
 
         status = MPI.Status()
+        pause = POLL_S[0]
         try:
             while not self._stopping.is_set() and not self.finished():
                 if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=self.tag, status=status):
                     source = status.Get_source()
                     self.handle(source, self.comm.recv(source=source, tag=self.tag))
+                    pause = POLL_S[0]
                 else:
-                    time.sleep(POLL_S)
+                    time.sleep(pause)
+                    pause = min(2 * pause, POLL_S[1])
         except BaseException as error:
             # The ranks waiting on this thread would wait for ever: its traceback, then the job ends
             # (as an exception in the generation loop ends it).
