@@ -5,7 +5,7 @@ CartPole MLP and the bigfish IMPALA policy, with their Adam state):
 
 - **overhead**: both ranks train their member (as in a run); env steps/s of rank 0 without the
   transport's threads and with its coordinator and service threads beside the training, idle
-  (polling ``Iprobe``, evo.mpi.asynchronous.POLL_S); rounds alternate the two so drift cancels; median ratio.
+  (polling ``Iprobe``, evo.mpi.asynchronous.POLL_S); rounds alternate the order (ABBA) so drift cancels; median ratio.
 - **fetch**: rank 0 fetches rank 1's snapshot from rank 1's service thread while rank 1's main
   thread trains (what a recipient does at a ready point), and while it idles; the floor is a
   bare Send/Recv of the same bytes between the two main threads. Medians, in ms.
@@ -75,12 +75,12 @@ def steps_per_second(comm, member, seconds: float) -> float:
 
 def overhead(comm, member, rounds: int, seconds: float) -> dict:
     plain, with_threads = [], []
-    for _ in range(rounds):
-        plain.append(steps_per_second(comm, member, seconds))
-        running = threads(comm, member)
-        with_threads.append(steps_per_second(comm, member, seconds))
-        for thread in running:
-            thread.stop()
+    for round_ in range(rounds):  # ABBA: every other round measures with the threads first
+        for threaded in (False, True) if round_ % 2 == 0 else (True, False):
+            running = threads(comm, member) if threaded else []
+            (with_threads if threaded else plain).append(steps_per_second(comm, member, seconds))
+            for thread in running:
+                thread.stop()
     ratios = [w / p for w, p in zip(with_threads, plain, strict=True)]
     return {"plain_steps_s": median(plain), "threads_steps_s": median(with_threads), "ratio": median(ratios)}
 
