@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import markdown_table, median, processor, processor_line, write_json  # noqa: E402
+from bench.common import (  # noqa: E402
+    markdown_table,
+    median,
+    processor,
+    processor_line,
+    results_under_mpiexec,
+    write_json,
+)
 
 TINY = "CartPole-v1:\n  n_envs: 2\n  n_steps: 128\n  n_minibatches: 2\n  n_epochs: 2\n"
 
@@ -162,14 +168,8 @@ def main() -> None:
     if args.worker:
         worker(args.members, args.intervals, args.steps, args.repeats)
         return
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    env.setdefault("OMPI_MCA_btl", "^ofi")
-    env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-    command = [mpiexec, "-n", "2", sys.executable, __file__, "--worker", "--members", str(args.members)]
-    command += ["--intervals", str(args.intervals), "--steps", str(args.steps), "--repeats", str(args.repeats)]
-    output = subprocess.run(command, capture_output=True, text=True, check=True, env=env, cwd=ROOT).stdout
-    records = json.loads(next(line for line in output.splitlines() if line.startswith("RESULTS "))[len("RESULTS ") :])
+    arguments = ["--members", str(args.members), "--intervals", str(args.intervals), "--steps", str(args.steps)]
+    records = results_under_mpiexec(__file__, 2, [*arguments, "--repeats", str(args.repeats)])
     cpu = processor()
     print(processor_line(cpu))
     print(f"\n{args.members} PPO members on 2 ranks, {args.intervals} intervals of {args.steps} env steps each\n")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import markdown_table, median, processor, processor_line, write_json  # noqa: E402
+from bench.common import (  # noqa: E402
+    markdown_table,
+    median,
+    processor,
+    processor_line,
+    results_under_mpiexec,
+    write_json,
+)
 
 POLICIES = {"mlp": ("CartPole-v1", "CartPole-v1"), "impala": ("bigfish", "procgen")}
 STEPS = 256
@@ -181,13 +187,8 @@ def main() -> None:
     if args.worker:
         worker(args.rounds, args.seconds, args.fetches)
         return
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    env.setdefault("OMPI_MCA_btl", "^ofi")
-    command = [mpiexec, "-n", "2", sys.executable, __file__, "--worker", "--rounds", str(args.rounds)]
-    command += ["--seconds", str(args.seconds), "--fetches", str(args.fetches)]
-    output = subprocess.run(command, capture_output=True, text=True, check=True, env=env, cwd=ROOT).stdout
-    records = json.loads(next(line for line in output.splitlines() if line.startswith("RESULTS "))[len("RESULTS ") :])
+    arguments = ["--rounds", str(args.rounds), "--seconds", str(args.seconds), "--fetches", str(args.fetches)]
+    records = results_under_mpiexec(__file__, 2, arguments)
     cpu = processor()
     print(processor_line(cpu))
     print("\nAsynchronous transport on 2 ranks, both training (medians)\n")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,3 +42,16 @@ def processor() -> dict:
 def processor_line(cpu: dict) -> str:
     """``processor: NAME; avx2 yes, ...`` as the benchmarks print it."""
     return f"processor: {cpu['model']}; " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in cpu["flags"].items())
+
+
+def results_under_mpiexec(script: str, ranks: int, args: Sequence[str]) -> list | dict:
+    """Run ``script --worker ARGS`` on ``ranks`` ranks (this interpreter's mpiexec, as root too)
+    and return what its rank 0 printed on its ``RESULTS <json>`` line."""
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env.setdefault("OMPI_MCA_btl", "^ofi")  # no fabric here: libfabric only sleeps a second at exit
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    command = [mpiexec, "-n", str(ranks), "--oversubscribe", sys.executable, script, "--worker", *args]
+    root = Path(__file__).resolve().parent.parent
+    output = subprocess.run(command, capture_output=True, text=True, check=True, env=env, cwd=root).stdout
+    line = next(line for line in output.splitlines() if line.startswith("RESULTS "))
+    return json.loads(line[len("RESULTS ") :])
