@@ -222,20 +222,6 @@ class Schedule:
     def intervals_done(self) -> dict[int, int]:
         return {m: t.done for m, t in self._tracks.items()}
 
-    def holders(self) -> dict[int, int]:
-        return {m: t.holder for m, t in self._tracks.items()}
-
     def busy(self) -> dict[int, int]:
         """{member: the rank training it} of the members being trained now."""
         return {m: t.busy_on for m, t in self._tracks.items() if t.busy_on is not None}
-
-
-def latest_from_rows(rows) -> dict[int, Latest]:
-    """Every member's most recent ready point from the records' rows (``(interval, result, wall)``
-    in any order): what a resumed run ranks against."""
-    latest: dict[int, Latest] = {}
-    for interval, result, wall in rows:
-        seen = latest.get(result.member)
-        if seen is None or interval > seen.interval:
-            latest[result.member] = Latest(interval, result, wall)
-    return latest

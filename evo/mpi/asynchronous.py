@@ -174,8 +174,6 @@ class Coordinator(_Poller):
         self.waiting: list[int] = []
         self.released: set[int] = set()
         self.stopped = False
-        self.trained: list[tuple[int, int, int]] = []
-        """(member, interval, rank) of every ready point, in the order they came."""
         self.restarts: list[Restart] = []
 
     def finished(self) -> bool:
@@ -203,7 +201,6 @@ class Coordinator(_Poller):
         self.latest[member] = point
         self.snapshot_on[member] = rank
         self.schedule.ready(member, rank, ready.wall, settled=False)
-        self.trained.append((member, ready.interval, rank))
         exploit = self.plan.decide(member, self.latest)
         self.deciding[member] = (point, exploit)
         if exploit is None or not exploit.copies:

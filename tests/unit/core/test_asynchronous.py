@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evo.core.asynchronous import Latest, Schedule, choose_donor, decide_at_ready, latest_from_rows, ready_rng
+from evo.core.asynchronous import Latest, Schedule, choose_donor, decide_at_ready, ready_rng
 from evo.core.explorers import make_explorer
 from evo.core.kinds import LogFloat
 from evo.core.result import MemberResult
@@ -118,17 +118,6 @@ def test_the_decision_depends_on_the_scores_and_the_seed_only():
         bottom, dict(reversed(latest.items())), "truncation", make_explorer("perturb", SPACE), ready_rng(7, bottom, 3)
     )
     assert one == two
-
-
-def test_latest_from_rows_takes_each_members_highest_interval():
-    rows = [
-        (2, MemberResult(0, 1, 200, 2.0), 5.0),
-        (1, MemberResult(0, 0, 100, 1.0), 2.0),
-        (1, MemberResult(1, 1, 100, 3.0), 3.0),
-    ]
-    latest = latest_from_rows(rows)
-    seen = {m: (at.interval, at.result.score, at.wall) for m, at in latest.items()}
-    assert seen == {0: (2, 2.0, 5.0), 1: (1, 3.0, 3.0)}
 
 
 # --- the schedule ------------------------------------------------------------------------------
