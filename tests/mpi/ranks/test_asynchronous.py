@@ -209,27 +209,33 @@ def wait_for_message(comm, source: int) -> None:
 
 
 def test_a_stop_on_one_rank_ends_every_worker_with_no_interval_counted_twice_or_half(comm):
-    """The last rank stops in member M's second interval (M: its first member): that interval is
-    not counted, every rank's worker returns, and each member's recorded intervals are 1..k."""
+    """The last rank stops in the second interval it trains (its first is always its own first
+    member's first: at the start a rank trains the members placed on it; a second always comes, as
+    most members are free then): that interval is not counted, the first is, every rank's worker
+    returns, and each member's recorded intervals are 1..k."""
     size, rank = comm.Get_size(), comm.Get_rank()
     members, placement = start(comm, 2 * size)
     stopper = size - 1
-    stopping = [False]
+    calls = []
     records = []
 
     def train(member):
-        if rank == stopper and member.member_id == stopper and member.steps == STEPS:
-            stopping[0] = True  # as a signal would, mid-interval
+        calls.append((member.member_id, member.steps // STEPS + 1))  # (member, the interval it trains)
 
     plan = Coordination(
         Schedule(placement, 5),
         decide(),
         on_ready=lambda point, exploit, trained_on: records.append((point.result.member, point.interval)),
     )
-    report = run_workers(comm, members, hooks(train), plan if rank == 0 else None, should_stop=lambda: stopping[0])
+
+    def stopping():  # from the last rank's second interval on, as a signal mid-interval would
+        return rank == stopper and len(calls) >= 2
+
+    report = run_workers(comm, members, hooks(train), plan if rank == 0 else None, should_stop=stopping)
     assert report.stopped == (rank == stopper)
+    first, stopped = comm.bcast(calls[:2] if rank == stopper else None, root=stopper)
     if rank == 0:
-        assert (stopper, 2) not in records and (stopper, 1) in records
+        assert first == (stopper, 1) and first in records and stopped not in records
         assert len(records) == len(set(records)) < 5 * 2 * size
         for member in placement:
             intervals = sorted(i for m, i in records if m == member)
