@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from evo.core.plan import Exploit, weight_moves
-from evo.core.restart import Failure, Restart
+from evo.core.restart import Failure, Restart, error_line
 from evo.core.result import MemberResult, Scores, by_member
 from evo.learners.interface import Exchangeable
 from evo.mpi import exchange
@@ -310,7 +310,7 @@ def score(
 
 def _failure(member_id: int, generation: int, doing: str, error: Exception) -> str:
     logger.error("member %d failed in generation %d while %s", member_id, generation, doing, exc_info=error)
-    return f"{type(error).__name__}: {error}".splitlines()[0]
+    return error_line(error)
 
 
 def gather_failures(comm, members: Mapping[int, Any], failed: Mapping[int, str]) -> list[Failure] | None:

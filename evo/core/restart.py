@@ -79,6 +79,11 @@ class Restart:
         }
 
 
+def error_line(error: BaseException) -> str:
+    """A failure's error as the lineage and the log name it: its type and the first line of its message."""
+    return f"{type(error).__name__}: {error}".splitlines()[0]
+
+
 class TooManyFailures(RuntimeError):
     """A member failed more often than ``--max-member-failures`` allows: the job ends."""
 

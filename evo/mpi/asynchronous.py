@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from evo.core.asynchronous import Latest, ReadyExploit, Schedule, Task
-from evo.core.restart import Failure, Restart
+from evo.core.restart import Failure, Restart, error_line
 from evo.core.result import MemberResult, Scores
 from evo.learners.interface import Layout, Payload, layout_of
 
@@ -165,7 +165,6 @@ class Coordinator(_Poller):
     def __init__(self, comm, plan: Coordination):
         super().__init__(comm, ASK, "coordinator")
         self.plan = plan
-        self.schedule = plan.schedule
         self.latest: dict[int, Latest] = {}
         self.deciding: dict[int, tuple[Latest, ReadyExploit | None]] = {}
         """Member -> its ready point and decision, until the worker has applied it."""
@@ -188,7 +187,7 @@ class Coordinator(_Poller):
             self.comm.send(self.failed(*body), dest=rank, tag=REPLY)
             return
         if kind == "stop":  # the rank left its member's interval unfinished: nothing counted; all end
-            self.schedule.release(body, rank)
+            self.plan.schedule.release(body, rank)
             self.stopped = True
         elif kind == "next" and body is not None:
             self.settle(rank, body)
@@ -200,7 +199,7 @@ class Coordinator(_Poller):
         point = Latest(ready.interval, ready.result, ready.wall)
         self.latest[member] = point
         self.snapshot_on[member] = rank
-        self.schedule.ready(member, rank, ready.wall, settled=False)
+        self.plan.schedule.ready(member, rank, ready.wall, settled=False)
         exploit = self.plan.decide(member, self.latest)
         self.deciding[member] = (point, exploit)
         if exploit is None or not exploit.copies:
@@ -213,7 +212,7 @@ class Coordinator(_Poller):
         point, exploit = self.deciding.pop(settled.member)
         if exploit is not None and settled.copied is not None:
             exploit = replace(exploit, donor_interval=settled.copied[0], donor_env_steps=settled.copied[1])
-        self.schedule.release(settled.member, rank)
+        self.plan.schedule.release(settled.member, rank)
         if self.plan.on_ready is not None:
             self.plan.on_ready(point, exploit, rank)
 
@@ -230,8 +229,8 @@ class Coordinator(_Poller):
         itself, so none moves while its holder asks), or release it when nothing is left."""
         for own_only in (True, False):
             for rank in list(self.waiting):
-                task = None if self.stopped else self.schedule.take(rank, own_only)
-                if task is None and (own_only or not (self.stopped or self.schedule.finished)):
+                task = None if self.stopped else self.plan.schedule.take(rank, own_only)
+                if task is None and (own_only or not (self.stopped or self.plan.schedule.finished)):
                     continue  # every member left is being trained elsewhere: ask again later
                 self.waiting.remove(rank)
                 if task is None:
@@ -364,7 +363,7 @@ def run_workers(
             snapshots[task.member] = (task.interval, member.env_steps, state)
             comm.send(("ready", rank, Ready(task.interval, result, clock() - began)), dest=0, tag=ASK)
             decision = comm.recv(source=0, tag=REPLY)
-            copied = apply(comm, rank, member, decision, snapshots)
+            copied = apply(comm, member, decision, snapshots)
             if hooks.settled is not None:
                 hooks.settled(member, task.interval, result, decision.exploit)
             trained.append((task.member, task.interval))
@@ -396,21 +395,18 @@ def train_interval(comm, members, hooks: WorkerHooks, task: Task, should_stop, c
             if not catch:
                 raise
             logger.error("member %d failed in interval %d", task.member, task.interval, exc_info=error)
-            failure = Failure(task.member, f"{type(error).__name__}: {error}".splitlines()[0], dict(member.hparams))
+            failure = Failure(task.member, error_line(error), dict(member.hparams))
         comm.send(("failed", rank, (task.interval, failure)), dest=0, tag=ASK)
         decision = comm.recv(source=0, tag=REPLY)
         restart = decision.exploit
         member = members[task.member] = hooks.rebuild(member, restart, began)
         if restart.donor is not None:
-            state = snapshots[restart.donor][2] if decision.source == rank else None
-            if state is None:
-                state = fetch_snapshot(comm, decision.source, restart.donor, member.receive_buffers)[2]
-            member.load(state, restart.new_hparams)
+            member.load(donor_snapshot(comm, decision.source, restart.donor, member, snapshots)[2], restart.new_hparams)
         if hooks.restarted is not None:
             hooks.restarted(member, restart)
 
 
-def apply(comm, rank: int, member, decision: Decision, snapshots: Mapping[int, Snapshot]) -> tuple[int, int] | None:
+def apply(comm, member, decision: Decision, snapshots: Mapping[int, Snapshot]) -> tuple[int, int] | None:
     """Carry out a ready point's decision on ``member``: copy the donor's snapshot (from its
     rank's service, or this rank's own) and take the new values, or only take them. Returns the
     donor's (interval, env steps) copied, or None."""
@@ -420,10 +416,14 @@ def apply(comm, rank: int, member, decision: Decision, snapshots: Mapping[int, S
     if not exploit.copies:
         member.set_hparams(exploit.exploit.new_hparams)
         return None
-    donor = exploit.exploit.donor
-    if decision.source == rank:
-        interval, env_steps, state = snapshots[donor]
-    else:
-        interval, env_steps, state = fetch_snapshot(comm, decision.source, donor, member.receive_buffers)
+    interval, env_steps, state = donor_snapshot(comm, decision.source, exploit.exploit.donor, member, snapshots)
     member.load(state, exploit.exploit.new_hparams)
     return interval, env_steps
+
+
+def donor_snapshot(comm, source: int, donor: int, member, snapshots: Mapping[int, Snapshot]) -> Snapshot:
+    """``donor``'s snapshot for ``member`` to load: this rank's own (``source`` is this rank), or
+    fetched from ``source``'s service into ``member``'s buffers."""
+    if source == comm.Get_rank():
+        return snapshots[donor]
+    return fetch_snapshot(comm, source, donor, member.receive_buffers)
