@@ -22,6 +22,7 @@ from evo.config import Config, ConfigError, parse_config
 from evo.logs import install_logging
 from evo.mpi import exchange
 from evo.rundir.checkpoint import Checkpoint, checkpoints_dir, latest
+from evo.rundir.ready import ReadyCheckpoints, latest_ready
 
 logger = logging.getLogger("evo")
 
@@ -30,14 +31,16 @@ EXIT_BAD_INPUT = 2
 
 def startup(
     comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str
-) -> tuple[Config, Checkpoint | None]:
+) -> tuple[Config, Checkpoint | ReadyCheckpoints | None]:
     """Rank 0 parses and validates (and, for --resume, finds the checkpoint); every rank gets
     the config and the checkpoint, or exits with status 2 if the input was refused."""
     outcome: tuple[str, object] = ("error", None)
     if comm.Get_rank() == 0:
         try:
             config = parse_config(argv, strategy=strategy, transport=transport, world_size=comm.Get_size(), prog=prog)
-            checkpoint = find_checkpoint(config.run_dir, config.run_id) if config.resume else None
+            checkpoint = None
+            if config.resume:
+                checkpoint = (find_ready_checkpoints if config.asynchronous else find_checkpoint)(config)
             outcome = ("ok", (config, checkpoint))
         except ConfigError as error:
             print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
@@ -51,9 +54,19 @@ def startup(
     return outcome[1]
 
 
-def find_checkpoint(run_dir: Path, run_id: str) -> Checkpoint:
+def find_ready_checkpoints(config: Config) -> ReadyCheckpoints:
+    """What an asynchronous run's --resume continues from: each member's own last checkpoint (a
+    member that reached no ready point starts afresh)."""
+    checkpoints, skipped = latest_ready(config.run_dir, config.run_id, config.num_agents)
+    for reason in skipped:
+        logger.warning("skipping checkpoint: %s", reason)
+    return checkpoints
+
+
+def find_checkpoint(config: Config) -> Checkpoint:
     """The checkpoint a --resume continues from (ConfigError if there is none)."""
-    checkpoint, skipped = latest(run_dir, run_id)
+    run_dir = config.run_dir
+    checkpoint, skipped = latest(run_dir, config.run_id)
     for reason in skipped:
         logger.warning("skipping checkpoint: %s", reason)
     if checkpoint is None:
@@ -76,9 +89,14 @@ def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog:
     try:
         config, checkpoint = startup(comm, argv, strategy, transport, prog)
         install_logging(rank, config.log_level)
-        from evo.run import run  # torch, SB3 and the learners: only once the input is accepted
+        command = [prog, *argv] if argv is not None else sys.argv
+        if config.asynchronous:  # torch, SB3 and the learners: only once the input is accepted
+            from evo.asyncrun import run_asynchronous
 
-        return run(config, comm, [prog, *argv] if argv is not None else sys.argv, checkpoint)
+            return run_asynchronous(config, comm, command, checkpoint)
+        from evo.run import run
+
+        return run(config, comm, command, checkpoint)
     except SystemExit:
         raise
     except BaseException:

@@ -113,6 +113,7 @@ def parse_config(
             ]
         )
     strategy = checks.script_strategy(strategy, args.strategy, args.explore, transport, problems)
+    checks.asynchronous(args.asynchronous, transport, args.explore, args.schedule, args.checkpoint_every, problems)
     problems += option_problems(args)
     spec = learner_spec(args.algo)
     game = procgen_game(args.env_id)

@@ -44,6 +44,40 @@ def script_strategy(script: str, flag: str | None, explore: str, transport: str,
     return strategy
 
 
+ASYNCHRONOUS_EXPLORERS = ("perturb", "pb2")
+
+
+def asynchronous(
+    flag: bool, transport: str, explore: str, schedule: Path | None, checkpoint_every: int, problems: list[str]
+) -> None:
+    """``--asynchronous``: on the point-to-point scripts, with an explorer that learns one member at a
+    time; not with a replayed schedule, nor with --checkpoint-every (every ready point is checkpointed)."""
+    if not flag:
+        return
+    if transport == "collective":
+        problems.append(
+            "--asynchronous: pbt_rl_truct_collective.py moves weights by broadcasts every rank joins at a generation's "
+            "end, which asynchronous PBT does not have; run pbt_rl_truct.py --asynchronous (truncation) or "
+            "pbt_rl_wta.py --asynchronous (winner-takes-all)"
+        )
+    if explore not in ASYNCHRONOUS_EXPLORERS:
+        problems.append(
+            f"--explore {explore} --asynchronous: {explore} decides a whole generation's recipients together; "
+            f"asynchronous PBT decides one member at a time: use --explore {' or '.join(ASYNCHRONOUS_EXPLORERS)}, "
+            "or drop --asynchronous"
+        )
+    if schedule is not None:
+        problems.append(
+            "--schedule FILE --asynchronous: a replayed schedule trains one agent; there is nothing to share "
+            "between ranks; drop --asynchronous"
+        )
+    if checkpoint_every != 1:
+        problems.append(
+            f"--checkpoint-every {checkpoint_every} --asynchronous: an asynchronous run checkpoints every member at "
+            "each of its ready points (there are no generations to skip); drop --checkpoint-every"
+        )
+
+
 def population(num_agents: int | None, world_size: int, problems: list[str]) -> int:
     """The population size: ``--num-agents``, or one member per rank; a multiple of the ranks."""
     if num_agents is None:

@@ -293,6 +293,15 @@ class Config:
         type=int,
         check=must(lambda n: n >= 0, "must be >= 0 (0: the first failure ends the job)"),
     )
+    asynchronous: bool = option(
+        "asynchronous PBT (pbt_rl_truct.py and pbt_rl_wta.py, --explore perturb or pb2): no generation shared "
+        "by the population and no rank waiting for another; each member is ranked at its own ready points (every "
+        "--agent-training-steps env steps) against every member's latest score, and a free rank trains the member "
+        "next due, wherever it last ran; every member is checkpointed at each ready point",
+        FIXED,
+        default=False,
+        action="store_true",
+    )
     progress_interval: float = option(
         "seconds between progress lines during a generation when stdout is not a terminal (a terminal "
         "gets a live bar): rank 0's env steps, env-steps/s, the ETA of the generation and of the run; 0: off",

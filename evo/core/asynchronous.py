@@ -56,6 +56,9 @@ class ReadyExploit:
     exploit: Exploit
     donor_interval: int
     donor_env_steps: int
+    donor_score_train: float = float("nan")
+    """The donor's training score at that ready point: what the recipient is scored by until it
+    finishes an episode of its own (as in a generation)."""
 
     @property
     def copies(self) -> bool:
@@ -130,7 +133,7 @@ def decide_at_ready(
         new_hparams=new,
         changes=tuple(str(c) for c in changes),
     )
-    return ReadyExploit(exploit, source.interval, source.result.env_steps)
+    return ReadyExploit(exploit, source.interval, source.result.env_steps, float(source.result.score_train))
 
 
 @dataclass

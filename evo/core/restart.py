@@ -94,6 +94,12 @@ def restart_rng(seed: int, generation: int, round_: int) -> np.random.Generator:
     return np.random.default_rng([seed, generation, round_, RESTART_STREAM])
 
 
+def ready_restart_rng(seed: int, member: int, interval: int, failures: int) -> np.random.Generator:
+    """The generator of an asynchronous run's restart of ``member`` in its ``interval`` after
+    ``failures`` earlier failures: the same whichever rank reports it and whenever."""
+    return np.random.default_rng([seed, member, interval, failures, RESTART_STREAM])
+
+
 def failures_by_member(lineage: Sequence[Mapping[str, Any]]) -> dict[int, int]:
     """How often each member has failed, from a run's lineage (its ``restart`` lines)."""
     counts: dict[int, int] = {}

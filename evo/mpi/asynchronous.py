@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, MutableMapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -80,9 +80,20 @@ class Decision:
 @dataclass(frozen=True)
 class Settled:
     """A member whose ready point's decision is applied: the donor's interval and env steps its
-    copy actually took (None without a copy)."""
+    copy actually took (None without a copy), and what the worker's ``settled`` hook returned for
+    the records (rank 0's ``on_ready`` gets it)."""
 
     member: int
+    copied: tuple[int, int] | None = None
+    record: Any = None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A restart as the worker carried it out: the :class:`Restart` and the donor's (interval, env
+    steps) its copy took (None: fresh weights)."""
+
+    restart: Restart
     copied: tuple[int, int] | None = None
 
 
@@ -147,15 +158,19 @@ class _Poller(threading.Thread):
 class Coordination:
     """Rank 0's part of the run: the :class:`Schedule`, ``decide(member, latest)`` (a ready
     member's exploit) and the records' view:
-    ``on_ready(point, exploit, rank)`` sees each ready point once its decision is applied (with
-    the copy actually made). For failed members: ``restart(interval, failure, latest)`` returns
-    where it starts again (raising past the limit ends the job) and ``on_restart(restart)`` sees it."""
+    ``on_ready(point, exploit, rank, record)`` sees each ready point once its decision is applied
+    (with the copy actually made; ``record``: what the worker's ``settled`` hook returned). For
+    failed members: ``restart(interval, failure, latest)`` returns where it starts again (raising
+    past the limit ends the job) and ``on_restart(restart)`` sees it. A resumed run starts from
+    ``latest`` (each member's last ready point) and ``snapshot_on`` (the rank serving its snapshot)."""
 
     schedule: Schedule
     decide: Callable[[int, Mapping[int, Latest]], ReadyExploit | None]
-    on_ready: Callable[[Latest, ReadyExploit | None, int], None] | None = None
+    on_ready: Callable[[Latest, ReadyExploit | None, int, Any], None] | None = None
     restart: Callable[[int, Failure, Mapping[int, Latest]], Restart] | None = None
     on_restart: Callable[[Restart], None] | None = None
+    latest: Mapping[int, Latest] = field(default_factory=dict)
+    snapshot_on: Mapping[int, int] = field(default_factory=dict)
 
 
 class Coordinator(_Poller):
@@ -165,10 +180,10 @@ class Coordinator(_Poller):
     def __init__(self, comm, plan: Coordination):
         super().__init__(comm, ASK, "coordinator")
         self.plan = plan
-        self.latest: dict[int, Latest] = {}
+        self.latest: dict[int, Latest] = dict(plan.latest)
         self.deciding: dict[int, tuple[Latest, ReadyExploit | None]] = {}
         """Member -> its ready point and decision, until the worker has applied it."""
-        self.snapshot_on: dict[int, int] = {}
+        self.snapshot_on: dict[int, int] = dict(plan.snapshot_on)
         """Member -> the rank holding the snapshot of its latest ready point."""
         self.waiting: list[int] = []
         self.released: set[int] = set()
@@ -214,7 +229,7 @@ class Coordinator(_Poller):
             exploit = replace(exploit, donor_interval=settled.copied[0], donor_env_steps=settled.copied[1])
         self.plan.schedule.release(settled.member, rank)
         if self.plan.on_ready is not None:
-            self.plan.on_ready(point, exploit, rank)
+            self.plan.on_ready(point, exploit, rank, settled.record)
 
     def failed(self, interval: int, failure: Failure) -> Decision:
         """Where a member that failed in ``interval`` starts again (it trains the interval again)."""
@@ -291,8 +306,11 @@ class WorkerHooks:
 
     ``train(member, should_stop)`` trains one interval; ``score(member)`` returns its
     :class:`Scores`; ``pack(member)`` is its migration payload and ``adopt(member_id, payload)``
-    the member rebuilt from it on the rank it moved to. Optional: ``settled(member, interval,
-    result, exploit)`` after a ready point's decision is applied (checkpoint, TensorBoard);
+    the member rebuilt from it on the rank it moved to. Optional: ``settled(member, point, exploit,
+    restarts, snapshot)`` after a ready point's decision is applied (checkpoint, TensorBoard): the
+    ready point (a :class:`Latest`), the exploit as applied (naming the snapshot actually copied),
+    the interval's restarts (:class:`Applied`) and the member's own snapshot of the ready point
+    (the weights that earned its score); what it returns goes to rank 0's ``on_ready``;
     ``rebuild(member, restart, env_steps)``, a new member in a failed one's place (its env-step
     counter back at ``env_steps``, where the failed interval began) and ``restarted(member,
     restart)`` once a donor's weights are in (as in evo.loop)."""
@@ -301,7 +319,7 @@ class WorkerHooks:
     score: Callable[[Any], Scores]
     pack: Callable[[Any], Any]
     adopt: Callable[[int, Any], Any]
-    settled: Callable[[Any, int, MemberResult, ReadyExploit | None], None] | None = None
+    settled: Callable[[Any, Latest, ReadyExploit | None, tuple[Applied, ...], Snapshot], Any] | None = None
     rebuild: Callable[[Any, Restart, int], Any] | None = None
     restarted: Callable[[Any, Restart], None] | None = None
 
@@ -324,16 +342,20 @@ def run_workers(
     should_stop: Callable[[], bool] = lambda: False,
     catch: bool = False,
     clock: Callable[[], float] = time.time,
+    snapshots: Mapping[int, Snapshot] | None = None,
+    wall_origin: float = 0.0,
 ) -> WorkerReport:
     """Train until every member has its budget or a rank stops (collective: every rank calls it).
     ``members``: this rank's members (id -> member), changed in place as members move; ``plan``:
     rank 0's :class:`Coordination` (None elsewhere). With ``catch``, a member whose training or
     scoring raises is logged with its traceback and restarted where rank 0 says, and trains its
-    interval again; without, the exception ends the job."""
+    interval again; without, the exception ends the job. ``snapshots``: this rank's members' last
+    ready points of a resumed run (the coordination's ``snapshot_on`` names this rank for them);
+    ``wall_origin``: the wall time the run's records reached before (a resumed run's continue from it)."""
     comm = comm.Dup()
     rank = comm.Get_rank()
     began = comm.bcast(clock(), root=0)  # one origin for every rank's wall times
-    snapshots: dict[int, Snapshot] = {}
+    snapshots = dict(snapshots or {})
 
     def give(member_id: int):
         return hooks.pack(members.pop(member_id))
@@ -354,20 +376,27 @@ def run_workers(
                 break
             if task.moves:
                 members[task.member] = hooks.adopt(task.member, fetch_member(comm, task.holder, task.member))
-            result = train_interval(comm, members, hooks, task, should_stop, catch, snapshots)
-            if result is None:
+            outcome = train_interval(comm, members, hooks, task, should_stop, catch, snapshots)
+            if outcome is None:
                 stopped, message = True, ("stop", rank, task.member)
                 continue
+            result, restarts = outcome
             member = members[task.member]
             state = {name: np.array(array) for name, array in member.exploit_state().items()}
             snapshots[task.member] = (task.interval, member.env_steps, state)
-            comm.send(("ready", rank, Ready(task.interval, result, clock() - began)), dest=0, tag=ASK)
+            ready = Ready(task.interval, result, wall_origin + clock() - began)
+            comm.send(("ready", rank, ready), dest=0, tag=ASK)
             decision = comm.recv(source=0, tag=REPLY)
             copied = apply(comm, member, decision, snapshots)
+            exploit = decision.exploit
+            if exploit is not None and copied is not None:
+                exploit = replace(exploit, donor_interval=copied[0], donor_env_steps=copied[1])
+            record = None
             if hooks.settled is not None:
-                hooks.settled(member, task.interval, result, decision.exploit)
+                point = Latest(ready.interval, result, ready.wall)
+                record = hooks.settled(member, point, exploit, tuple(restarts), snapshots[task.member])
             trained.append((task.member, task.interval))
-            message = ("next", rank, Settled(task.member, copied))
+            message = ("next", rank, Settled(task.member, copied, record))
         comm.Barrier()  # no rank fetches any more: the service threads can stop
     finally:
         service.stop()
@@ -379,10 +408,11 @@ def run_workers(
 
 
 def train_interval(comm, members, hooks: WorkerHooks, task: Task, should_stop, catch: bool, snapshots):
-    """Train ``task``'s member for its interval and score it: its :class:`MemberResult`, or None
-    if a stop came. A failure (with ``catch``) restarts the member where rank 0 says and trains
-    the interval again."""
+    """Train ``task``'s member for its interval and score it: its :class:`MemberResult` and the
+    restarts it took (:class:`Applied`), or None if a stop came. A failure (with ``catch``)
+    restarts the member where rank 0 says and trains the interval again."""
     rank = comm.Get_rank()
+    restarts: list[Applied] = []
     while True:
         member = members[task.member]
         began = member.env_steps
@@ -390,7 +420,8 @@ def train_interval(comm, members, hooks: WorkerHooks, task: Task, should_stop, c
             hooks.train(member, should_stop)
             if should_stop():
                 return None
-            return MemberResult.of(task.member, rank, member.env_steps, hooks.score(member), member.hparams)
+            result = MemberResult.of(task.member, rank, member.env_steps, hooks.score(member), member.hparams)
+            return result, restarts
         except Exception as error:
             if not catch:
                 raise
@@ -400,8 +431,12 @@ def train_interval(comm, members, hooks: WorkerHooks, task: Task, should_stop, c
         decision = comm.recv(source=0, tag=REPLY)
         restart = decision.exploit
         member = members[task.member] = hooks.rebuild(member, restart, began)
+        copied = None
         if restart.donor is not None:
-            member.load(donor_snapshot(comm, decision.source, restart.donor, member, snapshots)[2], restart.new_hparams)
+            interval, env_steps, state = donor_snapshot(comm, decision.source, restart.donor, member, snapshots)
+            member.load(state, restart.new_hparams)
+            copied = (interval, env_steps)
+        restarts.append(Applied(restart, copied))
         if hooks.restarted is not None:
             hooks.restarted(member, restart)
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 logger = logging.getLogger(__name__)
 
 FORMAT = 1
@@ -99,6 +101,18 @@ def dump_payload(payload: dict[str, Any]) -> bytes:
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     return buffer.getvalue()
+
+
+def as_tensors(arrays: dict[str, Any]) -> dict[str, Any]:
+    """Arrays as tensors (a member file holds tensors, not arrays: they load with ``weights_only``)."""
+    import torch
+
+    return {name: torch.from_numpy(np.array(array)) for name, array in arrays.items()}
+
+
+def as_arrays(tensors: dict[str, Any]) -> dict[str, Any]:
+    """The arrays :func:`as_tensors` stored, as writable copies."""
+    return {name: tensor.numpy().copy() for name, tensor in tensors.items()}
 
 
 def load_payload(path: Path) -> dict[str, Any]:

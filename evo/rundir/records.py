@@ -26,14 +26,16 @@ import os
 import platform
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from evo.config import Config
+from evo.core.asynchronous import Latest, ReadyExploit
 from evo.core.kinds import SearchSpace
 from evo.core.plan import Exploit, weight_moves
 from evo.core.restart import Restart
@@ -43,7 +45,12 @@ from evo.rundir.checkpoint import atomic_write
 TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
 
 
-def population_fields(names: Sequence[str]) -> list[str]:
+ASYNCHRONOUS_FIELDS = ("wall_s", "donor_interval")
+"""An asynchronous run's extra population.csv columns: seconds since the run began at the ready point,
+and the donor's own interval whose weights the member copied there."""
+
+
+def population_fields(names: Sequence[str], asynchronous: bool = False) -> list[str]:
     """population.csv's columns for a run exploring ``names`` (in the learner's declaration order)."""
     return [
         "generation",
@@ -56,7 +63,63 @@ def population_fields(names: Sequence[str]) -> list[str]:
         "score_train",
         "score_test",
         "score_train_stale",
+        *(ASYNCHRONOUS_FIELDS if asynchronous else ()),
     ]
+
+
+def population_row(
+    generation: int, result: MemberResult, donor: int | str, space: SearchSpace, names: Sequence[str]
+) -> dict[str, Any]:
+    """A member's population.csv row at the end of ``generation`` (an asynchronous run: its own interval)."""
+    return {
+        "generation": generation,
+        "member": result.member,
+        "rank": result.rank,
+        "env_steps": result.env_steps,
+        "score": result.score,
+        "score_train": result.score_train,
+        "score_test": result.score_test,
+        "score_train_stale": int(result.score_train_stale),
+        "donor": donor,
+        **{name: cell(space, name, result.hparams[name]) for name in names},
+    }
+
+
+def result_of_row(row: Mapping[str, Any], space: SearchSpace) -> MemberResult:
+    """The :class:`MemberResult` a population.csv row (or a ready point's record) holds."""
+    return MemberResult(
+        member=int(row["member"]),
+        rank=int(row["rank"]),
+        env_steps=int(row["env_steps"]),
+        score=float(row["score"]),
+        score_train=float(row["score_train"]),
+        score_test=float(row["score_test"]),
+        hparams={name: kind.parse(str(row[name])) for name, kind in space.items()},
+        score_train_stale=bool(int(row["score_train_stale"])),
+    )
+
+
+def ready_record(point: Latest, exploit: ReadyExploit | None, restarts: Sequence, space: SearchSpace, names) -> dict:
+    """An asynchronous run's record of one ready point: its population.csv row and its lineage
+    lines (the interval's restarts first, each with the donor's interval and env steps it copied,
+    then the ready point's exploit). ``restarts``: :class:`evo.mpi.asynchronous.Applied`."""
+    copies = exploit is not None and exploit.copies
+    row = population_row(point.interval, point.result, exploit.exploit.donor if copies else "", space, names)
+    row["wall_s"] = f"{point.wall:.3f}"
+    row["donor_interval"] = exploit.donor_interval if copies else ""
+    lineage = []
+    for applied in restarts:
+        interval, env_steps = applied.copied if applied.copied is not None else (None, None)
+        lineage.append({**applied.restart.to_json(space), "donor_interval": interval, "donor_env_steps": env_steps})
+    if exploit is not None:
+        lineage.append(exploit.to_json(space))
+    return {
+        "member": point.result.member,
+        "interval": point.interval,
+        "wall_s": point.wall,
+        "row": row,
+        "lineage": lineage,
+    }
 
 
 LINE_END = "\n"  # every CSV here, also the rows appended after a resume (csv's default is "\r\n")
@@ -118,17 +181,25 @@ class RunRecords:
         command_line: str = "",
         lineage: list[dict] | None = None,
         population_step: int | None = None,
+        ready_records: Sequence[Mapping[str, Any]] | None = None,
     ):
         """Create the run directory (``new_run``: the config to save and the command line), or, with
         ``resume_generation``, continue its records from that generation (later rows, written after
-        the checkpoint, are dropped). ``names``: the explored hyperparameters, written by ``space``'s kinds."""
+        the checkpoint, are dropped). ``names``: the explored hyperparameters, written by ``space``'s kinds.
+        An asynchronous run (``ready_records`` given, on a resume the records of every ready point its
+        members' checkpoints cover) has its population.csv and lineage rebuilt from them."""
         self.run_dir = Path(run_dir)
         self.population_path = self.run_dir / "population.csv"
         self.lineage_path = self.run_dir / "lineage.jsonl"
+        asynchronous = ready_records is not None
+        if asynchronous:
+            lineage = [entry for record in ready_records for entry in record["lineage"]]
+            steps = [int(record["row"]["env_steps"]) for record in ready_records]
+            population_step = max(steps, default=0)
         self.lineage: list[dict] = list(lineage or [])
         self.names = tuple(names)
         self.space = space
-        self.fields = population_fields(self.names)
+        self.fields = population_fields(self.names, asynchronous)
         self.population_step = population_step or 0
         if resume_generation is None:
             saved_config, command_line = new_run if new_run is not None else ({}, command_line)
@@ -140,9 +211,13 @@ class RunRecords:
                 csv.DictWriter(handle, self.fields, lineterminator=LINE_END).writeheader()
             self.lineage_path.touch()
         else:
+            resumed = "each member's last checkpointed ready point" if asynchronous else f"generation {resume_generation}"
             with (self.run_dir / "command.txt").open("a") as handle:
-                handle.write(f"# resumed from generation {resume_generation}:\n{command_line}")
-            self._truncate(resume_generation)
+                handle.write(f"# resumed from {resumed}:\n{command_line}")
+            if asynchronous:
+                self._rebuild(ready_records)
+            else:
+                self._truncate(resume_generation)
         self.writer = None
         if tb_writer:
             from torch.utils.tensorboard import SummaryWriter
@@ -158,8 +233,10 @@ class RunRecords:
         resume_generation: int | None = None,
         lineage: list[dict] | None = None,
         population_step: int | None = None,
+        ready_records: Sequence[Mapping[str, Any]] | None = None,
     ) -> RunRecords:
-        """The records of the run ``config`` describes: new, or continued from a checkpoint."""
+        """The records of the run ``config`` describes: new, or continued from a checkpoint (an
+        asynchronous run's: ``ready_records``, empty for a new one)."""
         command_line = (
             f"cd {shlex.quote(os.getcwd())} && "
             f"mpiexec -n {config.world_size} {shlex.join([Path(sys.executable).name, *(command or sys.argv)])}\n"
@@ -174,7 +251,20 @@ class RunRecords:
             command_line=command_line,
             lineage=lineage,
             population_step=population_step,
+            ready_records=(ready_records or []) if config.asynchronous else None,
         )
+
+    def _rebuild(self, ready_records: Sequence[Mapping[str, Any]]) -> None:
+        """population.csv and lineage.jsonl as the members' checkpoints cover them: a row the CSV
+        lacks (a kill between a checkpoint and its row) comes back, a row of a ready point no
+        checkpoint holds (it is trained again) goes."""
+        text = io.StringIO()
+        writer = csv.DictWriter(text, self.fields, lineterminator=LINE_END)
+        writer.writeheader()
+        writer.writerows(record["row"] for record in ready_records)
+        atomic_write(self.population_path, text.getvalue().encode())
+        lines = "".join(json.dumps(entry) + "\n" for entry in self.lineage)
+        atomic_write(self.lineage_path, lines.encode())
 
     def _truncate(self, generation: int) -> None:
         """Keep the records of generations up to ``generation`` (those the checkpoint covers)."""
@@ -210,36 +300,40 @@ class RunRecords:
         with self.population_path.open("a", newline="") as handle:
             writer = csv.DictWriter(handle, self.fields, lineterminator=LINE_END)
             for result in population:
-                writer.writerow(
-                    {
-                        "generation": generation,
-                        "member": result.member,
-                        "rank": result.rank,
-                        "env_steps": result.env_steps,
-                        "score": result.score,
-                        "score_train": result.score_train,
-                        "score_test": result.score_test,
-                        "score_train_stale": int(result.score_train_stale),
-                        "donor": donors.get(result.member, ""),
-                        **{name: cell(self.space, name, result.hparams[name]) for name in self.names},
-                    }
-                )
+                row = population_row(generation, result, donors.get(result.member, ""), self.space, self.names)
+                writer.writerow(row)
+        self._append_lineage([exploit.to_json(self.space) for exploit in [*restarts, *exploits]])
+        self.population_step = max(result.env_steps for result in population)
+        self._population_scalars([result.score for result in population if result.scored])
+        if self.writer is not None:
+            self.writer.add_scalar("pbt/exploits", len(exploits), self.population_step)
+            self.writer.add_scalar("pbt/generation", generation, self.population_step)
+            self.writer.flush()
+
+    def write_ready(self, record: Mapping[str, Any], latest_scores: Sequence[float]) -> None:
+        """An asynchronous run's ready point (:func:`ready_record`): its row and lineage lines; in
+        TensorBoard, the best, mean and lowest of every member's latest score (``latest_scores``)
+        at the highest env-step count reached."""
+        with self.population_path.open("a", newline="") as handle:
+            csv.DictWriter(handle, self.fields, lineterminator=LINE_END).writerow(record["row"])
+        self._append_lineage(record["lineage"])
+        self.population_step = max(self.population_step, int(record["row"]["env_steps"]))
+        self._population_scalars([score for score in latest_scores if score == score])
+        if self.writer is not None:
+            self.writer.flush()
+
+    def _append_lineage(self, entries: Sequence[dict]) -> None:
         with self.lineage_path.open("a") as handle:
-            for exploit in [*restarts, *exploits]:
-                entry = exploit.to_json(self.space)
+            for entry in entries:
                 handle.write(json.dumps(entry) + "\n")
                 self.lineage.append(entry)
-        self.population_step = max(result.env_steps for result in population)
-        if self.writer is not None:
-            scores = [result.score for result in population if result.scored]
+
+    def _population_scalars(self, scores: Sequence[float]) -> None:
+        if self.writer is not None and scores:
             step = self.population_step
-            if scores:
-                self.writer.add_scalar("pbt/best_score", max(scores), step)
-                self.writer.add_scalar("pbt/mean_score", sum(scores) / len(scores), step)
-                self.writer.add_scalar("pbt/min_score", min(scores), step)
-            self.writer.add_scalar("pbt/exploits", len(exploits), step)
-            self.writer.add_scalar("pbt/generation", generation, step)
-            self.writer.flush()
+            self.writer.add_scalar("pbt/best_score", max(scores), step)
+            self.writer.add_scalar("pbt/mean_score", sum(scores) / len(scores), step)
+            self.writer.add_scalar("pbt/min_score", min(scores), step)
 
     def write_timing(self, generation: int, wall: float, trained: int, per_rank: Sequence[RankTiming]) -> None:
         """One row per generation in generations.csv: wall time, throughput, and the slowest

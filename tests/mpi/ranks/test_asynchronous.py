@@ -97,7 +97,7 @@ def test_every_member_interval_once_and_every_member_ends_on_one_rank(comm):
     members, placement = start(comm, 2 * comm.Get_size())
     records = []
     plan = Coordination(
-        Schedule(placement, total), decide(), on_ready=lambda point, exploit, rank: records.append(point)
+        Schedule(placement, total), decide(), on_ready=lambda point, exploit, rank, record: records.append(point)
     )
     report = run_workers(comm, members, hooks(), plan if comm.Get_rank() == 0 else None)
     trained = comm.gather(report.trained, root=0)
@@ -118,7 +118,7 @@ def test_a_recipient_holds_the_snapshot_its_records_name(comm):
     members, placement = start(comm, 2 * comm.Get_size())
     lines = []
 
-    def record(point, exploit, rank):
+    def record(point, exploit, rank, record):
         if exploit is not None and exploit.copies:
             lines.append((point.result.member, exploit.exploit.donor, exploit.donor_interval, exploit.donor_env_steps))
 
@@ -154,10 +154,10 @@ def test_a_donors_rank_serves_its_snapshot_while_its_main_thread_is_held(comm):
         if member.member_id == 0 and member.steps == 0:
             assert member1_decided.wait(240)  # member 1's first ready point is known before member 0's
 
-    def settled(member, interval, result, exploit):
-        if member.member_id == 1 and interval == 1:
+    def settled(member, point, exploit, restarts, snapshot):
+        if member.member_id == 1 and point.interval == 1:
             wait_for_message(world, source=0)
-        if member.member_id == 0 and interval == 1:
+        if member.member_id == 0 and point.interval == 1:
             assert exploit is not None and exploit.copies and exploit.exploit.donor == 1
             assert member.loaded == [(1, 1)]
             world.send("copied", dest=1, tag=RELEASE)
@@ -186,7 +186,7 @@ def test_a_fast_rank_trains_more_intervals_and_takes_the_slow_ranks_members(comm
             held[0] = False
             wait_for_message(world, source=0)
 
-    def record(point, exploit, trained_on):
+    def record(point, exploit, trained_on, record):
         done.append((point.result.member, trained_on))
         if point.result.member != 1 and sum(1 for member, _ in done if member != 1) == (count - 1) * total:
             world.send("go", dest=1, tag=RELEASE)
@@ -225,7 +225,7 @@ def test_a_stop_on_one_rank_ends_every_worker_with_no_interval_counted_twice_or_
     plan = Coordination(
         Schedule(placement, 5),
         decide(),
-        on_ready=lambda point, exploit, trained_on: records.append((point.result.member, point.interval)),
+        on_ready=lambda point, exploit, trained_on, record: records.append((point.result.member, point.interval)),
     )
 
     def stopping():  # from the last rank's second interval on, as a signal mid-interval would
@@ -281,7 +281,7 @@ def test_a_failing_member_restarts_from_a_top_members_snapshot_and_trains_its_in
     plan = Coordination(
         Schedule(placement, total),
         decide(),
-        on_ready=lambda point, exploit, trained_on: records.append((point.result.member, point.interval)),
+        on_ready=lambda point, exploit, trained_on, record: records.append((point.result.member, point.interval)),
         restart=restarts(limit=1),
     )
     report = run_workers(

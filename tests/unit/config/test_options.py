@@ -125,6 +125,7 @@ def test_the_resume_classes_of_the_issue():
     fixed = {o.name for o in OPTIONS if o.resume is Resume.FIXED}
     own = {o.name for o in OPTIONS if o.resume is Resume.OWN}
     assert fixed == {
+        "asynchronous",
         "env_id",
         "algo",
         "env_kwargs",
@@ -206,6 +207,7 @@ def examples(tmp_path):
         "checkpoint_every": ["--checkpoint-every", "2"],
         "keep_checkpoints": ["--keep-checkpoints", "3"],
         "max_member_failures": ["--max-member-failures", "0"],
+        "asynchronous": ["--asynchronous"],
         "precision": ["--precision", "bf16"],
         "progress_interval": ["--progress-interval", "5"],
         "exploit_buffer": ["--exploit-buffer", "copy", *sac],
