@@ -33,9 +33,9 @@ from evo.rundir.history import (  # noqa: E402
     RunDirError,
     RunHistory,
     ancestry,
-    copies_by_generation,
+    copy_sources,
     load_run,
-    restarts_by_generation,
+    restart_sources,
 )
 
 DPI = 110
@@ -73,7 +73,7 @@ def plot_scores(history: RunHistory):
         )
     steps, best, mean = [], [], []
     for generation in history.generations:
-        rows = [history.row(generation, m) for m in history.members]
+        rows = history.at(generation)  # a member without a row there (a stopped asynchronous run): its last
         scores = np.array([r.score for r in rows], dtype=float)
         steps.append(max(r.env_steps for r in rows))
         finite = scores[np.isfinite(scores)]
@@ -171,20 +171,22 @@ def _choice_position(choices: list):
 
 
 def plot_lineage(history: RunHistory):
-    """Genealogy: one row per member slot, one column per generation; a line from donor to
-    recipient where a member copied another. Colours: the initial member a line descends from."""
+    """Genealogy: one row per member slot, one column per generation (an asynchronous run: each
+    member's own intervals); a line from donor to recipient where a member copied another (from
+    the donor's generation whose weights it took). Colours: the initial member a line descends from."""
     members, generations = history.members, history.generations
     founders = ancestry(history)
-    moves = copies_by_generation(history)
+    copies = copy_sources(history)
     colours = member_colours(len(members))
     colour_of = {m: colours[i] for i, m in enumerate(members)}
     width = max(8.0, min(14.0, 3 + 0.35 * len(generations)))
     fig, ax = plt.subplots(figsize=(width, 1.2 + 0.45 * len(members)), dpi=DPI)
     for member in members:
-        for generation in generations:
+        own = [g for g in generations if history.has(g, member)]
+        for generation in own:
             founder = founders[generation][member]
-            copied = moves.get(generation - 1, {}).get(member)
-            if copied is None and generation > generations[0]:
+            copied = copies.get((generation - 1, member))
+            if copied is None and generation > own[0]:
                 ax.plot(
                     [generation - 1, generation],
                     [member, member],
@@ -193,39 +195,40 @@ def plot_lineage(history: RunHistory):
                     solid_capstyle="round",
                 )
             elif copied is not None:
+                donor, donor_generation = copied
                 ax.plot(
-                    [generation - 1, generation],
-                    [copied, member],
+                    [donor_generation, generation],
+                    [donor, member],
                     color=colour_of[founder],
                     linewidth=1.4,
                     linestyle=(0, (3, 1.5)),
                 )
         ax.scatter(
-            generations,
-            [member] * len(generations),
-            color=[colour_of[founders[g][member]] for g in generations],
+            own,
+            [member] * len(own),
+            color=[colour_of[founders[g][member]] for g in own],
             s=18,
             zorder=3,
             edgecolors="black",
             linewidths=0.3,
         )
-    survivors = sorted({founders[generations[-1]][m] for m in members})
+    survivors = sorted({founders[history.last_generation(m)][m] for m in members})
     ax.set_yticks(members, [f"member {m}" for m in members])
     ax.invert_yaxis()
-    ax.set_xlabel("generation")
+    ax.set_xlabel("interval of each member (asynchronous PBT)" if history.asynchronous else "generation")
     step = max(1, len(generations) // 15)
     ax.set_xticks(generations[::step])
+    when = "at its ready point, from the donor's interval" if history.asynchronous else "at the end of a generation"
     ax.set_title(
-        "Lineage: who copied whom (dashed: a copy at the end of a generation)\n"
+        f"Lineage: who copied whom (dashed: a copy {when})\n"
         f"surviving lines: {', '.join(f'member {m}' for m in survivors)}",
         fontsize=10,
     )
     handles = [Line2D([], [], color=colour_of[m], linewidth=2.2, label=f"line of member {m}") for m in members]
-    restarted = restarts_by_generation(history)
-    restarts = [(g, m, donor) for g, by_member in restarted.items() for m, donor in by_member.items()]
-    for generation, member, donor in restarts:  # a failed member trained its generation again
-        if donor is not None:
-            ax.plot([generation, generation], [donor, member], color="black", linewidth=0.8, linestyle=":")
+    restarts = restart_sources(history)
+    for (generation, member), source in restarts.items():  # a failed member trained its generation again
+        if source is not None:
+            ax.plot([source[1], generation], [source[0], member], color="black", linewidth=0.8, linestyle=":")
         ax.scatter([generation], [member], marker="x", color="red", s=60, zorder=4)
     if restarts:
         handles.append(Line2D([], [], color="red", marker="x", linestyle="", label="restarted after a failure"))

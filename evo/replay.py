@@ -28,7 +28,7 @@ def write_schedule(run_dir: str | Path, member: str | int = "best", out: str | P
     history = load_run(run_dir)
     chosen = best_member(history) if str(member) == "best" else int(member)
     schedule = schedule_of(history, chosen)
-    last = history.row(history.generations[-1], chosen)
+    last = history.row(history.last_generation(chosen), chosen)
     document = {
         "format": SCHEDULE_FORMAT,
         "env_id": history.config.get("env_id"),

@@ -23,7 +23,8 @@ class RunDirError(ValueError):
 
 @dataclass(frozen=True)
 class Row:
-    """One member at the end of one generation (a line of population.csv)."""
+    """One member at the end of one generation (a line of population.csv; in an asynchronous run,
+    at its own ready point ``generation``)."""
 
     generation: int
     member: int
@@ -31,6 +32,16 @@ class Row:
     score: float
     donor: int | None
     hparams: dict[str, object]
+    donor_interval: int | None = None
+    """The donor's own interval whose weights the member copied (an asynchronous run's); None: the
+    same generation (a synchronous run's copy)."""
+
+    @property
+    def source(self) -> tuple[int, int] | None:
+        """(donor, the donor's generation) whose weights the member copied here, or None."""
+        if self.donor is None or self.donor == self.member:
+            return None
+        return self.donor, self.generation if self.donor_interval is None else self.donor_interval
 
 
 @dataclass
@@ -60,6 +71,23 @@ class RunHistory:
     def series(self, member: int) -> list[Row]:
         """``member``'s rows in generation order."""
         return sorted((row for row in self.rows if row.member == member), key=lambda row: row.generation)
+
+    def last_generation(self, member: int) -> int:
+        """``member``'s last recorded generation (an asynchronous run's members may differ)."""
+        return max(row.generation for row in self.rows if row.member == member)
+
+    def at(self, generation: int) -> list[Row]:
+        """Each member's row at ``generation``, or its last before it (a member of an asynchronous run
+        that stopped may have fewer)."""
+        latest: dict[int, Row] = {}
+        for row in sorted(self.rows, key=lambda r: r.generation):
+            if row.generation <= generation:
+                latest[row.member] = row
+        return [latest[m] for m in sorted(latest)]
+
+    @property
+    def asynchronous(self) -> bool:
+        return bool(self.config.get("asynchronous"))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -98,6 +126,7 @@ def kinds_of(config: dict) -> dict[str, Kind]:
 
 
 FIXED_COLUMNS = ("generation", "member", "rank", "env_steps", "score", "donor", "score_train", "score_test")
+OTHER_COLUMNS = ("score_train_stale", "wall_s", "donor_interval")
 
 
 def parse_value(kinds: dict[str, Kind], algo: str, name: str, text: str) -> object:
@@ -136,7 +165,7 @@ def load_run(run_dir: str | Path) -> RunHistory:
     rows = []
     with population.open(newline="") as handle:
         reader = csv.DictReader(handle)
-        names = [name for name in reader.fieldnames or () if name not in FIXED_COLUMNS and name != "score_train_stale"]
+        names = [name for name in reader.fieldnames or () if name not in FIXED_COLUMNS + OTHER_COLUMNS]
         for line in reader:
             rows.append(
                 Row(
@@ -146,6 +175,7 @@ def load_run(run_dir: str | Path) -> RunHistory:
                     score=_float(line["score"]),
                     donor=int(line["donor"]) if line["donor"] not in ("", None) else None,
                     hparams={name: parse_value(kinds, algo, name, line[name]) for name in names},
+                    donor_interval=int(line["donor_interval"]) if line.get("donor_interval") else None,
                 )
             )
     if not rows:
@@ -158,62 +188,92 @@ def load_run(run_dir: str | Path) -> RunHistory:
 
 
 def copies_by_generation(history: RunHistory) -> dict[int, dict[int, int]]:
-    """``{generation: {recipient: donor}}``: who copied whom at the end of each generation."""
+    """``{generation: {recipient: donor}}``: who copied whom at the end of each generation (an
+    asynchronous run: at the recipient's ready point; :func:`copy_sources` names the donor's interval)."""
     moves: dict[int, dict[int, int]] = {}
     for row in history.rows:
-        if row.donor is not None and row.donor != row.member:
+        if row.source is not None:
             moves.setdefault(row.generation, {})[row.member] = row.donor
     return moves
 
 
-def restarts_by_generation(history: RunHistory) -> dict[int, dict[int, int | None]]:
-    """``{generation: {member: donor}}``: the failed members restarted in each generation, from a
-    donor's weights of that generation (None: fresh weights), before they trained it again (the
-    last restart, where a member failed twice)."""
-    restarts: dict[int, dict[int, int | None]] = {}
+def copy_sources(history: RunHistory) -> dict[tuple[int, int], tuple[int, int]]:
+    """``{(generation, recipient): (donor, donor's generation)}``: the weights each copy took."""
+    return {(row.generation, row.member): row.source for row in history.rows if row.source is not None}
+
+
+def restart_sources(history: RunHistory) -> dict[tuple[int, int], tuple[int, int] | None]:
+    """``{(generation, member): (donor, donor's generation) or None}``: where each failed member
+    started again before it trained its generation again (its last restart there; None: fresh
+    weights). A synchronous run's donor had trained that generation; an asynchronous run's line
+    names the donor's interval it copied."""
+    found: dict[tuple[int, int], tuple[int, int] | None] = {}
     for entry in history.lineage:
         if entry.get("event") == "restart":
-            restarts.setdefault(int(entry["generation"]), {})[int(entry["member"])] = entry["donor"]
-    return restarts
+            generation, donor = int(entry["generation"]), entry["donor"]
+            interval = entry.get("donor_interval")
+            found[(generation, int(entry["member"]))] = (
+                None if donor is None else (int(donor), generation if interval is None else int(interval))
+            )
+    return found
+
+
+def _origin(history, copies, restarts, generation: int, member: int) -> tuple[int, int] | None:
+    """Where the weights ``member`` trained in ``generation`` came from: (member, generation) whose
+    end they were, or None when they were new (its first generation, or fresh weights at a restart)."""
+    if (generation, member) in restarts:
+        return restarts[(generation, member)]
+    if (generation - 1, member) in copies:
+        return copies[(generation - 1, member)]
+    return (member, generation - 1) if history.has(generation - 1, member) else None
 
 
 def ancestry(history: RunHistory) -> dict[int, dict[int, int]]:
     """``{generation: {member: founder}}``: the initial member whose line each member's
     weights descend from, as they were while it trained in that generation (a restarted member:
     its donor's line, or its own again with fresh weights)."""
-    moves = copies_by_generation(history)
-    restarts = restarts_by_generation(history)
-    founder = {member: member for member in history.members}
-    result = {}
-    for generation in history.generations:
-        for member, donor in restarts.get(generation, {}).items():  # donors never restart themselves
-            founder[member] = member if donor is None else founder[donor]
-        result[generation] = dict(founder)
-        copied = moves.get(generation, {})
-        founder = {m: founder[copied[m]] if m in copied else founder[m] for m in founder}
+    copies, restarts = copy_sources(history), restart_sources(history)
+    founder: dict[tuple[int, int], int] = {}
+    for row in sorted(history.rows, key=lambda r: r.generation):
+        chain = [(row.generation, row.member)]  # walk back to a known founder (iterative: long runs)
+        while chain[-1] not in founder:
+            origin = _origin(history, copies, restarts, *chain[-1])
+            if origin is None:
+                founder[chain[-1]] = chain[-1][1]
+                break
+            chain.append((origin[1], origin[0]))
+        known = founder[chain[-1]]
+        for point in chain:
+            founder[point] = known
+    result: dict[int, dict[int, int]] = {}
+    for (generation, member), line in founder.items():
+        if history.has(generation, member):
+            result.setdefault(generation, {})[member] = line
     return result
 
 
 def best_member(history: RunHistory, generation: int | None = None) -> int:
-    """The member with the highest score at ``generation`` (default: the last); NaN ranks last,
-    ties go to the lower id (the selection rule's order)."""
+    """The member with the highest score at ``generation`` (default: the last; a member without a
+    row there, by its last before it); NaN ranks last, ties go to the lower id (the selection rule's
+    order)."""
     generation = history.generations[-1] if generation is None else generation
-    candidates = [history.row(generation, m) for m in history.members]
+    candidates = history.at(generation)
     return max(candidates, key=lambda row: (-math.inf if math.isnan(row.score) else row.score, -row.member)).member
 
 
 def schedule_of(history: RunHistory, member: int) -> list[dict]:
     """The hyperparameter schedule ``member``'s weights were trained with, from scratch.
 
-    Walking back from the last generation: in generation g the weights were trained by the
-    member currently followed with its hyperparameters of g; if that member copied a donor
-    at the end of generation g-1, the weights before g were the donor's, so the walk
-    continues with the donor (Ray Tune's PBT replay does the same). Consecutive equal
+    Walking back from the member's last generation: in generation g the weights were trained by the
+    member currently followed with its hyperparameters of g; if that member copied a donor at the
+    end of generation g-1, the weights before g were the donor's at the end of its generation (in
+    a synchronous run g-1; in an asynchronous run the donor's own interval the copy names), so the
+    walk continues with the donor there (Ray Tune's PBT replay does the same). Consecutive equal
     hyperparameters are merged. Each entry: ``env_steps`` (when it starts), ``hparams``,
     ``member`` (whose training it reproduces) and ``generation`` (the first one it covers).
 
     A member that failed in generation g and restarted from a donor's weights trained g again
-    after the donor had trained it: the walk takes both, the donor's g first; with fresh weights
+    after the donor had trained it: the walk takes both, the donor's first; with fresh weights
     the line starts at its restart.
 
     A segment starts at the env steps the line's weights had trained by then: the sum of what
@@ -224,28 +284,19 @@ def schedule_of(history: RunHistory, member: int) -> list[dict]:
     """
     if member not in history.members:
         raise RunDirError(f"member {member} is not in {history.run_dir} (members: {history.members})")
-    moves = copies_by_generation(history)
-    restarts = restarts_by_generation(history)
-    generations = history.generations
-    followed = member
+    copies, restarts = copy_sources(history), restart_sources(history)
+    point: tuple[int, int] | None = (history.last_generation(member), member)
     segments = []
-    for generation in reversed(generations):
-        row = history.row(generation, followed)
-        segments.append((generation, followed, row.hparams))
-        restarted = restarts.get(generation, {})
-        if followed in restarted:  # it failed and trained this generation again from a donor's weights
-            if restarted[followed] is None:
-                break  # fresh weights: the line starts here
-            followed = restarted[followed]
-            segments.append((generation, followed, history.row(generation, followed).hparams))
-        previous = moves.get(generation - 1, {})
-        if followed in previous:
-            followed = previous[followed]
+    while point is not None:
+        generation, followed = point
+        segments.append((generation, followed, history.row(generation, followed).hparams))
+        origin = _origin(history, copies, restarts, generation, followed)
+        point = (origin[1], origin[0]) if origin is not None else None
     segments.reverse()
     schedule: list[dict] = []
     start = 0  # env steps the line's weights had trained when the generation began
     for generation, owner, hparams in segments:
-        trained_before = history.row(generation - 1, owner).env_steps if generation - 1 in generations else 0
+        trained_before = history.row(generation - 1, owner).env_steps if history.has(generation - 1, owner) else 0
         if not schedule or schedule[-1]["hparams"] != hparams:
             schedule.append({"env_steps": start, "generation": generation, "member": owner, "hparams": dict(hparams)})
         start += history.row(generation, owner).env_steps - trained_before
