@@ -371,3 +371,19 @@ def test_cross_option_checks_alone():
         "--num-agents 6 is not a multiple of the 4 MPI ranks: every rank must hold the same number of members. "
         "Use --num-agents 4 or 8, or run with mpiexec -n N where N divides 6."
     ]
+
+
+def test_asynchronous_runs_on_the_point_to_point_scripts_only_and_with_what_it_can_follow(tmp_path):
+    for strategy in ("truncation", "wta"):
+        config = parse_config(["--asynchronous", "--run-dir", str(tmp_path / strategy)], strategy=strategy)
+        assert config.asynchronous and config.checkpoint_every == 1
+    schedule = tmp_path / "schedule.yml"
+    with pytest.raises(ConfigError) as refused:
+        parse_config(
+            ["--asynchronous", "--checkpoint-every", "3", "--schedule", str(schedule), "--run-dir", str(tmp_path / "c")],
+            transport="collective",
+        )
+    said = str(refused.value)
+    assert "run pbt_rl_truct.py --asynchronous (truncation) or pbt_rl_wta.py --asynchronous" in said
+    assert "--checkpoint-every 3 --asynchronous: an asynchronous run checkpoints every member" in said
+    assert "--schedule FILE --asynchronous: a replayed schedule trains one agent" in said

@@ -110,3 +110,30 @@ def test_a_schedule_must_give_every_explored_hyperparameter(tmp_path):
     bad.write_text("schedule:\n- env_steps: 10\n  hparams: {learning_rate: 1}\n")
     with pytest.raises(ConfigError, match="missing ent_coef"):
         parse_config(["--num-agents", "1", "--schedule", str(bad)], world_size=1, check_run_dir=False)
+
+
+def test_an_asynchronous_copy_takes_the_donors_own_interval():
+    """Member 1 copies member 0's interval 3 at its own ready point 1 (member 0 ran ahead); member 2
+    restarted in its interval 2 from member 1's interval 2, and has one row fewer (the run stopped)."""
+    rows = [
+        Row(1, 0, 100, 10, None, hp(1.0)),
+        Row(2, 0, 200, 11, None, hp(1.0)),
+        Row(3, 0, 300, 12, None, hp(1.1)),
+        Row(1, 1, 100, 1, 0, hp(2.0), donor_interval=3),
+        Row(2, 1, 200, 13, None, hp(2.5)),
+        Row(3, 1, 300, 14, None, hp(2.5)),
+        Row(1, 2, 100, 5, None, hp(3.0)),
+        Row(2, 2, 200, 6, None, hp(3.5)),
+    ]
+    restart = {"event": "restart", "generation": 2, "member": 2, "donor": 1, "donor_interval": 2}
+    run = RunHistory(Path("run"), {"env_id": "CartPole-v1", "asynchronous": True}, rows, [restart])
+    assert ancestry(run) == {1: {0: 0, 1: 1, 2: 2}, 2: {0: 0, 1: 0, 2: 0}, 3: {0: 0, 1: 0}}
+    # member 2: its interval 2 from member 1's interval 2 (member 1's weights: member 0's 1..3, then its 2)
+    assert [(e["env_steps"], e["member"], e["generation"]) for e in schedule_of(run, 2)] == [
+        (0, 0, 1),
+        (200, 0, 3),
+        (300, 1, 2),
+        (400, 2, 2),
+    ]
+    assert best_member(run) == 1 and [r.member for r in run.at(3)] == [0, 1, 2]
+    assert run.last_generation(2) == 2

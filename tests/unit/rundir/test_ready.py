@@ -1,0 +1,86 @@
+"""An asynchronous run's checkpoints (evo.rundir.ready) and records: each member's newest complete
+checkpoint, and on --resume a population.csv and lineage with every (member, interval) those
+checkpoints cover exactly once, whatever a kill left between a checkpoint and its row."""
+
+import csv
+import json
+
+from evo.core.asynchronous import Latest, ReadyExploit
+from evo.core.kinds import LogFloat
+from evo.core.plan import Exploit
+from evo.core.result import MemberResult
+from evo.rundir.checkpoint import dump_payload
+from evo.rundir.ready import latest_ready, member_dir, write_ready_checkpoint
+from evo.rundir.records import RunRecords, ready_record, result_of_row
+
+SPACE = {"lr": LogFloat(1e-3, 1.0)}
+RUN_ID = "run-1"
+
+
+def point(member: int, interval: int, wall: float) -> Latest:
+    result = MemberResult(member, 0, 100 * interval, float(10 * member + interval), 1.5, float("nan"), {"lr": 0.01})
+    return Latest(interval, result, wall)
+
+
+def copy_of(recipient: Latest, donor: int, donor_interval: int) -> ReadyExploit:
+    exploit = Exploit(recipient.interval, recipient.result.member, donor, 1.0, 2.0, {"lr": 0.01}, {"lr": 0.02}, ())
+    return ReadyExploit(exploit, donor_interval, 100 * donor_interval)
+
+
+def checkpoint(run_dir, ready: Latest, exploit=None, keep=2) -> dict:
+    record = ready_record(ready, exploit, (), SPACE, ["lr"])
+    data = dump_payload({"format": 2, "run_id": RUN_ID, "generation": ready.interval})
+    write_ready_checkpoint(run_dir, RUN_ID, ready.result.member, ready.interval, data, record, keep)
+    return record
+
+
+def rows(run_dir):
+    with (run_dir / "population.csv").open(newline="") as handle:
+        return [(int(r["generation"]), int(r["member"])) for r in csv.DictReader(handle)]
+
+
+def test_a_resume_keeps_exactly_the_ready_points_the_checkpoints_hold(tmp_path):
+    run_dir = tmp_path / "run"
+    records = RunRecords(run_dir, ["lr"], SPACE, tb_writer=False, new_run=({}, ""), ready_records=[])
+    written = []
+    for ready, exploit in [
+        (point(0, 1, 1.0), None),
+        (point(1, 1, 1.5), None),
+        (point(0, 2, 2.0), None),
+        (point(1, 2, 2.5), "copy"),  # checkpointed, then the run was killed before rank 0 wrote its row
+        (point(0, 3, 3.0), None),  # its row written, then its checkpoint damaged
+    ]:
+        exploit = copy_of(ready, 0, 2) if exploit else None
+        record = checkpoint(run_dir, ready, exploit)
+        written.append(record)
+        if ready.interval == 2 and ready.result.member == 1:
+            continue
+        records.write_ready(record, [ready.result.score])
+    assert rows(run_dir) == [(1, 0), (1, 1), (2, 0), (3, 0)]
+    damaged = member_dir(run_dir, 0) / "interval_000003.pt"
+    damaged.write_bytes(damaged.read_bytes()[:-5])
+    assert not (member_dir(run_dir, 0) / "interval_000001.pt").exists()  # pruned to the 2 newest ...
+    assert (member_dir(run_dir, 0) / "interval_000001.json").exists()  # ... the records stay
+
+    found, skipped = latest_ready(run_dir, RUN_ID, 3)
+    assert found.intervals == {0: 2, 1: 2}  # member 2 reached no ready point: it starts afresh
+    assert len(skipped) == 1 and "interval_000003.pt" in skipped[0]
+    assert json.dumps(found.last_record(1)) == json.dumps(written[3]) and found.last_record(2) is None
+    resumed = RunRecords(
+        run_dir, ["lr"], SPACE, tb_writer=False, resume_generation=2, command_line="", ready_records=found.records
+    )
+    assert rows(run_dir) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+    assert lineage == resumed.lineage == written[3]["lineage"]
+    assert (lineage[0]["recipient"], lineage[0]["donor"], lineage[0]["donor_interval"]) == (1, 0, 2)
+    with (run_dir / "population.csv").open(newline="") as handle:
+        copied = [r for r in csv.DictReader(handle) if r["donor"]]
+    assert [(r["member"], r["donor"], r["donor_interval"], r["wall_s"]) for r in copied] == [("1", "0", "2", "2.500")]
+    assert repr(result_of_row(written[3]["row"], SPACE)) == repr(point(1, 2, 2.5).result)
+
+
+def test_a_checkpoint_of_another_run_is_passed_over(tmp_path):
+    run_dir = tmp_path / "run"
+    checkpoint(run_dir, point(0, 1, 1.0))
+    found, skipped = latest_ready(run_dir, "another-run", 1)
+    assert found.intervals == {} and "belongs to run 'run-1'" in skipped[0]
