@@ -62,18 +62,20 @@ class Gated(gym.Wrapper):
         super().__init__(gym.make(inner, **inner_kwargs))
         self.gate_at = int(gate_at)
         self.gate_dir = str(gate_dir)
-        self.rank = mpi_rank()
-        self.gated = self.gate_at > 0 and (gate_ranks is None or self.rank in list(gate_ranks))
+        self.gate_ranks = None if gate_ranks is None else [int(rank) for rank in gate_ranks]
         self.steps = 0
 
     def step(self, action):
         self.steps += 1
-        if self.gated and self.steps == self.gate_at and not self.released():
-            hold(self.gate_dir, self.rank)
+        if self.gate_at > 0 and self.steps == self.gate_at:
+            # the rank is asked here, not kept: an asynchronous run's member moves with its envs' state
+            rank = mpi_rank()
+            if (self.gate_ranks is None or rank in self.gate_ranks) and not self.released(rank):
+                hold(self.gate_dir, rank)
         return self.env.step(action)
 
-    def released(self) -> bool:
-        return bool(_seen) or (Path(self.gate_dir) / f"released-{self.rank}").exists()
+    def released(self, rank: int) -> bool:
+        return bool(_seen) or (Path(self.gate_dir) / f"released-{rank}").exists()
 
 
 gym.register("Gated-v0", entry_point=Gated)

@@ -112,8 +112,8 @@ def parse_config(
                 "the same value (drop the flag to keep it)"
             ]
         )
+    checks.asynchronous(args, strategy, transport, problems)
     strategy = checks.script_strategy(strategy, args.strategy, args.explore, transport, problems)
-    checks.asynchronous(args.asynchronous, transport, args.explore, args.schedule, args.checkpoint_every, problems)
     problems += option_problems(args)
     spec = learner_spec(args.algo)
     game = procgen_game(args.env_id)

@@ -47,14 +47,14 @@ def script_strategy(script: str, flag: str | None, explore: str, transport: str,
 ASYNCHRONOUS_EXPLORERS = ("perturb", "pb2")
 
 
-def asynchronous(
-    flag: bool, transport: str, explore: str, schedule: Path | None, checkpoint_every: int, problems: list[str]
-) -> None:
-    """``--asynchronous``: on the point-to-point scripts, with an explorer that learns one member at a
-    time; not with a replayed schedule, nor with --checkpoint-every (every ready point is checkpointed)."""
-    if not flag:
+def asynchronous(args: Any, script: str, transport: str, problems: list[str]) -> None:
+    """``--asynchronous``: on pbt_rl_truct.py and pbt_rl_wta.py (``script``: the script's rule), with an
+    explorer that learns one member at a time; not with a replayed schedule, nor with
+    --checkpoint-every (every ready point is checkpointed)."""
+    if not args.asynchronous:
         return
-    if transport == "collective":
+    explore, schedule, checkpoint_every = args.explore, args.schedule, args.checkpoint_every
+    if script == "truncation" and transport == "collective":
         problems.append(
             "--asynchronous: pbt_rl_truct_collective.py moves weights by broadcasts every rank joins at a generation's "
             "end, which asynchronous PBT does not have; run pbt_rl_truct.py --asynchronous (truncation) or "

@@ -1,0 +1,147 @@
+"""Asynchronous PBT (``--asynchronous``) as a user runs it: real PPO members on 2 ranks under
+mpiexec, their records, checkpoints, a stop and a resume, a failing member. Driven by events (the
+gate's file, the rows written), never by sleeps."""
+
+import os
+import signal
+
+import pytest
+
+from evo.rundir.ready import latest_ready
+from tests.e2e.runs import common, plots, python, running, wait_for
+from tests.gated_env import gate_flags, held
+from tests.support import TINY_DEFAULT, budget, mpiexec, read_lineage, read_population, write_hyperparams
+
+STEPS = 256  # per interval: 2 envs x 64 steps x 2 rollouts; each env's interval k is its steps 128(k-1)+1 .. 128k
+
+
+def recorded(run_dir) -> dict[tuple[int, int], dict]:
+    """{(member, interval): row}, failing on a (member, interval) recorded twice."""
+    found = {}
+    for row in read_population(run_dir):
+        key = (int(row["member"]), int(row["generation"]))
+        assert key not in found, f"member {key[0]} interval {key[1]} recorded twice"
+        found[key] = row
+    return found
+
+
+def assert_each_member_has(rows, intervals: dict[int, int]) -> None:
+    """Member m's rows are its intervals 1..intervals[m], each once, its env steps its own."""
+    assert sorted(rows) == sorted((m, i) for m, n in intervals.items() for i in range(1, n + 1))
+    assert all(int(row["env_steps"]) == STEPS * interval for (_, interval), row in rows.items())
+
+
+@pytest.mark.parametrize("script", ["pbt_rl_truct.py", "pbt_rl_wta.py"])
+def test_an_asynchronous_run_records_every_member_interval_once_and_copies_named_snapshots(tmp_path, script):
+    run_dir = tmp_path / "run"
+    result = mpiexec(
+        2, [script, "--asynchronous", *budget(4, 3, STEPS), *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))]
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "asynchronous" in result.stdout + result.stderr and "done: best member" in result.stdout + result.stderr
+    rows = recorded(run_dir)
+    assert_each_member_has(rows, {m: 3 for m in range(4)})
+    for member in range(4):  # a member's ready points in order in time, whichever rank trained them
+        walls = [float(rows[(member, i)]["wall_s"]) for i in (1, 2, 3)]
+        assert walls == sorted(walls)
+    copies = [e for e in read_lineage(run_dir) if "recipient" in e and e["donor"] != e["recipient"]]
+    assert copies, "the bottom member copies at some ready point"
+    for copy in copies:
+        row = rows[(copy["recipient"], copy["generation"])]
+        assert (int(row["donor"]), int(row["donor_interval"])) == (copy["donor"], copy["donor_interval"])
+        assert copy["donor_score"] > copy["recipient_score"]  # a tie explores without a copy
+        donor_row = rows[(copy["donor"], copy["donor_interval"])]  # what was copied: the donor's ready point
+        assert int(donor_row["env_steps"]) == copy["donor_env_steps"]
+        if script == "pbt_rl_wta.py":
+            assert copy["recipient"] != copy["donor"]
+    found, skipped = latest_ready(run_dir, _run_id(run_dir), 4)
+    assert not skipped and found.intervals == {m: 3 for m in range(4)}
+    if script == "pbt_rl_truct.py":  # plots and replay read an asynchronous run
+        plots(run_dir, tmp_path / "plots")
+        replayed = python("-m", "evo.replay", str(run_dir), "--out", str(tmp_path / "schedule.yml"))
+        assert replayed.returncode == 0, replayed.stderr
+        assert (tmp_path / "schedule.yml").exists()
+
+
+def _run_id(run_dir) -> str:
+    import yaml
+
+    return yaml.safe_load((run_dir / "config.yaml").read_text())["run_id"]
+
+
+def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_rest_once(tmp_path):
+    """Rank 1 is held inside its third interval (a member's env step 158: its interval 2) while rank
+    0 trains every other member interval, those of rank 1's members too (they move): a rank that is
+    free trains more. SIGTERM to rank 1 stops both ranks with exit 75, every member's rows 1..k and its
+    checkpoint at k; --resume trains the rest, and every (member, interval) is recorded once."""
+    run_dir, gate = tmp_path / "run", tmp_path / "gate"
+    gate.mkdir()
+    args = [
+        "pbt_rl_truct.py",
+        "--asynchronous",
+        *budget(4, 3, STEPS),
+        *gate_flags("CartPole-v1", 128 + 30, gate, [1]),
+        *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT)),
+    ]
+    with running(2, args) as job:
+        wait_for(lambda: 1 in held(gate, [1]), 240, "rank 1 at its gate")
+        # everything but the held member's intervals 2 and 3: rank 0 trains it all while rank 1 is held
+        wait_for(lambda: len(read_population(run_dir)) == 10, 240, "rank 0 to train every free interval")
+        os.kill(held(gate, [1])[1], signal.SIGTERM)
+        stdout, stderr = job.communicate(timeout=120)
+    assert job.returncode == 75, stderr[-3000:]
+    assert "stopped by SIGTERM" in stdout + stderr and "Traceback" not in stderr
+    rows = recorded(run_dir)
+    done = {m: max(i for member, i in rows if member == m) for m in range(4)}
+    assert sorted(done.values()) == [1, 3, 3, 3]
+    assert_each_member_has(rows, done)
+    by_rank = [sum(1 for row in rows.values() if row["rank"] == str(r)) for r in (0, 1)]
+    assert by_rank == [8, 2]
+    assert any(row["rank"] == "0" for (member, _), row in rows.items() if member in (2, 3))  # moved to rank 0
+    found, skipped = latest_ready(run_dir, _run_id(run_dir), 4)
+    assert not skipped and found.intervals == done
+
+    resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout + resumed.stderr
+    rows = recorded(run_dir)
+    assert_each_member_has(rows, {m: 3 for m in range(4)})
+    ready_points = [(e["recipient"], e["generation"]) for e in read_lineage(run_dir) if "recipient" in e]
+    assert len(ready_points) == len(set(ready_points))  # no exploit recorded twice
+
+
+FAULTY = ["--env-id", "tests.faulty_env:FaultyCartPole-v0"]
+
+
+def test_a_member_whose_env_raises_is_restarted_and_trains_its_interval_once_more(tmp_path):
+    """Member 2 (rank 1's first) fails in its first interval (its env's step 101, on rank 1, once):
+    restarted with a fresh draw, it trains interval 1 again, and every (member, interval) is
+    recorded once."""
+    run_dir = tmp_path / "run"
+    args = [*FAULTY, "--env-kwargs", "fail_rank:1", "fail_after:100", "fail_times:1", "--asynchronous"]
+    result = mpiexec(2, ["pbt_rl_truct.py", *args, *budget(4, 2, STEPS), *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))])
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = result.stdout + result.stderr
+    assert "member 2 failed in interval 1" in log and "Traceback" in log
+    rows = recorded(run_dir)
+    assert_each_member_has(rows, {m: 2 for m in range(4)})
+    (restart,) = [e for e in read_lineage(run_dir) if e.get("event") == "restart"]
+    assert (restart["generation"], restart["member"], restart["failures"]) == (1, 2, 1)
+    assert restart["error"] == "RuntimeError: injected fault on rank 1"
+    if restart["donor"] is not None:  # a member had reached its ready point: its snapshot was copied
+        donor_row = rows[(restart["donor"], restart["donor_interval"])]
+        assert int(donor_row["env_steps"]) == restart["donor_env_steps"]
+    assert restart["new_hparams"] != restart["old_hparams"]
+    assert "member 2 failed (RuntimeError: injected fault on rank 1; failure 1): restarted from" in log
+
+
+def test_a_member_failing_past_the_limit_ends_the_job_and_the_checkpoints_load(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [*FAULTY, "--env-kwargs", "fail_rank:1", "fail_after:100", "--asynchronous", "--max-member-failures", "1"]
+    result = mpiexec(2, ["pbt_rl_truct.py", *args, *budget(4, 2, STEPS), *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))])
+    assert result.returncode != 0
+    log = result.stdout + result.stderr
+    assert "member 2 (2 failures, the last: RuntimeError: injected fault on rank 1)" in log
+    assert "more than --max-member-failures 1 allows" in log and "ending the job" in log
+    found, skipped = latest_ready(run_dir, _run_id(run_dir), 4)
+    assert not skipped and 2 not in found.intervals
