@@ -12,6 +12,7 @@ probability 0.25, perturbation x0.8 / x1.2, a perturbation every generation. Sys
 
   evo          mpiexec -n RANKS pbt_rl_truct.py --num-agents MEMBERS --eval-episodes E --select-on test
                (make run's work; RANKS defaults to the cores Ray gets, so both run 2 members at a time)
+  evo-async    the same with --asynchronous (beside Ray's asynchronous PBT)
   ray-async    Ray Tune's PopulationBasedTraining, asynchronous (bench/ray_pbt.py)
   ray-sync     the same, synch=True
   evo-single   one evo agent (mpiexec -n 1, --num-agents 1 --strategy none), same work
@@ -44,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import markdown_table, median, processor, processor_line, write_json  # noqa: E402
 from bench.proctree import measure  # noqa: E402
 
-SYSTEMS = ("evo", "ray-async", "ray-sync", "evo-single", "sb3-single")
+SYSTEMS = ("evo", "evo-async", "ray-async", "ray-sync", "evo-single", "sb3-single")
 RAY_SYSTEMS = ("ray-async", "ray-sync")
 SINGLE = {"evo-single": "evo", "sb3-single": "stock SB3"}
 ENV_ID = "CartPole-v1"
@@ -103,7 +104,7 @@ def check_args(args: argparse.Namespace) -> list[str]:
         problems.append(f"--ranks {args.ranks}: give a divisor of --members {args.members}")
     if args.retries < 0:
         problems.append(f"--retries is {args.retries}; give 0 or more")
-    if args.members < 2 and any(system in args.only for system in ("evo", *RAY_SYSTEMS)):
+    if args.members < 2 and any(system in args.only for system in ("evo", "evo-async", *RAY_SYSTEMS)):
         problems.append(f"--members {args.members}: PBT needs a population of 2 or more")
     if any(system in args.only for system in RAY_SYSTEMS):
         if not args.ray_python:
@@ -188,8 +189,8 @@ def command(system: str, args: argparse.Namespace, spec_path: Path, folder: Path
     """The command line that runs ``system`` once, writing into ``folder``."""
     mpiexec = [str(Path(sys.executable).parent / "mpiexec"), "--oversubscribe", "-n"]
     evo_flags = ["--seed", str(seed), "--run-dir", str(folder / "run")]
-    if system == "evo":
-        work = work_argv(args, args.members)
+    if system in ("evo", "evo-async"):
+        work = [*work_argv(args, args.members), *(["--asynchronous"] if system == "evo-async" else [])]
         return [*mpiexec, str(args.ranks), sys.executable, "pbt_rl_truct.py", *work, *evo_flags]
     if system == "evo-single":
         single = [*work_argv(args, 1), "--strategy", "none", "--initial-hparams", "defaults"]
@@ -295,6 +296,11 @@ def summarize(records: list[dict], members: int, cores: int) -> dict:
     for single, label in SINGLE.items():
         if single in stats:
             summary["ideal"][single] = {"agent": label, "wall_s": members * stats[single]["wall_s"] / cores}
+    if "evo" in stats and "evo-async" in stats:
+        summary["modes"] = {
+            "wall": stats["evo-async"]["wall_s"] / stats["evo"]["wall_s"],
+            "wall_per_repeat": pair_ratios(records, "evo-async", "evo", "wall_s"),
+        }
     if "evo" not in stats:
         return summary
     for ray in (s for s in RAY_SYSTEMS if s in stats):
@@ -365,6 +371,9 @@ def report(summary: dict) -> str:
         if "evo" in stats:
             line += f"; evo at {evo_wall / ideal['wall_s']:.2f}x it"
         lines.append(line)
+    mode = summary.get("modes")
+    if mode is not None:
+        lines.append(f"evo-async / evo (asynchronous / synchronous) wall: {_ratio_cell(mode['wall'], mode['wall_per_repeat'])}")
     for name, target in summary["targets"].items():
         what = "wall time" if name == "wall" else "summed peak RSS"
         verdict = "met" if target["met"] else "NOT met"

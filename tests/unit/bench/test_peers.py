@@ -217,3 +217,16 @@ def test_a_failed_run_is_run_again_and_the_failure_kept(monkeypatch):
     outcomes[:] = [RuntimeError("first"), RuntimeError("second")]
     with pytest.raises(RuntimeError, match="second"):
         peers.run_measured("sb3-single", args, Path("spec.json"), 0)
+
+
+def test_the_asynchronous_mode_runs_the_same_work_and_is_reported_against_the_synchronous():
+    args = args_for(["--only", "evo", "evo-async", "--generations", "3"])
+    evo = peers.command("evo", args, Path("spec.json"), Path("out"), seed=5)
+    asynchronous = peers.command("evo-async", args, Path("spec.json"), Path("out"), seed=5)
+    assert asynchronous == [*evo[: evo.index("--seed")], "--asynchronous", *evo[evo.index("--seed") :]]
+    records = [record("evo", r, w, 500) for r, w in enumerate([100, 110, 90])]
+    records += [record("evo-async", r, w, 520) for r, w in enumerate([90, 99, 90])]
+    summary = peers.summarize(records, members=4, cores=2)
+    assert summary["modes"]["wall"] == pytest.approx(90 / 100)  # of the medians
+    assert summary["modes"]["wall_per_repeat"] == pytest.approx([0.9, 0.9, 1.0])
+    assert "evo-async / evo (asynchronous / synchronous) wall: 0.90 (0.90, 0.90, 1.00)" in peers.report(summary)
