@@ -35,6 +35,7 @@ from evo.rundir.checkpoint import as_arrays, as_tensors, dump_payload
 from evo.rundir.ready import (
     ReadyCheckpoints,
     load_member_file,
+    members_dir,
     write_explorer_state,
     write_ready_checkpoint,
 )
@@ -76,6 +77,7 @@ def run_asynchronous(
             resume_generation=max(done.values(), default=0) if checkpoint is not None else None,
             ready_records=checkpoint.records if checkpoint is not None else [],
         )
+        members_dir(config.run_dir).mkdir(parents=True, exist_ok=True)  # a job script's sign to --resume
     comm.Barrier()  # the run directory exists before any rank writes into it
     members, snapshots = build_members(config, rank, checkpoint)
     plan = None

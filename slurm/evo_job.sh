@@ -1,5 +1,5 @@
 # Sourced by the batch scripts in this folder: builds the evo command, resumes when the
-# run directory holds a complete checkpoint, forwards SLURM's pre-emption warning signal to
+# run directory holds a complete checkpoint (or an asynchronous run's member checkpoints), forwards SLURM's pre-emption warning signal to
 # the job, and requeues it when evo stopped on that signal (exit status 75).
 #
 # Expects: EVO_HOME (the evo checkout), SCRIPT (pbt_rl_*.py), ARGS (bash array of flags),
@@ -10,7 +10,9 @@
 evo_run() {
     local run_dir="${RUN_DIR:-$EVO_HOME/runs/${SLURM_JOB_NAME:-evo}}"
     local resume=()
-    if compgen -G "$run_dir/checkpoints/gen_*/manifest.json" >/dev/null; then
+    # a complete generation checkpoint, or an asynchronous run's folder of member checkpoints
+    # (made when it starts: its members that reached no ready point start afresh on --resume)
+    if compgen -G "$run_dir/checkpoints/gen_*/manifest.json" >/dev/null || [ -d "$run_dir/checkpoints/members" ]; then
         resume=(--resume)
     fi
     local extra=()

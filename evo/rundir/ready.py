@@ -169,9 +169,5 @@ def latest_ready(run_dir: Path, run_id: str, num_agents: int) -> tuple[ReadyChec
     return ReadyCheckpoints(members_dir(run_dir), members, records, explorer), skipped
 
 
-def has_ready_checkpoints(run_dir: Path) -> bool:
-    return members_dir(run_dir).is_dir()
-
-
 def load_member_file(checkpoint: MemberCheckpoint) -> dict:
     return load_payload(checkpoint.path)

@@ -8,9 +8,10 @@ import signal
 import pytest
 
 from evo.rundir.ready import latest_ready
-from tests.e2e.runs import common, plots, python, running, wait_for
+from evo.core.schedule import load_schedule
+from tests.e2e.runs import common, plots, python, running, tunable, wait_for
 from tests.gated_env import gate_flags, held
-from tests.support import TINY_DEFAULT, budget, mpiexec, read_lineage, read_population, write_hyperparams
+from tests.support import PPO_SIX, TINY_DEFAULT, budget, mpiexec, read_lineage, read_population, write_hyperparams
 
 STEPS = 256  # per interval: 2 envs x 64 steps x 2 rollouts; each env's interval k is its steps 128(k-1)+1 .. 128k
 
@@ -60,7 +61,8 @@ def test_an_asynchronous_run_records_every_member_interval_once_and_copies_named
         plots(run_dir, tmp_path / "plots")
         replayed = python("-m", "evo.replay", str(run_dir), "--out", str(tmp_path / "schedule.yml"))
         assert replayed.returncode == 0, replayed.stderr
-        assert (tmp_path / "schedule.yml").exists()
+        entries, env_id, algo = load_schedule(tmp_path / "schedule.yml", tunable("ppo"), PPO_SIX)
+        assert (env_id, algo, entries[0][0]) == ("CartPole-v1", "ppo", 0)  # what --schedule trains on
 
 
 def _run_id(run_dir) -> str:
@@ -69,11 +71,13 @@ def _run_id(run_dir) -> str:
     return yaml.safe_load((run_dir / "config.yaml").read_text())["run_id"]
 
 
-def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_rest_once(tmp_path):
+@pytest.mark.parametrize("how", ["SIGTERM to rank 1", "SIGUSR1 to mpiexec", "SIGKILL to rank 1"])
+def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_rest_once(tmp_path, how):
     """Rank 1 is held inside its third interval (a member's env step 158: its interval 2) while rank
     0 trains every other member interval, those of rank 1's members too (they move): a rank that is
-    free trains more. SIGTERM to rank 1 stops both ranks with exit 75, every member's rows 1..k and its
-    checkpoint at k; --resume trains the rest, and every (member, interval) is recorded once."""
+    free trains more. A stop signal to rank 1, or to mpiexec (which forwards it to both), stops both
+    ranks with exit 75, every member's rows 1..k and its checkpoint at k; SIGKILL ends the job through
+    MPI with the same on disk. --resume trains the rest, and every (member, interval) is recorded once."""
     run_dir, gate = tmp_path / "run", tmp_path / "gate"
     gate.mkdir()
     args = [
@@ -87,10 +91,14 @@ def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_re
         wait_for(lambda: 1 in held(gate, [1]), 240, "rank 1 at its gate")
         # everything but the held member's intervals 2 and 3: rank 0 trains it all while rank 1 is held
         wait_for(lambda: len(read_population(run_dir)) == 10, 240, "rank 0 to train every free interval")
-        os.kill(held(gate, [1])[1], signal.SIGTERM)
+        signum = signal.SIGUSR1 if "SIGUSR1" in how else signal.SIGKILL if "SIGKILL" in how else signal.SIGTERM
+        os.kill(job.pid if "mpiexec" in how else held(gate, [1])[1], signum)
         stdout, stderr = job.communicate(timeout=120)
-    assert job.returncode == 75, stderr[-3000:]
-    assert "stopped by SIGTERM" in stdout + stderr and "Traceback" not in stderr
+    if signum == signal.SIGKILL:
+        assert job.returncode != 0
+    else:
+        assert job.returncode == 75, stderr[-3000:]
+        assert f"stopped by {signum.name}" in stdout + stderr and "Traceback" not in stderr
     rows = recorded(run_dir)
     done = {m: max(i for member, i in rows if member == m) for m in range(4)}
     assert sorted(done.values()) == [1, 3, 3, 3]

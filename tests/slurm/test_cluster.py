@@ -437,6 +437,34 @@ def test_preemption_with_srun_checkpoints_within_the_grace_time(jobs, tmp_path):
     assert_completes_resumed_from(job, stopped)
 
 
+def test_an_asynchronous_run_preempted_with_srun_stops_in_its_interval_and_resumes(jobs, tmp_path):
+    """--asynchronous: the pre-emption's SIGTERM reaches both ranks, held in their members' second
+    interval; each member's first ready point is already checkpointed, the job requeues, and its next
+    part resumes each member from it and records every (member, interval) once."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    job = jobs(
+        tmp_path,
+        "single_node.sbatch",
+        "srun",
+        write_hyperparams(tmp_path, TINY_DEFAULT),
+        "--ntasks=2",
+        steps=SIGNALLED_STEPS,
+        generations=SIGNALLED_GENERATIONS,
+        env_flags=[*gate_flags("CartPole-v1", SIGNALLED_STEPS // 2 + 100, gate), "--asynchronous"],
+    )
+    job.wait_until(lambda info: len(held(gate, [0, 1])) == 2, 240, "both ranks at the gate in interval 2")
+    preempted_within_the_grace_time(job, tmp_path)
+    log = job.log()
+    assert "stopped by SIGTERM: every member's last ready point is checkpointed" in log, log[-4000:]
+    assert "checkpoint written; requeueing job" in log
+    assert generations_recorded(job.run_dir) == all_generations(1)
+    job.wait_requeue_hold()
+    job.wait_completed()
+    assert "intervals done per member 0:1, 1:1" in job.log(), job.log()[-4000:]
+    assert generations_recorded(job.run_dir) == all_generations(SIGNALLED_GENERATIONS)
+
+
 def test_preemption_with_mpiexec_gets_no_warning_on_a_default_slurm(short_grace_time, jobs, tmp_path, tiny_hyperparams):
     """What the README warns of: SLURM 22.05 signals job steps only, so the batch script's
     mpiexec hears nothing until the GraceTime is over and the job is killed (SIGTERM to every
