@@ -373,7 +373,9 @@ def report(summary: dict) -> str:
         lines.append(line)
     mode = summary.get("modes")
     if mode is not None:
-        lines.append(f"evo-async / evo (asynchronous / synchronous) wall: {_ratio_cell(mode['wall'], mode['wall_per_repeat'])}")
+        lines.append(
+            f"evo-async / evo (asynchronous / synchronous) wall: {_ratio_cell(mode['wall'], mode['wall_per_repeat'])}"
+        )
     for name, target in summary["targets"].items():
         what = "wall time" if name == "wall" else "summed peak RSS"
         verdict = "met" if target["met"] else "NOT met"

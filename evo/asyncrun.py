@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,12 +24,13 @@ import numpy as np
 
 from evo.config import Config
 from evo.core.asynchronous import Latest, ReadyExploit, Schedule, decide_at_ready, ready_rng
-from evo.core.explorers import Explorer, make_explorer
+from evo.core.explorers import make_explorer
 from evo.core.restart import Failure, Restart, failures_by_member, plan_restarts, ready_restart_rng
 from evo.core.result import Scores
 from evo.learners.interface import Learner
 from evo.mpi import exchange
 from evo.mpi.asynchronous import Applied, Coordination, WorkerHooks, run_workers
+from evo.run import checkpoint_payload, make_member, prepare_process, rebuild_member
 from evo.rundir.checkpoint import as_arrays, as_tensors, dump_payload
 from evo.rundir.ready import (
     ReadyCheckpoints,
@@ -40,7 +40,6 @@ from evo.rundir.ready import (
     write_ready_checkpoint,
 )
 from evo.rundir.records import RunRecords, ready_record, result_of_row, tb_dir
-from evo.run import checkpoint_payload, make_member, prepare_process, rebuild_member
 from evo.sb3.learner import member_seed
 from evo.sb3.rng import rng_state, set_rng_state
 from evo.stopping import EXIT_STOPPED, StopRequest
@@ -155,9 +154,7 @@ def coordination(config: Config, records: RunRecords, checkpoint: ReadyCheckpoin
 
     def decide(member: int, latest: Mapping[int, Latest]) -> ReadyExploit | None:
         rng = ready_rng(config.seed, member, latest[member].interval)
-        return decide_at_ready(
-            member, latest, config.strategy, explorer, rng, config.truncation_fraction, config.ties
-        )
+        return decide_at_ready(member, latest, config.strategy, explorer, rng, config.truncation_fraction, config.ties)
 
     def restart(interval: int, failure: Failure, latest: Mapping[int, Latest]) -> Restart:
         others = [point.result for m, point in sorted(latest.items()) if m != failure.member]
@@ -293,8 +290,7 @@ def finish(comm, config, members, records, last, coordinator, stopped: bool, sto
 
 def log_start(config: Config, checkpoint: ReadyCheckpoints | None) -> None:
     logger.info(
-        "%s: %d members on %d ranks, asynchronous %s (%s explore), %d intervals x %d env steps per member; "
-        "run dir %s",
+        "%s: %d members on %d ranks, asynchronous %s (%s explore), %d intervals x %d env steps per member; run dir %s",
         config.env_id,
         config.num_agents,
         config.world_size,
@@ -315,7 +311,8 @@ def log_start(config: Config, checkpoint: ReadyCheckpoints | None) -> None:
 
 def log_ready(total: int, point: Latest, exploit: ReadyExploit | None, rank: int) -> None:
     result = point.result
-    head = f"member {result.member} interval {point.interval}/{total} on rank {rank} at {point.wall:.1f}s: {result.score:.2f}"
+    head = f"member {result.member} interval {point.interval}/{total} on rank {rank} at {point.wall:.1f}s"
+    head += f": {result.score:.2f}"
     if exploit is None:
         logger.info("%s", head)
         return
@@ -334,7 +331,11 @@ def log_ready(total: int, point: Latest, exploit: ReadyExploit | None, rank: int
 
 
 def log_restart(restart: Restart) -> None:
-    start = f"member {restart.donor}'s latest weights ({restart.donor_score:.2f})" if restart.donor is not None else "fresh weights"
+    start = (
+        f"member {restart.donor}'s latest weights ({restart.donor_score:.2f})"
+        if restart.donor is not None
+        else "fresh weights"
+    )
     logger.warning(
         "  member %d failed (%s; failure %d): restarted from %s, trains its interval %d again: %s",
         restart.member,

@@ -211,7 +211,9 @@ class RunRecords:
                 csv.DictWriter(handle, self.fields, lineterminator=LINE_END).writeheader()
             self.lineage_path.touch()
         else:
-            resumed = "each member's last checkpointed ready point" if asynchronous else f"generation {resume_generation}"
+            resumed = (
+                "each member's last checkpointed ready point" if asynchronous else f"generation {resume_generation}"
+            )
             with (self.run_dir / "command.txt").open("a") as handle:
                 handle.write(f"# resumed from {resumed}:\n{command_line}")
             if asynchronous:

@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from evo.rundir.ready import latest_ready
 from evo.core.schedule import load_schedule
+from evo.rundir.ready import latest_ready
 from tests.e2e.runs import common, plots, python, running, tunable, wait_for
 from tests.gated_env import gate_flags, held
 from tests.support import PPO_SIX, TINY_DEFAULT, budget, mpiexec, read_lineage, read_population, write_hyperparams
@@ -127,7 +127,9 @@ def test_a_member_whose_env_raises_is_restarted_and_trains_its_interval_once_mor
     recorded once."""
     run_dir = tmp_path / "run"
     args = [*FAULTY, "--env-kwargs", "fail_rank:1", "fail_after:100", "fail_times:1", "--asynchronous"]
-    result = mpiexec(2, ["pbt_rl_truct.py", *args, *budget(4, 2, STEPS), *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))])
+    result = mpiexec(
+        2, ["pbt_rl_truct.py", *args, *budget(4, 2, STEPS), *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))]
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     log = result.stdout + result.stderr
     assert "member 2 failed in interval 1" in log and "Traceback" in log
@@ -146,7 +148,9 @@ def test_a_member_whose_env_raises_is_restarted_and_trains_its_interval_once_mor
 def test_a_member_failing_past_the_limit_ends_the_job_and_the_checkpoints_load(tmp_path):
     run_dir = tmp_path / "run"
     args = [*FAULTY, "--env-kwargs", "fail_rank:1", "fail_after:100", "--asynchronous", "--max-member-failures", "1"]
-    result = mpiexec(2, ["pbt_rl_truct.py", *args, *budget(4, 2, STEPS), *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))])
+    result = mpiexec(
+        2, ["pbt_rl_truct.py", *args, *budget(4, 2, STEPS), *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))]
+    )
     assert result.returncode != 0
     log = result.stdout + result.stderr
     assert "member 2 (2 failures, the last: RuntimeError: injected fault on rank 1)" in log

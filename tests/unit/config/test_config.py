@@ -380,7 +380,15 @@ def test_asynchronous_runs_on_the_point_to_point_scripts_only_and_with_what_it_c
     schedule = tmp_path / "schedule.yml"
     with pytest.raises(ConfigError) as refused:
         parse_config(
-            ["--asynchronous", "--checkpoint-every", "3", "--schedule", str(schedule), "--run-dir", str(tmp_path / "c")],
+            [
+                "--asynchronous",
+                "--checkpoint-every",
+                "3",
+                "--schedule",
+                str(schedule),
+                "--run-dir",
+                str(tmp_path / "c"),
+            ],
             transport="collective",
         )
     said = str(refused.value)

@@ -65,7 +65,9 @@ def test_command_matches_the_launchers_flags(script, launcher, tmp_path):
     assert build_parser().parse_known_args(dry_run(script, tmp_path / "run", LAUNCHER=launcher)[python + 2 :])[0].resume
     # an asynchronous run's member checkpoints (their folder exists from its start)
     (tmp_path / "async" / "checkpoints" / "members").mkdir(parents=True)
-    assert build_parser().parse_known_args(dry_run(script, tmp_path / "async", LAUNCHER=launcher)[python + 2 :])[0].resume
+    assert (
+        build_parser().parse_known_args(dry_run(script, tmp_path / "async", LAUNCHER=launcher)[python + 2 :])[0].resume
+    )
 
 
 def test_run_dir_defaults_to_the_job_name():
