@@ -301,6 +301,11 @@ def summarize(records: list[dict], members: int, cores: int) -> dict:
             "wall": stats["evo-async"]["wall_s"] / stats["evo"]["wall_s"],
             "wall_per_repeat": pair_ratios(records, "evo-async", "evo", "wall_s"),
         }
+        if "ray-async" in stats:  # the two asynchronous PBTs side by side
+            summary["modes"]["vs_ray_async"] = {
+                "wall": stats["evo-async"]["wall_s"] / stats["ray-async"]["wall_s"],
+                "wall_per_repeat": pair_ratios(records, "evo-async", "ray-async", "wall_s"),
+            }
     if "evo" not in stats:
         return summary
     for ray in (s for s in RAY_SYSTEMS if s in stats):
@@ -376,6 +381,9 @@ def report(summary: dict) -> str:
         lines.append(
             f"evo-async / evo (asynchronous / synchronous) wall: {_ratio_cell(mode['wall'], mode['wall_per_repeat'])}"
         )
+        if "vs_ray_async" in mode:
+            ray = mode["vs_ray_async"]
+            lines.append(f"evo-async / ray-async wall: {_ratio_cell(ray['wall'], ray['wall_per_repeat'])}")
     for name, target in summary["targets"].items():
         what = "wall time" if name == "wall" else "summed peak RSS"
         verdict = "met" if target["met"] else "NOT met"

@@ -230,3 +230,5 @@ def test_the_asynchronous_mode_runs_the_same_work_and_is_reported_against_the_sy
     assert summary["modes"]["wall"] == pytest.approx(90 / 100)  # of the medians
     assert summary["modes"]["wall_per_repeat"] == pytest.approx([0.9, 0.9, 1.0])
     assert "evo-async / evo (asynchronous / synchronous) wall: 0.90 (0.90, 0.90, 1.00)" in peers.report(summary)
+    records += [record("ray-async", r, w, 2500) for r, w in enumerate([180, 200, 190])]
+    assert "evo-async / ray-async wall: 0.47 (0.50, 0.49, 0.47)" in peers.report(peers.summarize(records, 4, 2))
