@@ -13,17 +13,19 @@ _raised = [0]  # faults raised in this process
 class FaultyCartPole(CartPoleEnv):
     def __init__(self, fail_rank: int = 2, fail_after: int = 3000, fail_times: int = -1, **kwargs):
         super().__init__(**kwargs)
-        from mpi4py import MPI
-
-        self.rank = MPI.COMM_WORLD.Get_rank()
         self.fail_rank, self.fail_after, self.fail_times = int(fail_rank), int(fail_after), int(fail_times)
         self.steps = 0
 
     def step(self, action):
         self.steps += 1
-        if self.rank == self.fail_rank and self.steps > self.fail_after and _raised[0] != self.fail_times:
-            _raised[0] += 1
-            raise RuntimeError(f"injected fault on rank {self.rank}")
+        if self.steps > self.fail_after and _raised[0] != self.fail_times:
+            # the rank is asked here, not kept: an asynchronous run's member moves with its envs' state
+            from mpi4py import MPI
+
+            rank = MPI.COMM_WORLD.Get_rank()
+            if rank == self.fail_rank:
+                _raised[0] += 1
+                raise RuntimeError(f"injected fault on rank {rank}")
         return super().step(action)
 
 

@@ -32,12 +32,13 @@ def assert_each_member_has(rows, intervals: dict[int, int]) -> None:
     assert all(int(row["env_steps"]) == STEPS * interval for (_, interval), row in rows.items())
 
 
-@pytest.mark.parametrize("script", ["pbt_rl_truct.py", "pbt_rl_wta.py"])
-def test_an_asynchronous_run_records_every_member_interval_once_and_copies_named_snapshots(tmp_path, script):
+@pytest.mark.parametrize(
+    "script, explore", [("pbt_rl_truct.py", "perturb"), ("pbt_rl_wta.py", "perturb"), ("pbt_rl_truct.py", "pb2")]
+)
+def test_an_asynchronous_run_records_every_member_interval_once_and_copies_named_snapshots(tmp_path, script, explore):
     run_dir = tmp_path / "run"
-    result = mpiexec(
-        2, [script, "--asynchronous", *budget(4, 3, STEPS), *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))]
-    )
+    flags = ["--asynchronous", "--explore", explore, *budget(4, 3, STEPS)]
+    result = mpiexec(2, [script, *flags, *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "asynchronous" in result.stdout + result.stderr and "done: best member" in result.stdout + result.stderr
     rows = recorded(run_dir)
@@ -57,7 +58,15 @@ def test_an_asynchronous_run_records_every_member_interval_once_and_copies_named
             assert copy["recipient"] != copy["donor"]
     found, skipped = latest_ready(run_dir, _run_id(run_dir), 4)
     assert not skipped and found.intervals == {m: 3 for m in range(4)}
-    if script == "pbt_rl_truct.py":  # plots and replay read an asynchronous run
+    if explore == "pb2":  # one observation per ready point, kept for --resume, and PB2's picks
+        assert len(found.explorer["state"]["observations"]) == 8  # a change in score: intervals 2 and 3
+        assert any("(pb2)" in change for copy in copies for change in copy["changes"])
+        resumed = mpiexec(2, [script, "--run-dir", str(run_dir), "--resume", "--total-generations", "4"])
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert_each_member_has(recorded(run_dir), {m: 4 for m in range(4)})
+        again, _ = latest_ready(run_dir, _run_id(run_dir), 4)
+        assert len(again.explorer["state"]["observations"]) == 12  # the history went on, baselines too
+    elif script == "pbt_rl_truct.py":  # plots and replay read an asynchronous run
         plots(run_dir, tmp_path / "plots")
         replayed = python("-m", "evo.replay", str(run_dir), "--out", str(tmp_path / "schedule.yml"))
         assert replayed.returncode == 0, replayed.stderr
@@ -109,6 +118,7 @@ def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_re
     found, skipped = latest_ready(run_dir, _run_id(run_dir), 4)
     assert not skipped and found.intervals == done
 
+    (gate / "released-1").write_text(how)  # a killed rank never said its gate opened: the next part passes it
     resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
