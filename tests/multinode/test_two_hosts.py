@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, mpi_env, mpiexec
+from tests.support import ROOT, TINY_CARTPOLE, mpi_env, mpiexec, read_population, write_hyperparams
 
 SUBNET = "10.213.77"
 HOSTS = {"hostA": f"{SUBNET}.1", "hostB": f"{SUBNET}.2"}
@@ -141,3 +141,19 @@ def test_asynchronous_transport_on_two_hosts(two_hosts, ssh_agent):
     result = mpiexec_on_two_hosts(two_hosts, ssh_agent, [*tests, "--timeout=120", "--color=no"], timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     assert result.stdout.count(" passed") == 2 and "failed" not in result.stdout, result.stdout[-2000:]
+
+
+def test_an_asynchronous_run_on_two_hosts_records_every_member_interval_once(two_hosts, ssh_agent, tmp_path):
+    """pbt_rl_truct.py --asynchronous with rank 1 on host B: snapshots, whole members and the
+    coordinator's messages over TCP; every (member, interval) recorded once, by both hosts' ranks."""
+    hyperparams = write_hyperparams(tmp_path, TINY_CARTPOLE)
+    args = ["pbt_rl_truct.py", "--asynchronous", "--env-id", "CartPole-v1", "--hyperparams", str(hyperparams)]
+    args += ["--num-agents", "4", "--total-generations", "3", "--agent-training-steps", "256", "--seed", "5"]
+    result = mpiexec_on_two_hosts(two_hosts, ssh_agent, [*args, "--run-dir", str(tmp_path / "run")])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[0@hostA]" in result.stdout + result.stderr
+    rows = read_population(tmp_path / "run")
+    assert sorted((int(r["member"]), int(r["generation"])) for r in rows) == [
+        (m, i) for m in range(4) for i in range(1, 4)
+    ]
+    assert {r["rank"] for r in rows} == {"0", "1"}
