@@ -30,7 +30,7 @@ from evo.core.result import Scores
 from evo.learners.interface import Learner
 from evo.mpi import exchange
 from evo.mpi.asynchronous import Applied, Coordination, WorkerHooks, run_workers
-from evo.run import checkpoint_payload, make_member, prepare_process, rebuild_member
+from evo.run import checkpoint_payload, log_restarts, make_member, prepare_process, rebuild_member
 from evo.rundir.checkpoint import as_arrays, as_tensors, dump_payload
 from evo.rundir.ready import (
     ReadyCheckpoints,
@@ -171,7 +171,7 @@ def coordination(config: Config, records: RunRecords, checkpoint: ReadyCheckpoin
             config.truncation_fraction,
         )
         failures[failure.member] = planned.failures
-        log_restart(planned)
+        log_restarts([planned], "and trains its interval {} again")
         return planned
 
     settled = dict(latest)  # every member's last settled ready point, for the population's scalars
@@ -327,21 +327,4 @@ def log_ready(total: int, point: Latest, exploit: ReadyExploit | None, rank: int
         exploit.donor_interval,
         exploit.exploit.donor_score,
         changes,
-    )
-
-
-def log_restart(restart: Restart) -> None:
-    start = (
-        f"member {restart.donor}'s latest weights ({restart.donor_score:.2f})"
-        if restart.donor is not None
-        else "fresh weights"
-    )
-    logger.warning(
-        "  member %d failed (%s; failure %d): restarted from %s, trains its interval %d again: %s",
-        restart.member,
-        restart.error,
-        restart.failures,
-        start,
-        restart.generation,
-        ", ".join(restart.changes),
     )

@@ -566,17 +566,19 @@ def log_generation(
         )
 
 
-def log_restarts(restarts: Sequence[Restart]) -> None:
+def log_restarts(restarts: Sequence[Restart], redone: str = "and trained generation {} again") -> None:
+    """A warning for each restart; ``redone`` says what the member trained again (an asynchronous
+    run's: its interval)."""
     for restart in restarts:
         start = "fresh weights"
         if restart.donor is not None:
             start = f"member {restart.donor}'s weights ({restart.donor_score:.2f})"
         logger.warning(
-            "  member %d failed (%s; failure %d): restarted from %s and trained generation %d again: %s",
+            "  member %d failed (%s; failure %d): restarted from %s %s: %s",
             restart.member,
             restart.error,
             restart.failures,
             start,
-            restart.generation,
+            redone.format(restart.generation),
             ", ".join(restart.changes),
         )
