@@ -145,9 +145,13 @@ class _Poller(threading.Thread):
         raise NotImplementedError
 
     def stop(self) -> None:
-        self._stopping.set()
+        self.signal_stop()
         self.join()
         self.raise_if_failed()
+
+    def signal_stop(self) -> None:
+        """Ask the thread to end after its current poll, without waiting for it."""
+        self._stopping.set()
 
     def raise_if_failed(self) -> None:
         if self.error is not None:
@@ -398,12 +402,18 @@ def run_workers(
             trained.append((task.member, task.interval))
             message = ("next", rank, Settled(task.member, copied, record))
         comm.Barrier()  # no rank fetches any more: the service threads can stop
-    finally:
-        service.stop()
+    except BaseException:
+        # this rank's exception ends the job (the caller aborts it): the threads are told to stop,
+        # not waited for (the coordinator would wait for ranks that never ask again)
+        service.signal_stop()
         if coordinator is not None:
-            coordinator.join()
-            coordinator.raise_if_failed()
-        comm.Free()
+            coordinator.signal_stop()
+        raise
+    service.stop()
+    if coordinator is not None:
+        coordinator.join()
+        coordinator.raise_if_failed()
+    comm.Free()
     return WorkerReport(trained, stopped, coordinator, service)
 
 

@@ -167,3 +167,18 @@ def test_a_member_failing_past_the_limit_ends_the_job_and_the_checkpoints_load(t
     assert "more than --max-member-failures 1 allows" in log and "ending the job" in log
     found, skipped = latest_ready(run_dir, _run_id(run_dir), 4)
     assert not skipped and 2 not in found.intervals
+
+
+def test_without_restarts_a_failure_on_rank_0_ends_the_job_at_once(tmp_path):
+    """--max-member-failures 0: rank 0's member raises (rank 0 also runs the coordinator thread,
+    which would wait for ranks that never ask again): its traceback, and the job ends."""
+    run_dir = tmp_path / "run"
+    args = [*FAULTY, "--env-kwargs", "fail_rank:0", "fail_after:100", "--asynchronous", "--max-member-failures", "0"]
+    result = mpiexec(
+        2,
+        ["pbt_rl_truct.py", *args, *budget(4, 2, STEPS), *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))],
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "RuntimeError: injected fault on rank 0" in result.stderr
+    assert "Traceback" in result.stderr and "unrecoverable error on rank 0" in result.stderr
