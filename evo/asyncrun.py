@@ -113,19 +113,25 @@ def build_members(config: Config, rank: int, checkpoint: ReadyCheckpoints | None
             members[member_id] = make_member(config, member_id)
             continue
         entry = saved[member_id]
-        env_seed = member_seed(config.seed, member_id, stream=2 + entry.interval)
-        member = make_member(config, member_id, env_seed=env_seed, tensorboard=False)
         payload = load_member_file(entry)
-        note = member.restore(payload)
-        if note:
-            logger.warning("member %d: %s", member_id, note)
-        member.set_tensorboard(tb_dir(config.run_dir, member_id, config.tb_writer), member.env_steps + 1)
+        member = restored(config, member_id, payload, member_seed(config.seed, member_id, stream=2 + entry.interval))
         set_rng_state(payload["rng"])
         ready = payload.get(READY_STATE)
         state = as_arrays(ready) if ready is not None else _copy(member)
         snapshots[member_id] = (entry.interval, member.env_steps, state)
         members[member_id] = member
     return members, snapshots
+
+
+def restored(config: Config, member_id: int, payload: dict, env_seed: int | None = None) -> Learner:
+    """Member ``member_id`` rebuilt from its payload (a checkpoint's, or a move's), its TensorBoard
+    continuing after its env steps."""
+    member = make_member(config, member_id, payload["hparams"], env_seed=env_seed, tensorboard=False)
+    note = member.restore(payload)
+    if note:
+        logger.warning("member %d: %s", member_id, note)
+    member.set_tensorboard(tb_dir(config.run_dir, member_id, config.tb_writer), member.env_steps + 1)
+    return member
 
 
 def _copy(member: Learner) -> dict[str, np.ndarray]:
@@ -213,14 +219,6 @@ def worker_hooks(config: Config, rank: int, last: dict) -> WorkerHooks:
         last.pop(member.member_id, None)
         return payload
 
-    def adopt(member_id: int, payload: dict) -> Learner:
-        member = make_member(config, member_id, payload["hparams"], tensorboard=False)
-        note = member.restore(payload)
-        if note:
-            logger.warning("member %d: %s", member_id, note)
-        member.set_tensorboard(tb_dir(config.run_dir, member_id, config.tb_writer), member.env_steps + 1)
-        return member
-
     def settled(member: Learner, point: Latest, exploit, restarts: tuple[Applied, ...], snapshot) -> dict:
         copied = exploit is not None and exploit.copies
         if copied:
@@ -246,7 +244,7 @@ def worker_hooks(config: Config, rank: int, last: dict) -> WorkerHooks:
         train=train,
         score=score,
         pack=pack,
-        adopt=adopt,
+        adopt=lambda member_id, payload: restored(config, member_id, payload),
         settled=settled,
         rebuild=lambda member, planned, env_steps: rebuild_member(config, member, planned, env_steps),
         restarted=lambda member, planned: member.carry_score(planned.donor_score_train),
