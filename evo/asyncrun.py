@@ -46,6 +46,10 @@ from evo.stopping import EXIT_STOPPED, StopRequest
 
 logger = logging.getLogger("evo")
 
+MOVE_ENV_STREAM = 7_000_000
+"""The env seeds of a member rebuilt on another rank: this plus its env steps at the move. Envs that
+are plain data come back as they were; the others (Procgen's, MuJoCo's) start anew, and must not
+start from the same seed at each move (a member would play the same levels again)."""
 READY_STATE = "ready_state"
 """A member file's extra key when the member copied at its ready point: the weights that earned its
 score there (its snapshot), which recipients copy until it reaches its next ready point."""
@@ -125,7 +129,9 @@ def build_members(config: Config, rank: int, checkpoint: ReadyCheckpoints | None
 
 def restored(config: Config, member_id: int, payload: dict, env_seed: int | None = None) -> Learner:
     """Member ``member_id`` rebuilt from its payload (a checkpoint's, or a move's), its TensorBoard
-    continuing after its env steps."""
+    continuing after its env steps; ``env_seed`` seeds its envs (default: a move's, by its env steps)."""
+    if env_seed is None:
+        env_seed = member_seed(config.seed, member_id, stream=MOVE_ENV_STREAM + int(payload["num_timesteps"]))
     member = make_member(config, member_id, payload["hparams"], env_seed=env_seed, tensorboard=False)
     note = member.restore(payload)
     if note:
