@@ -94,6 +94,7 @@ bench: install
 	$(MPI_ENV) $(BIN)/python bench/async_transport.py --json bench/results/async_transport.json
 	$(MPI_ENV) $(BIN)/python bench/async_heterogeneous.py --json bench/results/async_heterogeneous.json
 	$(MPI_ENV) $(BIN)/python bench/async_runs.py --json bench/results/async_runs.json
+	$(BIN)/python bench/augment.py --json bench/results/augment.json
 
 # evo against Ray Tune's PBT (synchronous and asynchronous) on make run's work, with one evo and
 # one stock SB3 agent for the ideal; ~25 min on 2 cores: docs/performance.md
