@@ -37,7 +37,8 @@ def assert_each_member_has(rows, intervals: dict[int, int]) -> None:
 )
 def test_an_asynchronous_run_records_every_member_interval_once_and_copies_named_snapshots(tmp_path, script, explore):
     run_dir = tmp_path / "run"
-    flags = ["--asynchronous", "--explore", explore, *budget(4, 3, STEPS)]
+    # a quarter of 4 is 1 recipient; half makes a copy at some ready point all but certain
+    flags = ["--asynchronous", "--explore", explore, "--truncation-fraction", "0.5", *budget(4, 3, STEPS)]
     result = mpiexec(2, [script, *flags, *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "asynchronous" in result.stdout + result.stderr and "done: best member" in result.stdout + result.stderr
@@ -88,8 +89,8 @@ def _run_id(run_dir) -> str:
 
 @pytest.mark.parametrize("how", ["SIGTERM to rank 1", "SIGUSR1 to mpiexec", "SIGKILL to rank 1"])
 def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_rest_once(tmp_path, how):
-    """Rank 1 is held inside its third interval (a member's env step 158: its interval 2) while rank
-    0 trains every other member interval, those of rank 1's members too (they move): a rank that is
+    """Rank 1 is held inside the first interval 2 it trains (a member's env step 158) while rank 0
+    trains every other member interval, those of rank 1's members too (they move): a rank that is
     free trains more. A stop signal to rank 1, or to mpiexec (which forwards it to both), stops both
     ranks with exit 75, every member's rows 1..k and its checkpoint at k; SIGKILL ends the job through
     MPI with the same on disk. --resume trains the rest, and every (member, interval) is recorded once."""
@@ -119,7 +120,8 @@ def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_re
     assert sorted(done.values()) == [1, 3, 3, 3]
     assert_each_member_has(rows, done)
     by_rank = [sum(1 for row in rows.values() if row["rank"] == str(r)) for r in (0, 1)]
-    assert by_rank == [8, 2]
+    # rank 1: its own two members' first intervals, or (if rank 0 took one first) one of them
+    assert by_rank in ([8, 2], [9, 1])
     assert any(row["rank"] == "0" for (member, _), row in rows.items() if member in (2, 3))  # moved to rank 0
     found, skipped = latest_ready(run_dir, _run_id(run_dir), 4)
     assert not skipped and found.intervals == done
