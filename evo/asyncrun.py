@@ -20,8 +20,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from evo.config import Config
 from evo.core.asynchronous import Latest, ReadyExploit, Schedule, decide_at_ready, ready_rng
 from evo.core.explorers import make_explorer
@@ -29,12 +27,11 @@ from evo.core.restart import Failure, Restart, failures_by_member, plan_restarts
 from evo.core.result import Scores
 from evo.learners.interface import Learner
 from evo.mpi import exchange
-from evo.mpi.asynchronous import Applied, Coordination, WorkerHooks, run_workers
+from evo.mpi.asynchronous import Applied, Coordination, WorkerHooks, run_workers, snapshot_state
 from evo.run import checkpoint_payload, log_restarts, make_member, prepare_process, rebuild_member
-from evo.rundir.checkpoint import as_arrays, as_tensors, dump_payload
+from evo.rundir.checkpoint import as_arrays, as_tensors, dump_payload, load_payload
 from evo.rundir.ready import (
     ReadyCheckpoints,
-    load_member_file,
     members_dir,
     write_explorer_state,
     write_ready_checkpoint,
@@ -117,11 +114,11 @@ def build_members(config: Config, rank: int, checkpoint: ReadyCheckpoints | None
             members[member_id] = make_member(config, member_id)
             continue
         entry = saved[member_id]
-        payload = load_member_file(entry)
+        payload = load_payload(entry.path)
         member = restored(config, member_id, payload, member_seed(config.seed, member_id, stream=2 + entry.interval))
         set_rng_state(payload["rng"])
         ready = payload.get(READY_STATE)
-        state = as_arrays(ready) if ready is not None else _copy(member)
+        state = as_arrays(ready) if ready is not None else snapshot_state(member)
         snapshots[member_id] = (entry.interval, member.env_steps, state)
         members[member_id] = member
     return members, snapshots
@@ -138,10 +135,6 @@ def restored(config: Config, member_id: int, payload: dict, env_seed: int | None
         logger.warning("member %d: %s", member_id, note)
     member.set_tensorboard(tb_dir(config.run_dir, member_id, config.tb_writer), member.env_steps + 1)
     return member
-
-
-def _copy(member: Learner) -> dict[str, np.ndarray]:
-    return {name: np.array(array) for name, array in member.exploit_state().items()}
 
 
 def coordination(config: Config, records: RunRecords, checkpoint: ReadyCheckpoints | None) -> Coordination:

@@ -22,7 +22,7 @@ more intervals, and the population finishes when every member has its ``total`` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,13 @@ class ReadyExploit:
     @property
     def copies(self) -> bool:
         return self.exploit.donor != self.exploit.recipient
+
+    def as_copied(self, copied: tuple[int, int] | None) -> ReadyExploit:
+        """This exploit naming the donor's (interval, env steps) its copy actually took (a newer
+        snapshot than the decision saw, if the donor got there first); itself without a copy."""
+        if copied is None:
+            return self
+        return replace(self, donor_interval=copied[0], donor_env_steps=copied[1])
 
     def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
         """The lineage's line: an exploit's, with the donor's interval and env steps at the copy."""

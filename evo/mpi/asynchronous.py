@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -229,8 +229,8 @@ class Coordinator(_Poller):
         """The member's decision is applied on ``rank``: it is free again, and its ready point goes
         to the records with the copy it actually made."""
         point, exploit = self.deciding.pop(settled.member)
-        if exploit is not None and settled.copied is not None:
-            exploit = replace(exploit, donor_interval=settled.copied[0], donor_env_steps=settled.copied[1])
+        if exploit is not None:
+            exploit = exploit.as_copied(settled.copied)
         self.plan.schedule.release(settled.member, rank)
         if self.plan.on_ready is not None:
             self.plan.on_ready(point, exploit, rank, settled.record)
@@ -278,6 +278,11 @@ class Service(_Poller):
         else:
             raise ValueError(f"unknown request {kind!r} from rank {source}")
         self.served.append((kind, member, source))
+
+
+def snapshot_state(member) -> Payload:
+    """A copy of ``member``'s exploit state: what it serves as its snapshot while it trains on."""
+    return {name: np.array(array) for name, array in member.exploit_state().items()}
 
 
 def send_payload(comm, dest: int, snapshot: Snapshot) -> None:
@@ -386,15 +391,12 @@ def run_workers(
                 continue
             result, restarts = outcome
             member = members[task.member]
-            state = {name: np.array(array) for name, array in member.exploit_state().items()}
-            snapshots[task.member] = (task.interval, member.env_steps, state)
+            snapshots[task.member] = (task.interval, member.env_steps, snapshot_state(member))
             ready = Ready(task.interval, result, wall_origin + clock() - began)
             comm.send(("ready", rank, ready), dest=0, tag=ASK)
             decision = comm.recv(source=0, tag=REPLY)
             copied = apply(comm, member, decision, snapshots)
-            exploit = decision.exploit
-            if exploit is not None and copied is not None:
-                exploit = replace(exploit, donor_interval=copied[0], donor_env_steps=copied[1])
+            exploit = decision.exploit.as_copied(copied) if decision.exploit is not None else None
             record = None
             if hooks.settled is not None:
                 point = Latest(ready.interval, result, ready.wall)

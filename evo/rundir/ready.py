@@ -167,7 +167,3 @@ def latest_ready(run_dir: Path, run_id: str, num_agents: int) -> tuple[ReadyChec
     explorer_path = members_dir(run_dir) / EXPLORER
     explorer = _read(explorer_path) if explorer_path.exists() else None
     return ReadyCheckpoints(members_dir(run_dir), members, records, explorer), skipped
-
-
-def load_member_file(checkpoint: MemberCheckpoint) -> dict:
-    return load_payload(checkpoint.path)
