@@ -147,6 +147,8 @@ def coordination(config: Config, records: RunRecords, checkpoint: ReadyCheckpoin
         config.perturb_factors,
         config.resample_probability,
         saved_explorer["state"] if saved_explorer and saved_explorer.get("name") == config.explore else None,
+        rounds=config.total_generations,
+        population=config.num_agents,
     )
     latest: dict[int, Latest] = {}
     for member in range(config.num_agents):

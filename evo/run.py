@@ -198,6 +198,8 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
         config.perturb_factors,
         config.resample_probability,
         explorer_state(manifest, config.explore),
+        rounds=config.total_generations,
+        population=config.num_agents,
     )
     reporter = None
     if comm.Get_rank() == 0:

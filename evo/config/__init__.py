@@ -214,6 +214,7 @@ def cross_option_checks(
     total_generations, agent_training_steps = checks.budget(args, settings, problems)
     checks.procgen_levels(args, game, problems)
     checks.learner_options(spec, args.exploit_buffer, args.checkpoint_buffers, problems)
+    checks.explorer_space(args.explore, settings.get("search_space") or {}, problems)
     precision = resolve_precision(args.precision, settings.get("precision"), problems)
     if precision not in spec.precisions:
         where = "--precision" if args.precision is not None else "precision (YAML)"

@@ -14,6 +14,7 @@ from typing import Any
 
 from evo.config.envnames import DISTRIBUTION_MODES, env_kwargs_message
 from evo.config.hyperparams import parse_env_kwargs
+from evo.core.kinds import Categorical, kind_from_entry
 from evo.core.schedule import load_schedule
 from evo.core.selection import NO_PBT, STRATEGIES
 from evo.learners import LearnerSpec
@@ -44,7 +45,23 @@ def script_strategy(script: str, flag: str | None, explore: str, transport: str,
     return strategy
 
 
-ASYNCHRONOUS_EXPLORERS = ("perturb", "pb2")
+ASYNCHRONOUS_EXPLORERS = ("perturb", "pb2", "pb2-rand", "pb2-mult", "pb2-mix")
+MIXED_EXPLORERS = ("pb2-mix", "pb2-mult", "pb2-rand")
+
+
+def explorer_space(explore: str, space: dict[str, dict[str, Any]], problems: list[str]) -> None:
+    """``--explore pb2`` reads every hyperparameter as a GP input with an order (ordered choices by
+    their index); named choices have none: the Procgen AutoRL paper's explorers choose them."""
+    if explore != "pb2":
+        return
+    named = [name for name, entry in space.items() if isinstance(kind_from_entry(entry), Categorical)]
+    if named:
+        choices = "; ".join(f"{name}: {list(space[name]['choices'])}" for name in named)
+        problems.append(
+            f"--explore pb2 with named choices in the search space ({choices}): PB2's GP needs values with an "
+            f"order; use --explore {', '.join(MIXED_EXPLORERS)} (the Procgen AutoRL paper's explorers, which "
+            "choose categories by a bandit or at random), or list ordered numbers instead"
+        )
 
 
 def asynchronous(args: Any, script: str, transport: str, problems: list[str]) -> None:

@@ -95,8 +95,11 @@ class Config:
     )
     """Resolved: the script's selection rule, 'wta' or 'truncation', or 'none' with ``--strategy none``."""
     explore: str = option(
-        "how recipients change their hyperparameters: 'perturb' (multiply by --perturb-factors, or resample) "
-        "or 'pb2' (PB2's GP bandit on the population's history, Parker-Holder et al. 2020)",
+        "how recipients change their hyperparameters: 'perturb' (multiply by --perturb-factors, or resample), "
+        "'pb2' (PB2's GP bandit on the population's history, Parker-Holder et al. 2020), or, for search spaces "
+        "with choices such as DrAC's aug_type, the Procgen AutoRL paper's (Parker-Holder et al. 2021): 'pb2-mix' "
+        "(choices by the TV.EXP3.M bandit, one GP with CoCaBO's mixture kernel), 'pb2-mult' (choices by the "
+        "bandit, a GP per choice), 'pb2-rand' (choices kept or redrawn at random)",
         RESTORED,
         default="perturb",
         choices=explorer_names(),
@@ -294,7 +297,7 @@ class Config:
         check=must(lambda n: n >= 0, "must be >= 0 (0: the first failure ends the job)"),
     )
     asynchronous: bool = option(
-        "asynchronous PBT (pbt_rl_truct.py and pbt_rl_wta.py, --explore perturb or pb2): no generation shared "
+        "asynchronous PBT (pbt_rl_truct.py and pbt_rl_wta.py): no generation shared "
         "by the population and no rank waiting for another; each member is ranked at its own ready points (every "
         "--agent-training-steps env steps) against every member's latest score, and a free rank trains the member "
         "next due, wherever it last ran; every member is checkpointed at each ready point",

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.explorers.base import Change, Explorer
+from evo.core.explorers.mixed import PB2Mix, PB2Mult, PB2Rand
 from evo.core.explorers.pb2 import PB2
 from evo.core.explorers.perturb import Perturb, explore
 from evo.core.kinds import SearchSpace
@@ -17,9 +18,25 @@ from evo.core.kinds import SearchSpace
 EXPLORERS: dict[str, type[Explorer]] = {
     "perturb": Perturb,  # random perturbation or resampling (the PBT paper)
     "pb2": PB2,  # PB2's GP bandit on the population's history (Parker-Holder et al. 2020)
+    # the Procgen AutoRL paper's explorers for spaces with categories (Parker-Holder et al. 2021)
+    "pb2-rand": PB2Rand,  # categories kept or redrawn at random, PB2 for the rest
+    "pb2-mult": PB2Mult,  # categories by TV.EXP3.M, a GP per category
+    "pb2-mix": PB2Mix,  # categories by TV.EXP3.M, one GP with CoCaBO's mixture kernel
 }
 
-__all__ = ["EXPLORERS", "PB2", "Change", "Explorer", "Perturb", "explore", "explorer_names", "make_explorer"]
+__all__ = [
+    "EXPLORERS",
+    "PB2",
+    "PB2Mix",
+    "PB2Mult",
+    "PB2Rand",
+    "Change",
+    "Explorer",
+    "Perturb",
+    "explore",
+    "explorer_names",
+    "make_explorer",
+]
 
 
 def explorer_names() -> tuple[str, ...]:
@@ -32,10 +49,13 @@ def make_explorer(
     perturb_factors: Sequence[float] = (0.8, 1.2),
     resample_probability: float = 0.25,
     state: Mapping[str, Any] | None = None,
+    rounds: int = 0,
+    population: int = 0,
 ) -> Explorer:
-    """Explorer ``name`` over ``space``, continuing from a checkpoint's ``state`` if given."""
+    """Explorer ``name`` over ``space`` for a run of ``rounds`` generations and ``population``
+    members (0: unknown), continuing from a checkpoint's ``state`` if given."""
     if name not in EXPLORERS:
         raise ValueError(f"unknown explorer {name!r}; use one of {', '.join(EXPLORERS)}")
-    explorer = EXPLORERS[name](space, perturb_factors, resample_probability)
+    explorer = EXPLORERS[name](space, perturb_factors, resample_probability, rounds=rounds, population=population)
     explorer.restore(state)
     return explorer

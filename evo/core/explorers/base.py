@@ -57,10 +57,16 @@ class Explorer:
         space: SearchSpace,
         perturb_factors: Sequence[float] = (0.8, 1.2),
         resample_probability: float = 0.25,
+        rounds: int = 0,
+        population: int = 0,
     ):
         self.space = space
         self.perturb_factors = tuple(perturb_factors)
         self.resample_probability = resample_probability
+        self.rounds = rounds
+        """The run's generations (0: unknown), for explorers whose schedule depends on the horizon."""
+        self.population = population
+        """The number of members (0: unknown)."""
 
     def observe(self, generation: int, population: Sequence[MemberResult], donors: Mapping[int, int]) -> None:
         """The generation's results (sorted by member id) and its donor map ``{member: donor}``

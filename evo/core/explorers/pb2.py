@@ -33,115 +33,83 @@ Before there are observations to fit (the first generation: its starting scores 
 measured), recipients explore by the usual perturb/resample, marked "pb2 warm-up" in
 the lineage.
 
-PB2-Mix (Parker-Holder et al., NeurIPS 2021, "Tuning Mixed Input Hyperparameters on the Fly
-for Efficient Population Based AutoRL") when the search space holds choices (``kind="choice"``):
-the choices are picked first by a time-varying multi-armed bandit, one per categorical
-hyperparameter, then the continuous values by the GP-UCB above, conditioned on those choices.
-
-- the bandit: the paper uses TV.EXP3.M; here it is a time-discounted UCB (Garivier & Moulines'
-  D-UCB): each arm's mean standardised change in score, each observation weighted by
-  ``BANDIT_DISCOUNT`` per generation of age, plus sqrt(log(total weight) / arm's weight); an
-  arm never tried comes first. Deterministic and a function of the history alone, so the
-  checkpointed history restores it exactly. Within one generation's batch each pick counts as
-  one more pull at the arm's mean (its bonus shrinks), as the GP's batch step does;
-- conditioning: the GP is fitted on all observations with each choice's position among its
-  choices (index / (count - 1), they are ordered) as one more input column, and the UCB is
-  maximised over the continuous columns with the choice columns held at the bandit's picks;
-- integers are continuous in the GP and rounded when the pick is mapped back.
+Ordered choices (``{choices: [3, 5, 10]}``) and integers are GP inputs on their index or value
+scale, rounded when a pick is mapped back. Named choices have no order for the GP to read: the
+Procgen AutoRL paper's explorers for them (PB2-Rand, PB2-Mult, PB2-Mix) are in
+:mod:`evo.core.explorers.mixed`, built on this class's hooks (``categories``,
+``pick_categories``, ``model``, ``model_key``).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from evo.core.explorers.base import Change, Explored, Explorer
+from evo.core.explorers.kernels import time_varying_kernel
 from evo.core.explorers.perturb import explore
-from evo.core.kinds import Kind, SearchSpace
+from evo.core.kinds import SearchSpace
 from evo.core.result import MemberResult
 
 logger = logging.getLogger(__name__)
 
 MIN_OBSERVATIONS = 2
 MAX_OBSERVATIONS = 256  # the most recent ones; older points have faded under the kernel anyway
-BANDIT_DISCOUNT = 0.8  # weight of an observation one generation older, in PB2-Mix's bandit
-BANDIT_EXPLORATION = 1.0  # the UCB bonus's weight, in standard deviations of the change in score
 
 
-@functools.cache
-def _kernel_class():
-    """The time-varying kernel, defined on first use so that importing evo stays light."""
-    from scipy.spatial.distance import cdist
-    from sklearn.gaussian_process.kernels import Hyperparameter, Kernel, StationaryKernelMixin
+@dataclass
+class Pick:
+    """A recipient's new point in [0, 1]^d, and whether a GP chose its non-category columns
+    (False: PB2-Mult had no data with its categories, and the donor's values are kept)."""
 
-    class TimeVaryingRBF(StationaryKernelMixin, Kernel):
-        """exp(−|x − x'|² / 2ℓ²) · (1 − ε)^(|t − t'| / 2); x = all columns but the last, t = the last."""
-
-        def __init__(
-            self,
-            length_scale: float = 0.3,
-            epsilon: float = 0.1,
-            length_scale_bounds: tuple[float, float] = (1e-2, 1e2),
-            epsilon_bounds: tuple[float, float] = (1e-4, 0.9),
-        ):
-            self.length_scale = length_scale
-            self.epsilon = epsilon
-            self.length_scale_bounds = length_scale_bounds
-            self.epsilon_bounds = epsilon_bounds
-
-        @property
-        def hyperparameter_length_scale(self):
-            return Hyperparameter("length_scale", "numeric", self.length_scale_bounds)
-
-        @property
-        def hyperparameter_epsilon(self):
-            return Hyperparameter("epsilon", "numeric", self.epsilon_bounds)
-
-        def __call__(self, X, Y=None, eval_gradient=False):
-            X = np.atleast_2d(X)
-            if Y is None:
-                Y = X
-            elif eval_gradient:
-                raise ValueError("the gradient is only defined for Y = None")
-            squared = cdist(X[:, :-1], Y[:, :-1], "sqeuclidean")
-            elapsed = np.abs(X[:, -1:] - Y[:, -1][None, :])
-            ell, eps = float(self.length_scale), float(self.epsilon)
-            K = np.exp(-0.5 * squared / ell**2) * (1.0 - eps) ** (elapsed / 2.0)
-            if not eval_gradient:
-                return K
-            # gradients with respect to the log of each free hyperparameter, in scikit-learn's
-            # order of ``theta`` (the hyperparameters sorted by name)
-            grads = []
-            if not self.hyperparameter_epsilon.fixed:
-                grads.append(-K * (elapsed / 2.0) * eps / (1.0 - eps))
-            if not self.hyperparameter_length_scale.fixed:
-                grads.append(K * squared / ell**2)
-            return K, np.stack(grads, axis=2) if grads else np.empty(K.shape + (0,))
-
-        def diag(self, X):
-            return np.ones(np.atleast_2d(X).shape[0])
-
-        def __repr__(self):
-            return f"TimeVaryingRBF(length_scale={self.length_scale:.3g}, epsilon={self.epsilon:.3g})"
-
-    return TimeVaryingRBF
+    units: np.ndarray
+    modelled: bool = True
+    how: dict[int, str] = field(default_factory=dict)
+    """Category column -> how its value was chosen, for the lineage."""
 
 
-def time_varying_kernel(length_scale: float = 0.3, epsilon: float = 0.1):
-    """A new :class:`TimeVaryingRBF` (scikit-learn kernel; see the module docstring)."""
-    return _kernel_class()(length_scale=length_scale, epsilon=epsilon)
+@dataclass
+class GPModel:
+    """A fitted GP over some of the space's ``columns`` and time, ready to pick from: its kernel's
+    signal part with the fitted noise as a per-point ``alpha``, so that UCB ranks the latent
+    function and picks of one batch can be added as exact (GP-BUCB)."""
 
+    latent: Any
+    columns: list[int]
+    X: np.ndarray
+    y: np.ndarray
+    alpha: np.ndarray
+    time: float
+    kappa: float
 
-def has_choices(kind: Kind) -> bool:
-    """Whether PB2-Mix's bandit picks this hyperparameter (an ordered or unordered choice)."""
-    return getattr(kind, "choices", None) is not None
+    @classmethod
+    def of(cls, gp: Any, columns: list[int], generation: int, kappa: float) -> GPModel:
+        from sklearn.gaussian_process import GaussianProcessRegressor
+
+        X, y = gp.X_train_, gp.y_train_
+        signal, noise = gp.kernel_.k1, float(gp.kernel_.k2.noise_level)
+        alpha = np.full(len(y), noise)
+        latent = GaussianProcessRegressor(signal, alpha=alpha, optimizer=None).fit(X, y)
+        return cls(latent, columns, X, y, alpha, float(generation), kappa)
+
+    def pick(self, fixed: Mapping[int, float], rng: np.random.Generator) -> np.ndarray:
+        """The UCB's argmax over this GP's columns, those in ``fixed`` (space columns) held at their
+        values; the pick then joins the data at its predicted mean."""
+        from sklearn.gaussian_process import GaussianProcessRegressor
+
+        local = {self.columns.index(c): v for c, v in fixed.items() if c in self.columns}
+        units = maximise_ucb(self.latent, self.time, self.kappa, len(self.columns), rng, self.X[:, :-1], fixed=local)
+        point = np.append(units, self.time)[None, :]
+        self.X, self.y = np.vstack([self.X, point]), np.append(self.y, self.latent.predict(point))
+        self.alpha = np.append(self.alpha, 1e-10)
+        self.latent = GaussianProcessRegressor(self.latent.kernel, alpha=self.alpha, optimizer=None).fit(self.X, self.y)
+        return units
 
 
 class PB2(Explorer):
@@ -160,8 +128,10 @@ class PB2(Explorer):
         resample_probability: float = 0.25,
         observations: list[tuple[int, list[float], float]] | None = None,
         baselines: dict[int, float] | None = None,
+        rounds: int = 0,
+        population: int = 0,
     ):
-        super().__init__(space, perturb_factors, resample_probability)
+        super().__init__(space, perturb_factors, resample_probability, rounds, population)
         self.observations: list[tuple[int, list[float], float]] = list(observations or [])
         """(generation, x in [0, 1]^d, change in score) per member and generation."""
         self.baselines: dict[int, float] = dict(baselines or {})
@@ -203,18 +173,19 @@ class PB2(Explorer):
 
     # --- suggestions ----------------------------------------------------------------------
 
-    def fit(self, rng: np.random.Generator):
-        """The GP on the observations (y standardised), or None if there are too few."""
-        if len(self.observations) < MIN_OBSERVATIONS:
+    def fit(self, rng: np.random.Generator, rows: Sequence[int] | None = None, columns: Sequence[int] | None = None):
+        """The GP on the observations ``rows`` (default: all) over the space's ``columns`` (default:
+        all) and the time, y standardised; None if there are too few."""
+        X, y = self.data(rows, columns)
+        if len(y) < MIN_OBSERVATIONS:
             return None
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.gaussian_process import GaussianProcessRegressor
         from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
 
-        X, y = self._data()
         spread = float(np.std(y))
         y = (y - float(np.mean(y))) / (spread if spread > 1e-12 else 1.0)
-        kernel = ConstantKernel(1.0, (1e-2, 1e2)) * time_varying_kernel() + WhiteKernel(0.1, (1e-5, 1e1))
+        kernel = ConstantKernel(1.0, (1e-2, 1e2)) * self.kernel(columns) + WhiteKernel(0.1, (1e-5, 1e1))
         gp = GaussianProcessRegressor(
             kernel, normalize_y=False, n_restarts_optimizer=2, random_state=int(rng.integers(2**31 - 1))
         )
@@ -222,94 +193,109 @@ class PB2(Explorer):
             warnings.simplefilter("ignore", ConvergenceWarning)  # a bound reached is still a usable fit
             return gp.fit(X, y)
 
-    def _data(self) -> tuple[np.ndarray, np.ndarray]:
-        X = np.array([x + [float(t)] for t, x, _ in self.observations], dtype=float)
-        y = np.array([dy for _, _, dy in self.observations], dtype=float)
-        return X, y
+    def kernel(self, columns: Sequence[int] | None):
+        """The GP's correlation over ``columns`` and time: PB2's time-varying kernel."""
+        return time_varying_kernel()
 
-    def kappa(self) -> float:
-        """UCB's exploration weight: the GP-UCB schedule sqrt(0.2·d·log(2n)) (Kandasamy et al.),
-        d the dimensions the GP searches (the choices are the bandit's)."""
-        dims = len(self.space) - len(self.categorical)
-        return math.sqrt(0.2 * dims * math.log(2 * max(len(self.observations), 1)))
+    def data(
+        self, rows: Sequence[int] | None = None, columns: Sequence[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """X (the ``columns`` of the unit coordinates, then the generation) and y (the change in score)."""
+        chosen = [self.observations[i] for i in rows] if rows is not None else self.observations
+        columns = list(range(len(self.space))) if columns is None else list(columns)
+        X = np.array([[x[c] for c in columns] + [float(t)] for t, x, _ in chosen], dtype=float)
+        y = np.array([dy for _, _, dy in chosen], dtype=float)
+        return X.reshape(len(chosen), len(columns) + 1), y
+
+    def kappa(self, dims: int | None = None, points: int | None = None) -> float:
+        """UCB's exploration weight: the GP-UCB schedule sqrt(0.2·d·log(2n)) (Kandasamy et al.), d
+        the dimensions the GP searches (default: the space's), n its data (default: all)."""
+        dims = len(self.space) if dims is None else dims
+        points = len(self.observations) if points is None else points
+        return math.sqrt(0.2 * dims * math.log(2 * max(points, 1)))
+
+    # --- the hooks of PB2's variants (evo.core.explorers.mixed) -------------------------------
 
     @property
-    def categorical(self) -> dict[int, str]:
-        """Column -> name of each hyperparameter PB2-Mix's bandit chooses (``kind="choice"``)."""
-        return {i: name for i, (name, kind) in enumerate(self.space.items()) if has_choices(kind)}
+    def categories(self) -> dict[int, str]:
+        """Column -> name of each hyperparameter chosen as a category, outside the GP's search
+        (PB2: none; ordered choices are GP inputs on their index scale)."""
+        return {}
 
-    def choose(self, generation: int, count: int) -> list[dict[int, float]]:
-        """PB2-Mix's bandit: for each of ``count`` recipients, the unit coordinate of each
-        choice column (see the module docstring)."""
-        picks: list[dict[int, float]] = [{} for _ in range(count)]
-        if not self.categorical:
-            return picks
-        _, y = self._data()
-        spread = float(np.std(y)) if len(y) else 0.0
-        rewards = (y - float(np.mean(y))) / (spread if spread > 1e-12 else 1.0) if len(y) else y
-        ages = np.array([generation - t for t, _, _ in self.observations], dtype=float)
-        weights = BANDIT_DISCOUNT**ages
-        for column, name in self.categorical.items():
-            arms = len(self.space[name].choices)
-            pulled = np.array(
-                [self.space[name].index(self.space[name].from_unit(x[column])) for _, x, _ in self.observations]
-            )
-            bandit = DiscountedUCB.fit(arms, pulled, rewards, weights)
-            for pick in picks:
-                arm = bandit.best()
-                pick[column] = arm / max(arms - 1, 1)
-                bandit.pretend_pull(arm)
-        return picks
+    def pick_categories(
+        self, generation: int, donors: Sequence[Sequence[float]], rng: np.random.Generator
+    ) -> list[dict[int, tuple[float, str]]]:
+        """Each recipient's categories: column -> (unit coordinate, how it was chosen) (PB2: none)."""
+        return [{} for _ in donors]
 
-    def suggest(self, generation: int, count: int, rng: np.random.Generator) -> list[np.ndarray] | None:
-        """``count`` points in [0, 1]^d for one generation's recipients (GP-BUCB batch), or
-        None while there is too little data to fit."""
+    def model(self, generation: int, fixed: Mapping[int, float], rng: np.random.Generator) -> GPModel | None:
+        """The GP a recipient with categories ``fixed`` is picked from (PB2: one over every column
+        and every observation), or None when there is no data to fit it."""
         gp = self.fit(rng)
-        if gp is None:
-            return None
-        from sklearn.gaussian_process import GaussianProcessRegressor
+        return None if gp is None else GPModel.of(gp, list(range(len(self.space))), generation, self.kappa())
 
-        choices = self.choose(generation, count)
-        # The fitted kernel is signal + white noise. UCB ranks the latent function, so the
-        # noise goes into ``alpha`` (per point) instead: the same posterior mean, a std
-        # without the observation noise, and picks of this batch can be added as exact.
-        X, y = gp.X_train_, gp.y_train_
-        signal, noise = gp.kernel_.k1, float(gp.kernel_.k2.noise_level)
-        alpha = np.full(len(y), noise)
-        now = float(generation)
-        kappa = self.kappa()
-        latent = GaussianProcessRegressor(signal, alpha=alpha, optimizer=None).fit(X, y)
+    def model_key(self, fixed: Mapping[int, float]) -> Any:
+        """Recipients whose keys are equal share one GP (and its batch step)."""
+        return ()
+
+    # --- suggestions ----------------------------------------------------------------------
+
+    def suggest(
+        self,
+        generation: int,
+        count: int,
+        rng: np.random.Generator,
+        donors: Sequence[Sequence[float]] | None = None,
+    ) -> list[Pick] | None:
+        """``count`` points in [0, 1]^d for one generation's recipients, from their donors' unit
+        coordinates (``donors``; default the centre), or None while there is too little data to
+        fit. Recipients picked from one GP are a GP-BUCB batch: each pick is added to its data at
+        its predicted mean before the next."""
+        if len(self.observations) < MIN_OBSERVATIONS:
+            return None
+        dims = len(self.space)
+        donors = [list(d) for d in donors] if donors is not None else [[0.5] * dims] * count
+        categories = self.pick_categories(generation, donors, rng)
+        models: dict[Any, GPModel | None] = {}
         picks = []
-        for _ in range(count):
-            fixed = choices[len(picks)]
-            picks.append(maximise_ucb(latent, now, kappa, len(self.space), rng, X[:, :-1], fixed=fixed))
-            if len(picks) < count:  # the batch step: the pick "observed" at its predicted mean
-                point = np.append(picks[-1], now)[None, :]
-                X, y = np.vstack([X, point]), np.append(y, latent.predict(point))
-                alpha = np.append(alpha, 1e-10)
-                latent = GaussianProcessRegressor(signal, alpha=alpha, optimizer=None).fit(X, y)
+        for donor, chosen in zip(donors, categories, strict=True):
+            fixed = {column: unit for column, (unit, _) in chosen.items()}
+            key = self.model_key(fixed)
+            if key not in models:
+                models[key] = self.model(generation, fixed, rng)
+            units = np.array(donor, dtype=float)
+            for column, unit in fixed.items():
+                units[column] = unit
+            model = models[key]
+            if model is not None:
+                units[model.columns] = model.pick(fixed, rng)
+            picks.append(Pick(units, model is not None, {column: how for column, (_, how) in chosen.items()}))
         return picks
 
     def explore(self, generation: int, starts: Sequence[Mapping[str, Any]], rng: np.random.Generator) -> list[Explored]:
         """New hyperparameters for each recipient, from its donor's: PB2's picks, or the
         usual perturb/resample while there is no data yet (or, logged, if the fit fails).
         Parameters outside the search space are kept."""
-        marker = "pb2 warm-up"
+        marker = f"{self.name} warm-up"
         try:
-            picks = self.suggest(generation, len(starts), rng)
+            picks = self.suggest(generation, len(starts), rng, [self.unit(hparams) for hparams in starts])
         except (np.linalg.LinAlgError, ValueError) as error:  # a degenerate fit must not end a long run
             logger.warning("PB2 could not fit the history of generation %d (%s); perturbing instead", generation, error)
-            picks, marker = None, "pb2 fallback"
+            picks, marker = None, f"{self.name} fallback"
         results = []
         for i, hparams in enumerate(starts):
             if picks is None:
                 new, changes = explore(hparams, self.space, rng, self.perturb_factors, self.resample_probability)
                 changes = [Change(c.name, c.old, c.new, f"{marker}: {c.how}") for c in changes]
             else:
-                new, changes = dict(hparams), []
-                for (name, kind), unit in zip(self.space.items(), picks[i], strict=True):
-                    new[name] = kind.from_unit(float(unit))
-                    how = "pb2-mix bandit" if has_choices(kind) else "pb2"
+                pick, new, changes = picks[i], dict(hparams), []
+                for column, ((name, kind), unit) in enumerate(zip(self.space.items(), pick.units, strict=True)):
+                    if column in self.categories:
+                        new[name], how = kind.from_unit(float(unit)), pick.how[column]
+                    elif pick.modelled:
+                        new[name], how = kind.from_unit(float(unit)), "pb2"
+                    else:
+                        new[name], how = kind.coerce(hparams[name]), f"{self.name}: no data with these categories, kept"
                     changes.append(Change(name, kind.coerce(hparams[name]), new[name], how))
             results.append((new, changes))
         return results
@@ -366,6 +352,9 @@ def maximise_ucb(
         mean, std = gp.predict(full(units), return_std=True)
         return mean + kappa * std
 
+    if not free:  # every column held: nothing to search
+        return full(np.empty((1, 0)))[0, :-1]
+
     starts = np.vstack([rng.uniform(0.0, 1.0, size=(candidates, len(free))), seen[:, free]])
     values = ucb(starts)
     best_x, best_value = starts[int(np.argmax(values))], float(np.max(values))
@@ -374,39 +363,3 @@ def maximise_ucb(
         if -float(result.fun) > best_value:  # also when L-BFGS-B stops early: the point is still valid
             best_x, best_value = np.clip(result.x, 0.0, 1.0), -float(result.fun)
     return full(np.asarray(best_x, dtype=float))[0, :-1]
-
-
-@dataclass
-class DiscountedUCB:
-    """A time-discounted UCB bandit over ``len(counts)`` arms (D-UCB, Garivier & Moulines 2011):
-    ``counts`` and ``sums`` are each arm's discounted number of pulls and sum of rewards."""
-
-    counts: np.ndarray
-    sums: np.ndarray
-
-    @classmethod
-    def fit(cls, arms: int, pulled: np.ndarray, rewards: np.ndarray, weights: np.ndarray) -> DiscountedUCB:
-        counts, sums = np.zeros(arms), np.zeros(arms)
-        np.add.at(counts, pulled.astype(int), weights)
-        np.add.at(sums, pulled.astype(int), weights * rewards)
-        return cls(counts, sums)
-
-    def scores(self) -> np.ndarray:
-        """Each arm's discounted mean plus its bonus; +inf for an arm never pulled."""
-        tried = self.counts > 1e-12
-        total = max(float(self.counts.sum()), math.e)
-        scores = np.full(len(self.counts), np.inf)
-        scores[tried] = self.sums[tried] / self.counts[tried] + BANDIT_EXPLORATION * np.sqrt(
-            math.log(total) / self.counts[tried]
-        )
-        return scores
-
-    def best(self) -> int:
-        """The arm with the highest score (ties to the lower index)."""
-        return int(np.argmax(self.scores()))
-
-    def pretend_pull(self, arm: int) -> None:
-        """Count a pick of this batch as one pull at the arm's current mean (its bonus shrinks)."""
-        mean = self.sums[arm] / self.counts[arm] if self.counts[arm] > 1e-12 else 0.0
-        self.counts[arm] += 1.0
-        self.sums[arm] += mean

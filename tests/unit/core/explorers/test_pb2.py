@@ -8,7 +8,7 @@ import pytest
 
 from evo.config import ConfigError, parse_config
 from evo.core.explorers import PB2, make_explorer
-from evo.core.explorers.pb2 import time_varying_kernel
+from evo.core.explorers.kernels import time_varying_kernel
 from evo.core.kinds import Additive, Float, Horizon, LogFloat
 from evo.core.plan import generation_rng, plan_generation, weight_moves
 from evo.core.result import MemberResult
@@ -67,7 +67,7 @@ def test_the_gp_pick_beats_random_picks_on_a_known_surface():
     for seed in range(8):
         target = np.random.default_rng(100 + seed).uniform(0.2, 0.8, 3)
         pb2, rng = surface_history(seed, target)
-        pick = pb2.suggest(6, 1, rng)[0]
+        pick = pb2.suggest(6, 1, rng)[0].units
         picked = -np.sum((pick - target) ** 2)
         random_mean = np.mean([-np.sum((x - target) ** 2) for x in rng.uniform(0, 1, (200, 3))])
         gains.append(picked - random_mean)
@@ -84,7 +84,7 @@ def test_recent_data_outweighs_old_data():
         optimum = 0.2 if generation <= 6 else 0.8
         for x in rng.uniform(0, 1, 4):
             pb2.observations.append((generation, [x], -((x - optimum) ** 2)))
-    assert abs(pb2.suggest(11, 1, rng)[0][0] - 0.8) < 0.15
+    assert abs(pb2.suggest(11, 1, rng)[0].units[0] - 0.8) < 0.15
 
 
 def test_batch_picks_spread_out_and_stay_inside_the_bounds():
@@ -113,7 +113,8 @@ def test_batch_picks_spread_out_and_stay_inside_the_bounds():
 def test_suggestions_stay_inside_the_bounds_with_flat_or_tiny_data():
     rng = np.random.default_rng(3)
     flat = PB2(CARTPOLE_LIKE, observations=[(1, [0.5] * 6, 0.0), (1, [0.2] * 6, 0.0), (2, [0.9] * 6, 0.0)])
-    for units in flat.suggest(3, 4, rng):
+    for pick in flat.suggest(3, 4, rng):
+        units = pick.units
         assert np.all((0 <= units) & (units <= 1))
     assert PB2(CARTPOLE_LIKE, observations=[(1, [0.5] * 6, 1.0)]).suggest(2, 1, rng) is None  # one point: no fit
 
@@ -162,7 +163,7 @@ def test_config_takes_explore_and_refuses_it_with_the_control():
 
 def test_a_failed_fit_falls_back_to_perturb_and_says_so(caplog):
     class Broken(PB2):
-        def fit(self, rng):
+        def fit(self, rng, rows=None, columns=None):
             raise np.linalg.LinAlgError("matrix is not positive definite")
 
     pb2 = Broken(UNIT3, (0.8, 1.2), 0.0, observations=[(1, [0.5] * 3, 1.0), (1, [0.2] * 3, 0.0)])
