@@ -122,8 +122,9 @@ def build_agent(
     space = _search_space(spec, merged.get("search_space", {}), ranges, problems)
     if shape is not None:
         _action_space(spec, env_id, shape, problems)
+    policy = _policy(spec, merged.get("policy", "mlp"), env_id, game, problems)
     if spec.check is not None:
-        spec.check(settings, space, n_envs, shape, problems)
+        spec.check(settings, space, n_envs, shape, policy, problems)
     for name, kind in space.items():
         default = settings[name]
         if not kind.problems(name) and not _contains(kind, default):
@@ -133,7 +134,7 @@ def build_agent(
             )
     return AgentSettings(
         algo=spec.name,
-        policy=_policy(spec, merged.get("policy", "mlp"), env_id, game, problems),
+        policy=policy,
         n_envs=n_envs,
         settings=settings,
         policy_kwargs=merged.get("policy_kwargs", {}),

@@ -1,12 +1,16 @@
 """PPO's settings (Stable-Baselines3's ``PPO``), declared once. Pure; its SB3 side is evo/sb3/ppo.py.
 
 SB3's names and defaults, and evo's own: ``n_minibatches`` (the rollout cut into that many
-minibatches, instead of ``batch_size``) and ``microbatch_size`` (each minibatch back-propagated in
-pieces of that many samples: the same update in less memory).
+minibatches, instead of ``batch_size``), ``microbatch_size`` (each minibatch back-propagated in
+pieces of that many samples: the same update in less memory), and DrAC's two (Raileanu et al.
+2021, as the Procgen AutoRL paper tunes them): ``aug_coef``, the weight of the augmentation
+regulariser in the loss (0: off, PPO's own update), and ``aug_type``, the augmentation of the frames,
+one of :data:`AUG_TYPES`. DrAC augments images, so it needs a CNN policy.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +19,13 @@ from evo.core.kinds import Kind
 from evo.learners.spec import EnvShape, LearnerSpec, Reach, check_ranges, setting
 
 A, S, LR, D, C = Reach.ATTRIBUTE, Reach.SCHEDULE, Reach.LEARNING_RATE, Reach.DISCOUNT, Reach.CUSTOM
+
+AUG_TYPES = ("crop", "random-conv", "grayscale", "flip", "rotate", "cutout", "cutout-color", "color-jitter")
+"""DrAC's augmentations by name (the paper's eight; evo/sb3/augment.py implements them, and a test
+keeps the two lists equal: this module stays free of torch)."""
+CNN_POLICIES = ("impala", "nature")
+"""The policies that read images: DrAC augments their frames."""
+POLICIES = ("mlp", *CNN_POLICIES)
 
 N_STEPS_FIXED = (
     "it sizes the rollout buffer (n_envs * n_steps samples) that PPO allocates once and that every "
@@ -80,14 +91,36 @@ SETTINGS = (
         why_fixed="it changes how the update is computed, not what it computes",
         free_on_resume=True,
     ),
+    setting(
+        "aug_coef",
+        float,
+        0.0,
+        "DrAC's weight of the augmentation regulariser in the loss (0: off, PPO's own update); image "
+        "observations only (policy impala or nature)",
+        A,
+        label="DrAC coefficient",
+    ),
+    setting(
+        "aug_type",
+        str,
+        "crop",
+        f"DrAC's augmentation of the frames: {', '.join(AUG_TYPES)}",
+        A,
+        label="DrAC augmentation",
+    ),
 )
 
 
 def check(
-    settings: dict[str, Any], space: Mapping[str, Kind], n_envs: int, shape: EnvShape | None, problems: list[str]
+    settings: dict[str, Any],
+    space: Mapping[str, Kind],
+    n_envs: int,
+    shape: EnvShape | None,
+    policy: str,
+    problems: list[str],
 ) -> None:
     """PPO's rules across its settings: positive counts, a batch size within the rollout (from
-    ``n_minibatches`` if given), and search ranges PPO can run."""
+    ``n_minibatches`` if given), search ranges PPO can run, and DrAC's (:func:`check_drac`)."""
     n_steps = settings["n_steps"]
     if n_steps < 1:
         problems.append(f"n_steps {n_steps}: must be a positive whole number")
@@ -132,6 +165,42 @@ def check(
         },
         problems,
     )
+    check_drac(settings, space, policy, problems)
+
+
+def check_drac(settings: Mapping[str, Any], space: Mapping[str, Kind], policy: str, problems: list[str]) -> None:
+    """DrAC's rules: a known augmentation (fixed, or every choice of the search space), a weight of
+    at least 0, and a policy that reads images (it augments frames; a vector has none)."""
+    aug_type, aug_coef = settings["aug_type"], settings["aug_coef"]
+    if aug_type not in AUG_TYPES:
+        close = difflib.get_close_matches(str(aug_type), AUG_TYPES, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        problems.append(f"aug_type {aug_type!r} is not a DrAC augmentation; use one of {', '.join(AUG_TYPES)}{hint}")
+    kind = space.get("aug_type")
+    if kind is not None and not kind.problems("aug_type"):
+        unknown = [choice for choice in getattr(kind, "choices", ()) if choice not in AUG_TYPES]
+        if unknown:
+            problems.append(
+                f"search_space.aug_type: {unknown} are not DrAC augmentations; choose among {', '.join(AUG_TYPES)}"
+            )
+    if aug_coef < 0:
+        problems.append(f"aug_coef {aug_coef}: DrAC's weight must be >= 0 (0: off)")
+    kind = space.get("aug_coef")
+    if kind is not None and not kind.problems("aug_coef") and kind.low is not None and kind.low < 0:
+        problems.append(f"search_space.aug_coef starts at {kind.low}; DrAC's weight must be >= 0 (0: off)")
+    if "aug_type" in space and aug_coef == 0 and "aug_coef" not in space:
+        problems.append(
+            "search_space.aug_type: DrAC is off (aug_coef 0), so no augmentation is used; set aug_coef > 0 (e.g. "
+            "0.1) or explore aug_coef too"
+        )
+    drac = aug_coef > 0 or "aug_coef" in space or "aug_type" in space
+    if drac and policy not in CNN_POLICIES and policy in POLICIES:
+        problems.append(
+            f"DrAC (aug_coef {aug_coef}{', explored' if 'aug_coef' in space or 'aug_type' in space else ''}) needs "
+            f"image observations: it augments frames, and policy {policy!r} reads vectors; train a CNN policy "
+            f"({' or '.join(CNN_POLICIES)}) on an image env such as a Procgen game, or set aug_coef: 0 and leave "
+            "aug_coef and aug_type out of the search space"
+        )
 
 
 def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:
@@ -151,7 +220,7 @@ SPEC = LearnerSpec(
     title="PPO",
     settings=SETTINGS,
     action_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
-    policies=("mlp", "impala", "nature"),
+    policies=POLICIES,
     policy_kwargs={"ortho_init": bool, "log_std_init": float},
     net_arch_heads=("pi", "vf"),
     precisions=("fp32", "bf16"),

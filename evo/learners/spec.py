@@ -99,10 +99,11 @@ class LearnerSpec:
     replay: bool = False
     """Whether it learns from a replay buffer (off-policy): --exploit-buffer and buffers in checkpoints."""
     precisions: tuple[str, ...] = ("fp32",)
-    check: Callable[[dict[str, Any], Mapping[str, Kind], int, EnvShape | None, list[str]], None] | None = None
-    """``check(settings, search_space, n_envs, env_shape, problems)``: its own rules across settings,
-    search ranges and the env (a batch within the rollout, say; ``env_shape`` None: the env could
-    not be made); it may set what its rules resolve (a batch size from a count of minibatches)."""
+    check: Callable[[dict[str, Any], Mapping[str, Kind], int, EnvShape | None, str, list[str]], None] | None = None
+    """``check(settings, search_space, n_envs, env_shape, policy, problems)``: its own rules across
+    settings, search ranges, the env and the policy (a batch within the rollout, say; ``env_shape``
+    None: the env could not be made; ``policy``: the policy's name as resolved, e.g. 'mlp' or
+    'impala'); it may set what its rules resolve (a batch size from a count of minibatches)."""
     upgrade: Callable[[dict[str, Any]], None] | None = None
     """Completes the settings a run recorded before the learners were declared (config.yaml's
     ``agent`` of a PPO run of then) with what the learner resolves now."""

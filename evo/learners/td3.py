@@ -66,7 +66,12 @@ SETTINGS = (
 
 
 def check(
-    settings: dict[str, Any], space: Mapping[str, Kind], n_envs: int, shape: EnvShape | None, problems: list[str]
+    settings: dict[str, Any],
+    space: Mapping[str, Kind],
+    n_envs: int,
+    shape: EnvShape | None,
+    policy: str,
+    problems: list[str],
 ) -> None:
     check_shared(settings, space, problems)
     if settings["policy_delay"] < 1:

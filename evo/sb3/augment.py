@@ -4,7 +4,8 @@ jparkerholder/procgen_autorl ``auto_drac/data_augs.py``), batched in torch.
 Each augmentation takes a batch of frames ``(N, C, H, W)`` (channels first, as SB3's rollout buffer
 holds Procgen's 64x64x3 observations) with values in [0, 255], in uint8 or a float dtype, and a
 ``torch.Generator``; it returns a new batch of the same shape, dtype and range, each frame with its
-own random draw. Issue 23 builds DrAC's regulariser on them; nothing else uses them yet.
+own random draw. DrAC's regulariser in PPO's update (evo/sb3/ppo.py) augments each minibatch's
+frames with one of them, by name.
 
 - ``crop``: pad 12 pixels by replication, then a random 64x64 (the frame's size) window;
 - ``random-conv``: a random 3x3 convolution per frame (Xavier-normal weights), clamped to the range;
@@ -164,7 +165,10 @@ def color_jitter(x: torch.Tensor, generator: torch.Generator, strength: float = 
     return _back(out, x)
 
 
-AUGMENTATIONS: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
+Augmentation = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
+"""``augmentation(frames, generator)``: a new batch of frames (the module docstring)."""
+
+AUGMENTATIONS: dict[str, Augmentation] = {
     "crop": crop,
     "random-conv": random_conv,
     "grayscale": grayscale,
@@ -174,4 +178,4 @@ AUGMENTATIONS: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]
     "cutout-color": cutout_color,
     "color-jitter": color_jitter,
 }
-"""DrAC's ``aug_type`` names (the paper's eight)."""
+"""DrAC's augmentations by the paper's names (its eight); PPO's declaration lists the same names."""

@@ -279,6 +279,8 @@ class SB3Learner:
             return None  # off (a format-1 checkpoint wrote it as inf)
         if name in self.space:
             return self.space[name].coerce(value)
+        if setting.type is str:
+            return str(value)  # a name (DrAC's augmentation) given outside the search space, by a schedule
         return int(round(float(value))) if setting.type is int else float(value)
 
     def effective_hparams(self, names: Sequence[str] | None = None) -> dict[str, Any]:

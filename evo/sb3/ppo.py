@@ -14,13 +14,23 @@ And ``precision``: 'bf16' runs the policy's network in bfloat16 autocast whereve
 (the rollout's forward, both ``train()`` paths, evaluation), through the policies of
 evo/sb3/policies.py that stand in for SB3's 'MlpPolicy' and 'CnnPolicy'.
 
+And DrAC (Raileanu et al. 2021), for image observations: with ``aug_coef`` > 0 each minibatch's
+loss gains ``aug_coef * (-mean log π(a* | aug(s)) + ½ mean (V(s) - V(aug(s)))²)``, ``aug`` the
+augmentation ``aug_type`` of evo/sb3/augment.py, a* sampled from the current policy on the plain
+frames s and V(s) their current value, both targets without gradient (:func:`drac_loss`). As in
+the paper's code it is computed per minibatch, on the minibatch's frames, and it goes through the
+microbatched path (whole minibatches are one piece). ``aug_coef`` 0 runs none of it.
+
 PPO's own ways for a value to reach the update (the rest are the generic reaches of
 evo/sb3/learner.py): ``gae_lambda`` is copied into the rollout buffer, which computes the
 advantages; ``n_minibatches`` sets ``batch_size`` to ceil(n_envs * n_steps / n_minibatches).
-``train()`` reads ``n_epochs``, ``batch_size``, ``max_grad_norm``, ``target_kl``, ``ent_coef`` and
-``vf_coef`` from the model at every call (SB3's and the microbatched one alike). What to re-check
-when SB3 changes: those attributes, the rollout buffer's ``gae_lambda``, and ``train()`` below
-against SB3's.
+``train()`` reads ``n_epochs``, ``batch_size``, ``max_grad_norm``, ``target_kl``, ``ent_coef``,
+``vf_coef``, ``aug_coef`` and ``aug_type`` from the model at every call (SB3's and the microbatched
+one alike). What to re-check when SB3 changes: those attributes, the rollout buffer's
+``gae_lambda`` and the dtype of its observations (the frames' own, uint8 for images), ``train()``
+below against SB3's, and what :func:`policy_outputs` copies of ``ActorCriticPolicy.evaluate_actions``
+(``extract_features``, ``mlp_extractor``, ``_get_action_dist_from_latent``, ``value_net``) and
+:func:`sampled_actions` of SB3's distributions (their ``.distribution``).
 """
 
 from __future__ import annotations
@@ -37,40 +47,69 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO as SB3PPO
+from stable_baselines3.common.distributions import Distribution
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.preprocessing import get_action_dim
 from stable_baselines3.common.utils import explained_variance
 
 from evo.config.agent import AgentSettings
+from evo.sb3.augment import AUGMENTATIONS, Augmentation
 from evo.sb3.learner import SB3Learner, common_policy_kwargs
 from evo.sb3.policies import EXTRACTORS, MixedPrecisionCnnPolicy, MixedPrecisionPolicy
+
+DRAC_STREAM = 23
+"""The seed stream of DrAC's draws (after the member's model and evaluation streams)."""
+TAIL = 1e-7
+"""Uniform draws are kept this far from 0 and 1 (the Gaussian's inverse CDF is infinite there)."""
 
 
 class PPO(SB3PPO):
     """``stable_baselines3.PPO`` plus ``microbatch_size``: minibatches larger than it are
     back-propagated in pieces of that many samples. 0 (or a size >= batch_size) runs SB3's own
     ``train()`` unchanged. And ``precision`` ('fp32' or 'bf16'), handed to the policy: 'MlpPolicy'
-    and 'CnnPolicy' name SB3's policies with a precision (evo/sb3/policies.py)."""
+    and 'CnnPolicy' name SB3's policies with a precision (evo/sb3/policies.py). And DrAC's
+    ``aug_coef`` and ``aug_type`` (the module docstring): with ``aug_coef`` > 0 every update runs
+    the microbatched path, whole minibatches as one piece if ``microbatch_size`` is 0."""
 
     policy_aliases = {"MlpPolicy": MixedPrecisionPolicy, "CnnPolicy": MixedPrecisionCnnPolicy}
 
-    def __init__(self, *args, microbatch_size: int = 0, precision: str = "fp32", policy_kwargs=None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        microbatch_size: int = 0,
+        precision: str = "fp32",
+        aug_coef: float = 0.0,
+        aug_type: str = "crop",
+        policy_kwargs=None,
+        **kwargs,
+    ):
+        if aug_type not in AUGMENTATIONS:
+            raise ValueError(f"aug_type {aug_type!r}: use one of {', '.join(AUGMENTATIONS)}")
         self.microbatch_size = microbatch_size
         self.precision = precision
+        self.aug_coef = float(aug_coef)
+        self.aug_type = aug_type
         super().__init__(*args, policy_kwargs={**(policy_kwargs or {}), "precision": precision}, **kwargs)
 
     def train(self) -> None:
-        if not 0 < self.microbatch_size < self.batch_size:
+        drac = self.aug_coef > 0
+        if not drac and not 0 < self.microbatch_size < self.batch_size:
             return super().train()
+        piece = self.microbatch_size if 0 < self.microbatch_size < self.batch_size else self.batch_size
+        generator = drac_generator(self.seed, self._n_updates) if drac else None
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)
         clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(self._current_progress_remaining)
 
         stats: dict[str, list[float]] = {"entropy": [], "policy": [], "value": [], "clip": []}
+        if drac:
+            stats.update(drac_policy=[], drac_value=[])
         continue_training = True
         for epoch in range(self.n_epochs):
             approx_kl_divs = []
             for data in self.rollout_buffer.get(self.batch_size):
-                means, loss = self._accumulate_gradient(data, clip_range, clip_range_vf)
+                means, loss = self._accumulate_gradient(data, clip_range, clip_range_vf, piece, generator)
                 for key in stats:
                     stats[key].append(means[key])
                 approx_kl_divs.append(means["kl"])
@@ -89,6 +128,9 @@ class PPO(SB3PPO):
         self.logger.record("train/entropy_loss", np.mean(stats["entropy"]))
         self.logger.record("train/policy_gradient_loss", np.mean(stats["policy"]))
         self.logger.record("train/value_loss", np.mean(stats["value"]))
+        if drac:
+            self.logger.record("train/drac_policy_loss", np.mean(stats["drac_policy"]))
+            self.logger.record("train/drac_value_loss", np.mean(stats["drac_value"]))
         self.logger.record("train/approx_kl", np.mean(approx_kl_divs))
         self.logger.record("train/clip_fraction", np.mean(stats["clip"]))
         self.logger.record("train/loss", loss)
@@ -102,9 +144,15 @@ class PPO(SB3PPO):
         if clip_range_vf is not None:
             self.logger.record("train/clip_range_vf", clip_range_vf)
 
-    def _accumulate_gradient(self, data, clip_range: float, clip_range_vf: float | None) -> tuple[dict, float]:
-        """Leave the gradient of the minibatch's PPO loss in ``.grad``; return the minibatch's
-        mean losses, clip fraction and approximate KL, and the loss."""
+    def _accumulate_gradient(
+        self, data, clip_range: float, clip_range_vf: float | None, piece: int, generator: torch.Generator | None
+    ) -> tuple[dict, float]:
+        """Leave the gradient of the minibatch's loss in ``.grad``, back-propagated in pieces of
+        ``piece`` samples; return the minibatch's mean losses, clip fraction and approximate KL, and
+        the loss. With a ``generator``, DrAC's too: its draws are made for the whole minibatch
+        first, so the pieces add up to the whole minibatch's gradient whatever their size; a
+        piece's PPO loss is back-propagated before its augmented pass runs, so the two passes'
+        activations are not alive at once."""
         n = len(data.advantages)
         actions = data.actions
         if isinstance(self.action_space, spaces.Discrete):
@@ -112,13 +160,20 @@ class PPO(SB3PPO):
         advantages = data.advantages
         if self.normalize_advantage and n > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        if generator is not None:
+            uniforms, augmented = drac_draws(self.policy, data.observations, AUGMENTATIONS[self.aug_type], generator)
 
         self.policy.optimizer.zero_grad()
-        totals = torch.zeros(5, dtype=torch.float64)  # policy, value, entropy, clipped, kl
-        for start in range(0, n, self.microbatch_size):
-            part = slice(start, start + self.microbatch_size)
-            values, log_prob, entropy = self.policy.evaluate_actions(data.observations[part], actions[part])
-            values = values.flatten()
+        totals = torch.zeros(7, dtype=torch.float64)  # policy, value, entropy, clipped, kl, drac policy, drac value
+        for start in range(0, n, piece):
+            part = slice(start, start + piece)
+            if generator is None:
+                values, log_prob, entropy = self.policy.evaluate_actions(data.observations[part], actions[part])
+                values = values.flatten()
+            else:
+                distribution, values = policy_outputs(self.policy, data.observations[part])
+                log_prob, entropy = distribution.log_prob(actions[part]), distribution.entropy()
+                targets = drac_targets(distribution, values, uniforms[part])
             log_ratio = log_prob - data.old_log_prob[part]
             ratio = torch.exp(log_ratio)
             gain = advantages[part] * ratio
@@ -130,19 +185,124 @@ class PPO(SB3PPO):
             value_sum = (data.returns[part] - values).square().sum()
             entropy_sum = log_prob.sum() if entropy is None else -entropy.sum()
             ((policy_sum + self.ent_coef * entropy_sum + self.vf_coef * value_sum) / n).backward()
+            if generator is not None:
+                drac_sums = drac_terms(self.policy, augmented[part], *targets)
+                (self.aug_coef * (drac_sums[0] + drac_sums[1]) / n).backward()
             with torch.no_grad():
-                totals += torch.stack(
-                    [
-                        policy_sum,
-                        value_sum,
-                        entropy_sum,
-                        ((ratio - 1).abs() > clip_range).sum(),
-                        ((ratio - 1) - log_ratio).sum(),
-                    ]
-                ).double()
-        policy, value, entropy, clipped, kl = (totals / n).tolist()
+                sums = [
+                    policy_sum,
+                    value_sum,
+                    entropy_sum,
+                    ((ratio - 1).abs() > clip_range).sum(),
+                    ((ratio - 1) - log_ratio).sum(),
+                ]
+                totals[: len(sums)] += torch.stack(sums).double()
+                if generator is not None:
+                    totals[5:] += torch.stack(drac_sums).double()
+        policy, value, entropy, clipped, kl, drac_policy, drac_value = (totals / n).tolist()
         means = {"policy": policy, "value": value, "entropy": entropy, "clip": clipped, "kl": kl}
-        return means, policy + self.ent_coef * entropy + self.vf_coef * value
+        loss = policy + self.ent_coef * entropy + self.vf_coef * value
+        if generator is not None:
+            means.update(drac_policy=drac_policy, drac_value=drac_value)
+            loss += self.aug_coef * (drac_policy + drac_value)
+        return means, loss
+
+
+# ---------------------------------------------------------------------------------------
+# DrAC's regulariser
+
+
+def drac_generator(seed: int | None, n_updates: int) -> torch.Generator:
+    """DrAC's random stream for one ``train()``, seeded from (the model's seed, its update count).
+    Both are already in a member's checkpoint (the seed derives from the run's and the member's id;
+    ``_n_updates`` is saved and restored), so a resumed member draws what it would have drawn with
+    no generator state of its own to save, and a recipient keeps its own stream after an exploit. A
+    generator of its own also leaves torch's global one, which samples the rollouts' actions, as
+    it would be without DrAC."""
+    entropy = [0 if seed is None else int(seed), int(n_updates), DRAC_STREAM]
+    state = int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint64)[0])
+    return torch.Generator().manual_seed(state >> 1)
+
+
+def drac_draws(
+    policy: ActorCriticPolicy, observations: torch.Tensor, augmentation: Augmentation, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Everything DrAC draws for a batch, in this order: the uniforms that pick each a* (one per
+    action dimension, :func:`sampled_actions`) and the augmented frames. ``observations`` are as
+    SB3's rollout buffer holds image observations: (N, C, H, W), channels first (SB3 transposes an
+    HWC env's; ``channels_last`` only changes the memory format inside the CNN), in the frames' own
+    dtype (uint8, values 0..255): what the augmentations take, with no conversion."""
+    uniforms = torch.rand((len(observations), get_action_dim(policy.action_space)), generator=generator)
+    return uniforms, augmentation(observations, generator)
+
+
+def policy_outputs(policy: ActorCriticPolicy, observations: torch.Tensor) -> tuple[Distribution, torch.Tensor]:
+    """The action distribution π(·|s) and the values V(s) (flat), from one pass: what
+    ``evaluate_actions`` computes before it evaluates the actions, so DrAC samples a* from the pass
+    PPO's loss takes (no second pass over the plain frames)."""
+    features = policy.extract_features(observations)
+    if policy.share_features_extractor:
+        latent_pi, latent_vf = policy.mlp_extractor(features)
+    else:
+        latent_pi = policy.mlp_extractor.forward_actor(features[0])
+        latent_vf = policy.mlp_extractor.forward_critic(features[1])
+    return policy._get_action_dist_from_latent(latent_pi), policy.value_net(latent_vf).flatten()
+
+
+def sampled_actions(distribution: Distribution, uniforms: torch.Tensor) -> torch.Tensor:
+    """Actions drawn from SB3's ``distribution`` by its inverse CDF at ``uniforms`` (N, action
+    dims), a sample, not the mode: each a* is one draw of π(·|s). Drawn from given uniforms, not by
+    ``distribution.sample()``, so that the draw comes from DrAC's generator, and a microbatch takes
+    its rows of the minibatch's uniforms (the same a* as the whole minibatch's)."""
+    inner = distribution.distribution
+    if isinstance(inner, list):  # MultiDiscrete: a categorical per sub-space
+        return torch.stack([_categorical(part.probs, uniforms[:, i]) for i, part in enumerate(inner)], dim=1)
+    if isinstance(inner, torch.distributions.Categorical):
+        return _categorical(inner.probs, uniforms[:, 0])
+    if isinstance(inner, torch.distributions.Bernoulli):
+        return (uniforms < inner.probs).to(inner.probs.dtype)
+    if isinstance(inner, torch.distributions.Normal):  # Box, gSDE's included (its marginal at s)
+        return inner.loc + inner.scale * torch.special.ndtri(uniforms.clamp(TAIL, 1 - TAIL).reshape(inner.loc.shape))
+    raise TypeError(f"DrAC cannot sample actions of {type(distribution).__name__}")
+
+
+def _categorical(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    below = (probs.cumsum(-1) < uniforms[:, None]).sum(-1)
+    return below.clamp(max=probs.shape[-1] - 1)
+
+
+def drac_targets(
+    distribution: Distribution, values: torch.Tensor, uniforms: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """What DrAC pulls the augmented pass towards, from the pass on the plain frames s: actions a*
+    sampled from ``distribution`` (π(·|s)) at ``uniforms``, and ``values`` (V(s)) detached. Targets,
+    never moved themselves: the paper's code takes a* from ``act()``, which samples, and detaches
+    V(s) (without it the value term would also pull V(s) towards V(aug(s)))."""
+    with torch.no_grad():
+        actions = sampled_actions(distribution, uniforms)
+    return actions, values.detach()
+
+
+def drac_terms(
+    policy: ActorCriticPolicy, augmented: torch.Tensor, actions: torch.Tensor, values: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sums over a batch of DrAC's two terms, ``-log π(a* | aug(s))`` and ``½ (V(s) -
+    V(aug(s)))²``, for the targets ``actions`` (a*) and ``values`` (V(s)) of :func:`drac_targets`."""
+    augmented_values, log_prob, _ = policy.evaluate_actions(augmented, actions)
+    return -log_prob.sum(), 0.5 * (values - augmented_values.flatten()).square().sum()
+
+
+def drac_loss(
+    policy: ActorCriticPolicy, observations: torch.Tensor, augmentation: Augmentation, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DrAC's regulariser on a batch of frames (:func:`drac_draws` says which): the means
+    ``-mean log π(a* | aug(s))`` and ``½ mean (V(s) - V(aug(s)))²``, with a gradient through the
+    augmented pass only. PPO's ``train()`` adds ``aug_coef`` times their sum to each minibatch's
+    loss, computed as here (in microbatches: the same draws, the sums split)."""
+    uniforms, augmented = drac_draws(policy, observations, augmentation, generator)
+    distribution, values = policy_outputs(policy, observations)
+    policy_sum, value_sum = drac_terms(policy, augmented, *drac_targets(distribution, values, uniforms))
+    return policy_sum / len(observations), value_sum / len(observations)
 
 
 def rollout_size(model: PPO) -> int:
