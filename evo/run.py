@@ -85,6 +85,7 @@ def member_setup(config: Config, member: int, env_seed: int | None = None) -> Me
         precision=config.precision,
         channels_last=config.cpu_tuning,
         eval_episodes=config.eval_episodes,
+        score_window=config.score_window,
         select_on=config.select_on,
         exploit_buffer=config.exploit_buffer,
         tb_dir=tb_dir(config.run_dir, member, config.tb_writer),

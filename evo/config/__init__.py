@@ -182,8 +182,9 @@ def restore_from_run(args: argparse.Namespace, given: set[str]) -> dict[str, Any
 
 
 def apply_param_set(args: argparse.Namespace, given: set[str], game: str | None, problems: list[str]) -> str | None:
-    """``--param-set NAME`` on a Procgen game: its YAML block, and the distribution mode and
-    training levels of its name unless given (a resume already has the run's values)."""
+    """``--param-set NAME`` on a Procgen game: its YAML block, and the options it stands for (the
+    distribution mode and training levels of its name...) unless given (a resume already has the
+    run's values)."""
     if args.param_set not in PARAM_SETS:  # None, or a name its own check reports
         return None
     if not game:
@@ -192,11 +193,9 @@ def apply_param_set(args: argparse.Namespace, given: set[str], game: str | None,
             "(use --conf-file FILE or --hyperparams key:value for other envs)"
         )
         return None
-    mode, levels = PARAM_SETS[args.param_set]
-    if "distribution_mode" not in given and not args.resume:
-        args.distribution_mode = mode
-    if "num_levels" not in given and not args.resume:
-        args.num_levels = levels
+    for name, value in PARAM_SETS[args.param_set].items():
+        if name not in given and not args.resume:
+            setattr(args, name, value)
     return args.param_set
 
 

@@ -53,7 +53,16 @@ NORMALIZE_KEYS: dict[str, type] = {"norm_obs": bool, "norm_reward": bool}
 SPACE_KEYS: dict[str, type] = {"low": float, "high": float, "scale": str, "type": str, "choices": list}
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu")
 # --param-set NAME: (distribution mode, training levels) that the name stands for
-PARAM_SETS = {"easy": ("easy", 0), "easy-200": ("easy", 200), "hard": ("hard", 0), "hard-500": ("hard", 500)}
+PARAM_SETS: dict[str, dict[str, Any]] = {
+    # name -> the options it sets unless given (its settings are the ``procgen-<name>`` YAML block)
+    "easy": {"distribution_mode": "easy", "num_levels": 0},
+    "easy-200": {"distribution_mode": "easy", "num_levels": 200},
+    "hard": {"distribution_mode": "hard", "num_levels": 0},
+    "hard-500": {"distribution_mode": "hard", "num_levels": 500},
+    # the Procgen AutoRL paper's set-up (Parker-Holder et al. 2021): 4 members selected on the mean
+    # return of their last 100 training episodes
+    "autorl": {"distribution_mode": "easy", "num_levels": 200, "num_agents": 4, "score_window": 100},
+}
 ENV_KWARGS_FORM = "key:value (e.g. reward_scale:0.1 max_episode_steps:200)"
 FLOAT_LITERAL = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 OVERRIDE_FORM = "key:value (e.g. learning_rate:1e-3 batch_size:128 'policy_kwargs:{net_arch: [32, 32]}')"
@@ -196,7 +205,9 @@ def _check_space(space: dict, where: str, problems: list[str], spec: LearnerSpec
     settings = spec.by_name
     for name, entry in space.items():
         setting = settings.get(name)
-        if setting is not None and not setting.tunable:
+        if entry is None and setting is not None:  # a later layer takes it out of an earlier layer's space
+            out[name] = None
+        elif setting is not None and not setting.tunable:
             problems.append(f"{where}.{name}: {name} cannot be explored: {setting.why_fixed}")
         elif setting is None:
             problems.append(_foreign_key(str(name), spec, where) or _unknown_key(str(name), list(spec.tunable), where))
@@ -324,7 +335,10 @@ def _merge(layers: Sequence[Mapping[str, Any]], exclusive: Sequence[tuple[str, s
     merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in layer.items():
-            if key in ("policy_kwargs", "search_space"):
+            if key == "search_space":  # an entry set to null leaves the space
+                space = {**merged.get(key, {}), **value}
+                merged[key] = {name: entry for name, entry in space.items() if entry is not None}
+            elif key == "policy_kwargs":
                 merged[key] = {**merged.get(key, {}), **value}
             else:
                 merged[key] = value

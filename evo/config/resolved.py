@@ -97,7 +97,7 @@ class Config:
     explore: str = option(
         "how recipients change their hyperparameters: 'perturb' (multiply by --perturb-factors, or resample), "
         "'pb2' (PB2's GP bandit on the population's history, Parker-Holder et al. 2020), or, for search spaces "
-        "with choices such as DrAC's aug_type, the Procgen AutoRL paper's (Parker-Holder et al. 2021): 'pb2-mix' "
+        "with choices such as DrAC's augmentation, the Procgen AutoRL paper's (Parker-Holder et al. 2021): 'pb2-mix' "
         "(choices by the TV.EXP3.M bandit, one GP with CoCaBO's mixture kernel), 'pb2-mult' (choices by the "
         "bandit, a GP per choice), 'pb2-rand' (choices kept or redrawn at random)",
         RESTORED,
@@ -138,13 +138,21 @@ class Config:
         choices=TIE_RULES,
     )
     eval_episodes: int = option(
-        "0: score = mean return of the last 10 training episodes; N>0: N deterministic eval episodes",
+        "0: score = mean return of the last --score-window training episodes; N>0: N deterministic eval episodes",
         FIXED,
         default=0,
         type=int,
         check=must(lambda n: n >= 0, "use 0 (training episodes) or a positive count"),
     )
     """N>0: the mean return of N deterministic episodes on a separate evaluation env."""
+    score_window: int = option(
+        "the training score is the mean return of this many last training episodes finished since the "
+        "member's weights last changed hands (1 to 100: SB3 keeps the last 100); the Procgen AutoRL paper uses 100",
+        RESTORED,
+        default=10,
+        type=int,
+        check=must(lambda n: 1 <= n <= 100, "use 1 to 100 episodes (SB3 keeps the last 100)"),
+    )
     initial_hparams: str = option(
         "'sample': each member starts from its own draw from the search space; 'defaults': every member "
         "starts from the YAML's values (with --num-agents 1: plain PPO with the env's tuned settings)",
@@ -214,7 +222,9 @@ class Config:
     """As given; ``agent.n_envs`` has the number used."""
     param_set: str | None = option(
         "Procgen: train-procgen-pytorch's parameter set easy, easy-200, hard or hard-500 (envs, budget, "
-        "and the distribution mode and training levels of its name unless given)",
+        "and the distribution mode and training levels of its name unless given), or autorl: the Procgen "
+        "AutoRL paper's set-up (DrAC, its search space, easy mode, 200 levels, 4 members, a decision every "
+        "500k steps, 25M steps, scores over the last 100 training episodes)",
         RESTORED,
         metavar="NAME",
         check=known_param_set,

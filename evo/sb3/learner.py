@@ -66,7 +66,6 @@ from evo.sb3.normalize import (
 
 logger = logging.getLogger(__name__)
 
-SCORE_WINDOW = 10
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU}
 WEIGHTS, NORMALIZATION = "weights", "normalization"
 
@@ -101,6 +100,8 @@ class MemberSetup:
     precision: str = "fp32"
     channels_last: bool = False
     eval_episodes: int = 0
+    score_window: int = 10
+    """The training score is the mean return of this many last training episodes."""
     select_on: str = "train"
     exploit_buffer: str = "own"
     tb_dir: Path | None = None
@@ -171,6 +172,7 @@ class SB3Learner:
         self.spec: LearnerSpec = setup.agent.spec
         self.space = setup.agent.search_space
         self.eval_episodes = setup.eval_episodes
+        self.score_window = setup.score_window
         self.select_on = setup.select_on
         self.scores: list[float] = []
         self.carried_score = float("nan")
@@ -321,10 +323,10 @@ class SB3Learner:
         self.model.learn(total_timesteps=steps, reset_num_timesteps=False, callback=callback, progress_bar=False)
 
     def training_score(self) -> float:
-        """Mean return of the last 10 training episodes finished since the weights last changed
-        hands; with none, the score the weights carried over (see :attr:`score_train_stale`),
+        """Mean return of the last ``score_window`` training episodes finished since the weights
+        last changed hands; with none, the score the weights carried over (see :attr:`score_train_stale`),
         NaN if they never had one."""
-        episodes = list(self.model.ep_info_buffer or [])[-SCORE_WINDOW:]
+        episodes = list(self.model.ep_info_buffer or [])[-self.score_window :]
         returns = [info["r"] for info in episodes]
         return float(np.mean(returns)) if returns else self.carried_score
 
@@ -511,9 +513,10 @@ class SB3Learner:
         self.model.logger.dump(result.env_steps)
 
     def log_final(self, result: MemberResult) -> None:
-        """TensorBoard's HPARAMS tab: the final score vs the hyperparameters that reached it."""
+        """TensorBoard's HPARAMS tab: the final score vs the hyperparameters that reached it (named
+        choices by their names; the scalars of :meth:`log_generation` show their index)."""
         shown = {
-            name: self.space[name].number(value) if name in self.space else value
+            name: self.space[name].number(value) if name in self.space and not isinstance(value, str) else value
             for name, value in result.hparams.items()
         }
         self.model.logger.record("hparams", HParam({"member": self.member_id, **shown}, {"pbt/score": result.score}))

@@ -1,6 +1,8 @@
 """A categorical hyperparameter in real runs: n_epochs from {choices: [1, 2, 4]} given on the
-command line, explored by perturb and by PB2-Mix under mpiexec, recorded in population.csv and the
+command line, explored by perturb, by PB2 (on its index scale) and by PB2-Mix (as a category) under mpiexec, recorded in population.csv and the
 lineage, and trained with (the next generation's row holds what explore chose)."""
+
+import pytest
 
 from tests.support import PPO_SIX, budget, last_manifest, mpiexec, read_lineage, read_population
 
@@ -60,15 +62,16 @@ def test_perturb_moves_n_epochs_to_a_neighbouring_choice(tmp_path, tiny_hyperpar
             assert abs(CHOICES.index(new["n_epochs"]) - CHOICES.index(donor_epochs)) <= 1, (old, new, change)
 
 
-def test_pb2_mix_picks_n_epochs_with_its_bandit(tmp_path, tiny_hyperparams):
+@pytest.mark.parametrize("explore, how", [("pb2", "(pb2)"), ("pb2-mix", "(pb2-mix bandit)")])
+def test_pb2_reads_n_epochs_on_its_index_scale_and_pb2_mix_as_a_category(tmp_path, tiny_hyperparams, explore, how):
     run_dir = tmp_path / "run"
-    result = run_with_choices(run_dir, tiny_hyperparams, "--explore", "pb2")
-    assert "(pb2 explore)" in result.stdout
+    result = run_with_choices(run_dir, tiny_hyperparams, "--explore", explore)
+    assert f"({explore} explore)" in result.stdout
     lineage = check_records(run_dir)
     for exploit in lineage[1:]:  # generation 1 warms up with perturb
-        assert any(c.startswith("n_epochs :") and "(pb2-mix bandit)" in c for c in exploit["changes"])
+        assert any(c.startswith("n_epochs :") and how in c for c in exploit["changes"])
     explorer = last_manifest(run_dir)["explorer"]
-    assert explorer["name"] == "pb2"
+    assert explorer["name"] == explore
     history = explorer["state"]
     assert all(len(x) == len(PPO_SIX) + 1 for _, x, _ in history["observations"])
 

@@ -33,7 +33,7 @@ def _log_decay_gradient(K: np.ndarray, elapsed: np.ndarray, epsilon: float) -> n
 
 
 @functools.cache
-def _kernel_classes():
+def _rbf_class():
     from scipy.spatial.distance import cdist
     from sklearn.gaussian_process.kernels import Hyperparameter, Kernel, StationaryKernelMixin
 
@@ -84,6 +84,14 @@ def _kernel_classes():
 
         def __repr__(self):
             return f"TimeVaryingRBF(length_scale={self.length_scale:.3g}, epsilon={self.epsilon:.3g})"
+
+    return TimeVaryingRBF
+
+
+@functools.cache
+def _mixture_class():
+    from scipy.spatial.distance import cdist
+    from sklearn.gaussian_process.kernels import Hyperparameter, Kernel, StationaryKernelMixin
 
     class TimeVaryingMixture(StationaryKernelMixin, Kernel):
         """CoCaBO's mixture of a continuous and a categorical kernel, each fading with time (see
@@ -178,18 +186,18 @@ def _kernel_classes():
                 f"epsilon_categorical={self.epsilon_categorical:.3g}, mix={self.mix:.3g})"
             )
 
-    return TimeVaryingRBF, TimeVaryingMixture
+    return TimeVaryingMixture
 
 
 def time_varying_kernel(length_scale: float = 0.3, epsilon: float = 0.1):
     """PB2's kernel (see the module docstring)."""
-    return _kernel_classes()[0](length_scale=length_scale, epsilon=epsilon)
+    return _rbf_class()(length_scale=length_scale, epsilon=epsilon)
 
 
 def mixture_kernel(categorical: Sequence[int], mix: float = 0.5, length_scale: float = 0.3, epsilon: float = 0.1):
     """PB2-Mix's kernel over X's columns, ``categorical`` of them holding categories (see the
     module docstring); both decays start at ``epsilon``, the mixing weight λ at ``mix``."""
-    return _kernel_classes()[1](
+    return _mixture_class()(
         categorical=tuple(categorical),
         length_scale=length_scale,
         epsilon_continuous=epsilon,

@@ -3,7 +3,7 @@
 Parker-Holder, Nguyen, Desai & Roberts, "Tuning Mixed Input Hyperparameters on the Fly for
 Efficient Population Based AutoRL" (NeurIPS 2021; code: jparkerholder/procgen_autorl ``pbt.py``,
 ``pb2_utils.py``, ``exp3.py``), under the paper's names. Every ``choices`` hyperparameter (ordered
-numbers such as ``n_epochs``, named ones such as DrAC's ``aug_type``) is a category; the others are
+numbers such as a number of epochs, named ones such as DrAC's augmentation) is a category; the others are
 PB2's continuous (and integer) inputs. Each recipient's categories are chosen first, then its
 continuous values by PB2's GP-UCB (evo.core.explorers.pb2) given them:
 

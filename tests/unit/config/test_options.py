@@ -186,6 +186,7 @@ def examples(tmp_path):
         "resample_probability": ["--resample-probability", "0.5"],
         "ties": ["--ties", "copy"],
         "eval_episodes": ["--eval-episodes", "3"],
+        "score_window": ["--score-window", "50"],
         "initial_hparams": ["--initial-hparams", "defaults"],
         "seed": ["--seed", "7"],
         "exp_name": ["--exp-name", "other"],
@@ -272,7 +273,7 @@ def test_a_fixed_option_given_again_with_another_value_is_refused(tmp_path):
         (["--num-agents", "0"], "--num-agents 0: the population needs at least one member"),
         (
             ["--param-set", "esay"],
-            "--param-set 'esay' is not one of easy, easy-200, hard, hard-500; did you mean 'easy'?",
+            "--param-set 'esay' is not one of easy, easy-200, hard, hard-500, autorl; did you mean 'easy'?",
         ),
     ],
 )
