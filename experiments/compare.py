@@ -70,7 +70,13 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from evo.launch import available_cores, find_mpiexec, is_open_mpi, launch_problems  # noqa: E402
 from evo.rundir.history import load_run  # noqa: E402
-from experiments.stats import area_under_curve, bootstrap_mean_ci, sign_flip_p, smallest_p  # noqa: E402
+from experiments.stats import (  # noqa: E402
+    area_under_curve,
+    bootstrap_mean_ci,
+    sign_flip_p,
+    smallest_p,
+    t_interval,
+)
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,9 @@ METHODS = {
     "pbt-wta": Method("pbt_rl_wta.py"),
     "pbt-wta-ties-copy": Method("pbt_rl_wta.py", ("--ties", "copy")),
     "pb2": Method("pbt_rl_truct.py", ("--explore", "pb2")),
+    "pb2-mix": Method("pbt_rl_truct.py", ("--explore", "pb2-mix")),
     "random": Method("pbt_rl_truct.py", ("--strategy", "none")),
+    "paper-default": Method("pbt_rl_truct.py", DEFAULTS, single=True),
     "single": Method("pbt_rl_truct.py", DEFAULTS, single=True),
     "zoo": Method("pbt_rl_truct.py", DEFAULTS, single=True),
     "sb3-default": Method("pbt_rl_truct.py", (*DEFAULTS, "--conf-file", "experiments/sb3-defaults.yml"), single=True),
@@ -117,11 +125,23 @@ class Study:
     space_flags: tuple[str, ...] = ()  # given to every population method
     flags: tuple[str, ...] = ()  # given to every run (the learner, say)
     thresholds: dict[str, float] = field(default_factory=dict)  # over gymnasium's own
+    test_levels: tuple[int, int] | None = None
+    """Procgen: (first level, count) of the levels every member is re-evaluated on at the end,
+    disjoint from the training and the selection levels; the study reports those returns."""
+    test_episodes: int = 20
 
 
 # A categorical next to the six floats: PB2 over a mixed space, and the same space for PBT and
 # random search. Zoo's values (10 on Pendulum, 20 on HalfCheetah) are among the choices.
 MIXED_SPACE = ("--hyperparams", "search_space:{n_epochs: {choices: [5, 10, 20]}}")
+# Procgen: the Procgen AutoRL paper's space and settings (--param-set autorl: DrAC, entropy, learning
+# rate, clip range, aug_coef, aug_type) with SB3's NatureCNN, on three disjoint level ranges: train on
+# levels 0-199, select on 200-299 (10 deterministic episodes per member and generation), report on
+# 20 fresh episodes of levels 10000-10999 from every member of the last checkpoint.
+PROCGEN_LEVELS = (
+    "--param-set", "autorl", "--hyperparams", "policy:nature",
+    "--num-levels", "200", "--start-level", "0", "--eval-start-level", "200", "--eval-num-levels", "100",
+)  # fmt: skip
 STUDIES = {
     "classic": Study(
         envs=("CartPole-v1", "Acrobot-v1"),
@@ -150,6 +170,16 @@ STUDIES = {
         out="compare-sac",
         flags=("--algo", "sac"),
         thresholds={"Pendulum-v1": -200.0},
+    ),
+    "procgen": Study(
+        envs=("starpilot",),  # the pilot's choice: its curve moves within the budget (docs/results.md)
+        methods=("pbt", "pb2-mix", "random", "paper-default"),
+        seeds=(0, 1, 2),
+        budgets={"starpilot": Budget(6, 32768, 10)},  # 196,608 env steps per member
+        out="compare-procgen",
+        reference="random",
+        flags=PROCGEN_LEVELS,
+        test_levels=(10_000, 1_000),
     ),
     "ties": Study(
         envs=("Acrobot-v1",),
@@ -196,6 +226,9 @@ class Result:
     ties: int = 0
     copies: int = 0
     equal_total: float = math.nan  # the best score when the population had used one agent's total env steps
+    test_selected: float = math.nan  # the selected member's mean return on the study's test levels
+    test_median: float = math.nan  # the median of the members' mean returns there
+    test_selected_member: int = -1
 
 
 def reward_threshold(env_id: str, study: Study | None = None) -> float | None:
@@ -203,8 +236,12 @@ def reward_threshold(env_id: str, study: Study | None = None) -> float | None:
     gymnasium registration (None if it has none)."""
     import gymnasium
 
+    from evo.config.envnames import procgen_game
+
     if study is not None and env_id in study.thresholds:
         return study.thresholds[env_id]
+    if procgen_game(env_id):
+        return None
     return gymnasium.spec(env_id).reward_threshold
 
 
@@ -237,7 +274,8 @@ def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
                     "test",
                     "--seed",
                     str(seed),
-                    *([] if spec.single else ["--num-agents", str(args.members), *args.study.space_flags]),
+                    *(["--num-agents", "1"] if spec.single else ["--num-agents", str(args.members)]),
+                    *([] if spec.single else args.study.space_flags),
                     *args.study.flags,
                     *spec.flags,
                 ]
@@ -330,8 +368,8 @@ def _loop(pending, running, failures, done, total, cores, mpiexec, logs, study) 
             )
 
 
-def summarise(job: Job, threshold: float | None) -> Result:
-    """The numbers of one finished run."""
+def summarise(job: Job, threshold: float | None, study: Study | None = None) -> Result:
+    """The numbers of one finished run (with the study's test levels: re-evaluated there)."""
     history = load_run(job.run_dir)
     members = len(history.members)
     curve, reached = [], None
@@ -346,6 +384,19 @@ def summarise(job: Job, threshold: float | None) -> Result:
     last = [history.row(history.generations[-1], m).score for m in history.members]
     wall_file = job.run_dir / "wall_s"
     ties, copies = lineage_counts(job.run_dir / "lineage.jsonl")
+    tested = {}
+    if study is not None and study.test_levels is not None:
+        from experiments.reevaluate import reevaluated
+
+        returns = reevaluated(job.run_dir, study.test_episodes, *study.test_levels)
+        final = {m: history.row(history.generations[-1], m).score for m in history.members}
+        selected = max(sorted(final), key=lambda m: final[m])  # the member the selection score ranks first
+        means = [statistics.mean(returns[m]) for m in sorted(returns)]
+        tested = {
+            "test_selected": statistics.mean(returns[selected]),
+            "test_median": statistics.median(means),
+            "test_selected_member": selected,
+        }
     return Result(
         job.env_id,
         job.method,
@@ -360,6 +411,7 @@ def summarise(job: Job, threshold: float | None) -> Result:
         ties=ties,
         copies=copies,
         equal_total=best_within(curve, curve[-1][0] / members) if curve else math.nan,
+        **tested,
     )
 
 
@@ -464,6 +516,36 @@ def comparisons(results: list[Result], envs, methods, reference: str, seed: int 
         "intervals are percentile bootstraps over seeds (10,000 resamples).\n"
     )
     return "\n".join(lines) + "\n" + note
+
+
+def test_table(results: list[Result], envs, methods, study: Study) -> str:
+    """The numbers to report: the selected member and the population's median, re-evaluated on the
+    study's test levels, mean and t-interval over seeds, and paired with the reference."""
+    start, count = study.test_levels
+    lines = [
+        f"Re-evaluated on {study.test_episodes} fresh deterministic episodes of levels {start}-{start + count - 1} "
+        "(never trained or selected on); mean [95 % t-interval] over seeds.\n",
+        f"| env | method | seeds | selected member | population median | selected minus {study.reference}'s, "
+        "same seed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for env_id in envs:
+        runs = {(r.method, r.seed): r for r in results if r.env_id == env_id}
+        for method in methods:
+            rows = [r for (m, _), r in sorted(runs.items()) if m == method]
+            if not rows:
+                continue
+            paired = [
+                r.test_selected - runs[(study.reference, r.seed)].test_selected
+                for r in rows
+                if (study.reference, r.seed) in runs
+            ]
+            versus = "—" if method == study.reference or not paired else _ci(*t_interval(paired))
+            lines.append(
+                f"| {env_id} | {method} | {len(rows)} | {_ci(*t_interval([r.test_selected for r in rows]))} | "
+                f"{_ci(*t_interval([r.test_median for r in rows]))} | {versus} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def plot(results: list[Result], envs, methods, path: Path, study: Study | None = None) -> None:
@@ -581,13 +663,15 @@ def run_jobs(args: argparse.Namespace, jobs: list[Job]) -> int | list[str]:
 
 def report(args: argparse.Namespace, jobs: list[Job]) -> list[Result]:
     """results.json, results.md and compare.png from the finished runs."""
-    results = [summarise(job, reward_threshold(job.env_id, args.study)) for job in jobs if is_finished(job)]
+    results = [summarise(job, reward_threshold(job.env_id, args.study), args.study) for job in jobs if is_finished(job)]
     if not results:
         return results
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
     markdown = table(results, args.envs, args.methods, args.study)
     markdown += "\n" + comparisons(results, args.envs, args.methods, args.study.reference)
+    if args.study.test_levels is not None:
+        markdown += "\n" + test_table(results, args.envs, args.methods, args.study)
     (args.out / "results.md").write_text(markdown)
     plot(results, args.envs, args.methods, args.out / "compare.png", args.study)
     print(markdown)

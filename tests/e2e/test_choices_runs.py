@@ -1,6 +1,7 @@
 """A categorical hyperparameter in real runs: n_epochs from {choices: [1, 2, 4]} given on the
-command line, explored by perturb, by PB2 (on its index scale) and by PB2-Mix (as a category) under mpiexec, recorded in population.csv and the
-lineage, and trained with (the next generation's row holds what explore chose)."""
+command line, explored by perturb, by PB2 (on its index scale) and by PB2-Mix (as a category)
+under mpiexec, recorded in population.csv and the lineage, and trained with (the next
+generation's row holds what explore chose)."""
 
 import pytest
 
