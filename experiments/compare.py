@@ -479,6 +479,16 @@ def _ci(mean: float, low: float, high: float) -> str:
     return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
 
 
+def method_rows(results: list[Result], envs, methods):
+    """Per env and method that ran: (env, method, its results by seed, the env's results by (method, seed))."""
+    for env_id in envs:
+        runs = {(r.method, r.seed): r for r in results if r.env_id == env_id}
+        for method in methods:
+            rows = [r for (m, _), r in sorted(runs.items()) if m == method]
+            if rows:
+                yield env_id, method, rows, runs
+
+
 def comparisons(results: list[Result], envs, methods, reference: str, seed: int = 0) -> str:
     """Per env and method: the final best and the area under the best curve with 95 %
     bootstrap intervals over seeds, and the paired difference from ``reference`` over the
@@ -489,27 +499,22 @@ def comparisons(results: list[Result], envs, methods, reference: str, seed: int 
         f"final best minus {reference}'s, same seed [95 % CI] | better / worse than {reference} | p (sign flip) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for env_id in envs:
-        runs = {(r.method, r.seed): r for r in results if r.env_id == env_id}
-        for method in methods:
-            rows = [r for (m, _), r in sorted(runs.items()) if m == method]
-            if not rows:
-                continue
-            best = _ci(*bootstrap_mean_ci([r.final_best for r in rows], rng))
-            auc = _ci(*bootstrap_mean_ci([r.auc for r in rows], rng))
-            paired = [(r.final_best, runs[(reference, r.seed)].final_best) for r in rows if (reference, r.seed) in runs]
-            if method == reference or not paired:
-                versus = "—", "—", "—"
-            else:
-                differences = [a - b for a, b in paired]
-                wins = sum(d > 0 for d in differences)
-                losses = sum(d < 0 for d in differences)
-                versus = (
-                    _ci(*bootstrap_mean_ci(differences, rng)),
-                    f"{wins} / {losses} of {len(paired)}",
-                    f"{sign_flip_p(differences):.3f}",
-                )
-            lines.append(f"| {env_id} | {method} | {len(rows)} | {best} | {auc} | " + " | ".join(versus) + " |")
+    for env_id, method, rows, runs in method_rows(results, envs, methods):
+        best = _ci(*bootstrap_mean_ci([r.final_best for r in rows], rng))
+        auc = _ci(*bootstrap_mean_ci([r.auc for r in rows], rng))
+        paired = [(r.final_best, runs[(reference, r.seed)].final_best) for r in rows if (reference, r.seed) in runs]
+        if method == reference or not paired:
+            versus = "—", "—", "—"
+        else:
+            differences = [a - b for a, b in paired]
+            wins = sum(d > 0 for d in differences)
+            losses = sum(d < 0 for d in differences)
+            versus = (
+                _ci(*bootstrap_mean_ci(differences, rng)),
+                f"{wins} / {losses} of {len(paired)}",
+                f"{sign_flip_p(differences):.3f}",
+            )
+        lines.append(f"| {env_id} | {method} | {len(rows)} | {best} | {auc} | " + " | ".join(versus) + " |")
     seeds = len({r.seed for r in results})
     note = (
         f"\nWith {seeds} paired seeds the two-sided sign-flip test cannot give p below {smallest_p(seeds):.3f}; "
@@ -518,7 +523,7 @@ def comparisons(results: list[Result], envs, methods, reference: str, seed: int 
     return "\n".join(lines) + "\n" + note
 
 
-def test_table(results: list[Result], envs, methods, study: Study) -> str:
+def levels_table(results: list[Result], envs, methods, study: Study) -> str:
     """The numbers to report: the selected member and the population's median, re-evaluated on the
     study's test levels, mean and t-interval over seeds, and paired with the reference."""
     start, count = study.test_levels
@@ -529,22 +534,17 @@ def test_table(results: list[Result], envs, methods, study: Study) -> str:
         "same seed |",
         "|---|---|---|---|---|---|",
     ]
-    for env_id in envs:
-        runs = {(r.method, r.seed): r for r in results if r.env_id == env_id}
-        for method in methods:
-            rows = [r for (m, _), r in sorted(runs.items()) if m == method]
-            if not rows:
-                continue
-            paired = [
-                r.test_selected - runs[(study.reference, r.seed)].test_selected
-                for r in rows
-                if (study.reference, r.seed) in runs
-            ]
-            versus = "—" if method == study.reference or not paired else _ci(*t_interval(paired))
-            lines.append(
-                f"| {env_id} | {method} | {len(rows)} | {_ci(*t_interval([r.test_selected for r in rows]))} | "
-                f"{_ci(*t_interval([r.test_median for r in rows]))} | {versus} |"
-            )
+    for env_id, method, rows, runs in method_rows(results, envs, methods):
+        paired = [
+            r.test_selected - runs[(study.reference, r.seed)].test_selected
+            for r in rows
+            if (study.reference, r.seed) in runs
+        ]
+        versus = "—" if method == study.reference or not paired else _ci(*t_interval(paired))
+        lines.append(
+            f"| {env_id} | {method} | {len(rows)} | {_ci(*t_interval([r.test_selected for r in rows]))} | "
+            f"{_ci(*t_interval([r.test_median for r in rows]))} | {versus} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -671,7 +671,7 @@ def report(args: argparse.Namespace, jobs: list[Job]) -> list[Result]:
     markdown = table(results, args.envs, args.methods, args.study)
     markdown += "\n" + comparisons(results, args.envs, args.methods, args.study.reference)
     if args.study.test_levels is not None:
-        markdown += "\n" + test_table(results, args.envs, args.methods, args.study)
+        markdown += "\n" + levels_table(results, args.envs, args.methods, args.study)
     (args.out / "results.md").write_text(markdown)
     plot(results, args.envs, args.methods, args.out / "compare.png", args.study)
     print(markdown)

@@ -95,17 +95,6 @@ class _WithCategories(PB2):
         history = [(t, self.arm(column, x[column]), r) for (t, x, _), r in zip(self.observations, rewards, strict=True)]
         return TVExp3M.replay(len(kind.choices), max(batch, 1), max(horizon, 1), history)
 
-    def bandit_categories(
-        self, donors: Sequence[Sequence[float]], rng: np.random.Generator
-    ) -> list[dict[int, tuple[float, str]]]:
-        """Each recipient's categories from the bandits, distinct within a generation where they can be."""
-        chosen: list[dict[int, tuple[float, str]]] = [{} for _ in donors]
-        for column, name in self.categories.items():
-            kind = self.space[name]
-            for recipient, arm in zip(chosen, self.bandit(column).draw(len(donors), rng), strict=True):
-                recipient[column] = (kind.to_unit(kind.choices[arm]), f"{self.name} bandit")
-        return chosen
-
 
 class PB2Rand(_WithCategories):
     """PB2-Rand: categories kept or redrawn at random, the continuous values by PB2 (see the module docstring)."""
@@ -128,15 +117,25 @@ class PB2Rand(_WithCategories):
         return chosen
 
 
-class PB2Mult(_WithCategories):
-    """PB2-Mult: categories by TV.EXP3.M, then a GP of those categories' data (see the module docstring)."""
-
-    name = "pb2-mult"
+class _ByBandit(_WithCategories):
+    """Categories from one TV.EXP3.M per categorical column (PB2-Mult and PB2-Mix)."""
 
     def pick_categories(
         self, generation: int, donors: Sequence[Sequence[float]], rng: np.random.Generator
     ) -> list[dict[int, tuple[float, str]]]:
-        return self.bandit_categories(donors, rng)
+        """Each recipient's categories from the bandits, distinct within a generation where they can be."""
+        chosen: list[dict[int, tuple[float, str]]] = [{} for _ in donors]
+        for column, name in self.categories.items():
+            kind = self.space[name]
+            for recipient, arm in zip(chosen, self.bandit(column).draw(len(donors), rng), strict=True):
+                recipient[column] = (kind.to_unit(kind.choices[arm]), f"{self.name} bandit")
+        return chosen
+
+
+class PB2Mult(_ByBandit):
+    """PB2-Mult: categories by TV.EXP3.M, then a GP of those categories' data (see the module docstring)."""
+
+    name = "pb2-mult"
 
     def rows(self, fixed: Mapping[int, float]) -> list[int] | None:
         return [
@@ -149,16 +148,11 @@ class PB2Mult(_WithCategories):
         return tuple(sorted(fixed.items()))
 
 
-class PB2Mix(_WithCategories):
+class PB2Mix(_ByBandit):
     """PB2-Mix: categories by TV.EXP3.M, then one GP with CoCaBO's mixture kernel, the categories
     held at the bandit's choices (see the module docstring)."""
 
     name = "pb2-mix"
-
-    def pick_categories(
-        self, generation: int, donors: Sequence[Sequence[float]], rng: np.random.Generator
-    ) -> list[dict[int, tuple[float, str]]]:
-        return self.bandit_categories(donors, rng)
 
     @property
     def gp_columns(self) -> list[int]:

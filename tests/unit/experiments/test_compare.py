@@ -4,6 +4,7 @@ tests/e2e/test_compare.py."""
 
 import json
 import math
+from dataclasses import replace
 
 from evo.config import parse_config
 from evo.run import initial_hparams
@@ -21,6 +22,7 @@ from experiments.compare import (
     reward_threshold,
     summarise,
     table,
+    levels_table,
 )
 from tests.support import PPO_SIX, ROOT
 
@@ -126,6 +128,54 @@ def test_the_continuous_study_runs_every_method_on_the_same_budget_per_member(tm
     sb3 = [job for job in jobs if job.method == "sb3-default"]
     assert all("experiments/sb3-defaults.yml" in job.command for job in sb3)
     assert reward_threshold("Pendulum-v1", args.study) == -200 and reward_threshold("Pendulum-v1") is None
+
+
+def test_the_procgen_study_trains_selects_and_reports_on_disjoint_levels(tmp_path):
+    args = parse_args(["--study", "procgen", "--out", str(tmp_path)])
+    jobs = jobs_for(args, tmp_path / "runs")
+    assert len(jobs) == 3 * 4 and reward_threshold("starpilot", args.study) is None
+    for job in jobs:
+        flags = list(job.command)
+        value = {flag: flags[flags.index(flag) + 1] for flag in ("--num-levels", "--start-level", "--eval-start-level")}
+        assert value == {"--num-levels": "200", "--start-level": "0", "--eval-start-level": "200"}
+        assert flags[flags.index("--eval-num-levels") + 1] == "100" and "--select-on" in flags
+        assert flags[flags.index("--num-agents") + 1] == ("1" if METHODS[job.method].single else "4")
+        config = parse_config(list(flags[1:]), world_size=job.ranks, check_run_dir=False)
+        train = range(config.start_level, config.start_level + config.num_levels)
+        select = range(config.eval_start_level, config.eval_start_level + config.eval_num_levels)
+        test = range(args.study.test_levels[0], sum(args.study.test_levels))
+        assert not set(train) & set(select) and not set(select) & set(test) and not set(train) & set(test)
+        assert "aug_type" in config.agent.search_space or job.method == "paper-default"
+    default = parse_config(list(jobs[3].command[1:]), world_size=1, check_run_dir=False)
+    assert jobs[3].method == "paper-default" and default.num_agents == 1 and default.initial_hparams == "defaults"
+
+
+def test_procgen_runs_are_reported_by_their_reevaluation_on_the_test_levels(tmp_path):
+    study = STUDIES["procgen"]
+    runs = {}
+    for seed, (selection, returns) in enumerate(
+        [
+            ([5.0, 9.0, 7.0], {0: [1.0, 3.0], 1: [4.0, 4.0], 2: [8.0, 8.0]}),
+            ([6.0, 2.0, 1.0], {0: [5.0], 1: [1.0], 2: [2.0]}),
+        ]
+    ):
+        run_dir = tmp_path / f"pbt-{seed}"
+        write_run(run_dir, [selection])
+        saved = {"levels": list(study.test_levels), "episodes": study.test_episodes, "returns": returns}
+        (run_dir / "reevaluation.json").write_text(json.dumps(saved))
+        runs[seed] = summarise(Job("starpilot", "pbt", seed, 2, (), run_dir), None, study)
+    # seed 0: member 1 has the best selection score (9) and scores 4 on the test levels, not member 2's 8
+    assert (runs[0].test_selected_member, runs[0].test_selected, runs[0].test_median) == (1, 4.0, 4.0)
+    assert (runs[1].test_selected_member, runs[1].test_selected, runs[1].test_median) == (0, 5.0, 2.0)
+    random = [
+        replace(runs[0], method="random", test_selected=2.0),
+        replace(runs[1], method="random", test_selected=2.0),
+    ]
+    markdown = levels_table([*runs.values(), *random], ["starpilot"], ["pbt", "random"], study)
+    rows = {line.split(" | ")[1]: line for line in markdown.splitlines() if line.startswith("| starpilot")}
+    # pbt: 4 and 5, mean 4.5, t(0.975, 1) = 12.706 times 0.707 / sqrt(2) = 6.35
+    assert "| 4.5 [-1.9, 10.9] |" in rows["pbt"] and rows["random"].endswith("| — |")
+    assert rows["pbt"].endswith("| 2.5 [-3.9, 8.9] |")  # minus random's 2, same seed
 
 
 def test_sb3_defaults_file_gives_a_stock_sb3_ppo():

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from experiments.stats import area_under_curve, bootstrap_mean_ci, sign_flip_p, smallest_p
+from experiments.stats import area_under_curve, bootstrap_mean_ci, sign_flip_p, smallest_p, t_interval
 
 
 def test_area_under_the_best_curve_is_its_mean_height_over_the_steps():
@@ -30,3 +30,11 @@ def test_sign_flip_p_is_exact_and_its_floor_is_two_over_two_to_the_seeds():
     # -50, -10, +20: |mean| 13.3; the patterns reach at least that in 6 of 8
     assert sign_flip_p([-50.0, -10.0, 20.0]) == 6 / 8
     assert smallest_p(3) == 0.25 and math.isnan(sign_flip_p([]))
+
+
+def test_t_interval_is_students_and_a_point_for_one_seed():
+    mean, low, high = t_interval([1.0, 2.0, 3.0])
+    assert mean == 2.0 and high - mean == pytest.approx(4.302653 * 1.0 / 3**0.5, rel=1e-6)  # t(0.975, 2)
+    assert low == pytest.approx(2 * mean - high)
+    assert t_interval([5.0]) == (5.0, 5.0, 5.0)
+    assert all(math.isnan(v) for v in t_interval([]))
