@@ -33,7 +33,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot compare compare-continuous compare-ties compare-sac test test-fast lint bench bench-peers clean
+.PHONY: install run toy plot compare compare-continuous compare-ties compare-sac compare-procgen test test-fast lint bench bench-peers clean
 
 install: $(STAMP)
 
@@ -77,6 +77,11 @@ compare-ties: install
 # SAC (--algo sac): PBT against one agent with zoo's tuned settings on Pendulum-v1, 3 seeds (~30 min)
 compare-sac: install
 	$(MPI_ENV) $(BIN)/python experiments/compare.py --study sac $(ARGS)
+
+# Procgen StarPilot: PBT, PB2-Mix (DrAC's aug_type), random search and the paper's default agent over
+# the Procgen AutoRL paper's space, NatureCNN, 3 seeds (~3.5 h on 2 cores): runs/compare-procgen
+compare-procgen: install
+	$(MPI_ENV) $(BIN)/python experiments/compare.py --study procgen $(ARGS)
 
 test: install
 	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
