@@ -132,10 +132,11 @@ def check_tensorboard(run_dir, names) -> list:
     return accumulators
 
 
-def check_pb2(run_dir, rows, lineage, names, bandit) -> list:
-    """PB2 over the learner's space (``names``): the values within it, a warm-up in generation 1, then
-    the GP for the numbers and the bandit for the choices (``bandit``); its history checkpointed, each
-    member starting generation 3 from its donor's score. Returns the GP's observations."""
+def check_pb2(run_dir, rows, lineage, names, bandit, explorer="pb2") -> list:
+    """PB2 (or ``explorer``: pb2-mix) over the learner's space (``names``): the values within it, a
+    warm-up in generation 1, then the GP for the numbers and the bandit for the categories
+    (``bandit``); its history checkpointed, each member starting generation 3 from its donor's score.
+    Returns the GP's observations."""
     space = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())["agent"]["search_space"]
     for exploit in lineage:
         for name, value in exploit["new_hparams"].items():
@@ -144,18 +145,18 @@ def check_pb2(run_dir, rows, lineage, names, bandit) -> list:
             else:
                 assert space[name]["low"] <= value <= space[name]["high"], (name, value)
         if exploit["generation"] == 1:  # no measured starting scores yet: PB2 warms up with perturb/resample
-            assert all("(pb2 warm-up: " in change for change in exploit["changes"]), exploit["changes"]
-        else:  # the GP picks the numbers, the bandit the choices
+            assert all(f"({explorer} warm-up: " in change for change in exploit["changes"]), exploit["changes"]
+        else:  # the GP picks the numbers, the bandit the categories
             for name, change in zip(names, exploit["changes"], strict=True):
-                marker = "(pb2-mix bandit)" if name in bandit else "(pb2) "
+                marker = f"({explorer} bandit)" if name in bandit else "(pb2) "
                 assert marker in change, change
-    explorer = last_manifest(run_dir)["explorer"]
-    assert explorer["name"] == "pb2"
-    observations = explorer["state"]["observations"]
+    saved = last_manifest(run_dir)["explorer"]
+    assert saved["name"] == explorer
+    observations = saved["state"]["observations"]
     assert [t for t, _, _ in observations] == [2] * MEMBERS
     assert all(len(x) == len(names) for _, x, _ in observations)
     scores = {(int(r["generation"]), int(r["member"])): float(r["score"]) for r in rows}
     donors = {e["recipient"]: e["donor"] for e in lineage if e["generation"] == 2}
     for member in range(MEMBERS):  # the baseline each member starts generation 3 from: its donor's score
-        assert explorer["state"]["baselines"][str(member)] == pytest.approx(scores[(2, donors.get(member, member))])
+        assert saved["state"]["baselines"][str(member)] == pytest.approx(scores[(2, donors.get(member, member))])
     return observations

@@ -102,10 +102,12 @@ def check_records(run_dir, env_id, generations, exploits_per_generation):
     return rows, lineage
 
 
-def check_pb2(run_dir, rows, lineage):
-    """PB2-Mix over TD3's space (offpolicy.check_pb2): the bandit for the choices, batch_size and
+def check_pb2_mix(run_dir, rows, lineage):
+    """PB2-Mix over TD3's space (offpolicy.check_pb2): the bandit for the categories, batch_size and
     noise_type (a name, its coordinate the choice's position among the two names)."""
-    observations = offpolicy.check_pb2(run_dir, rows, lineage, TD3_NINE, bandit={"batch_size", "noise_type"})
+    observations = offpolicy.check_pb2(
+        run_dir, rows, lineage, TD3_NINE, bandit={"batch_size", "noise_type"}, explorer="pb2-mix"
+    )
     later = [(old, how, new) for e, old, how, new in noise_type_changes(lineage) if e["generation"] > 1]
     assert later and all(how == "pb2-mix bandit" and new in NOISE_TYPES for _, how, new in later), later
     assert all(x[TD3_NINE.index("noise_type")] in (0.0, 1.0) for _, x, _ in observations)
@@ -132,19 +134,19 @@ def test_truncation_with_perturb_records_td3s_hyperparameters(tmp_path):
         assert {event.value for event in accumulator.Scalars("hparams/noise_type")} <= {0.0, 1.0}
 
 
-def test_pb2_explores_td3s_space_with_a_bandit_for_the_noise_type(tmp_path):
+def test_pb2_mix_explores_td3s_space_with_a_bandit_for_the_noise_type(tmp_path):
     run_dir = tmp_path / "run"
-    result = td3_run(run_dir, "Pendulum-v1", "--explore", "pb2", "--tb-writer", "False")
-    assert "(pb2 explore)" in result.stdout
+    result = td3_run(run_dir, "Pendulum-v1", "--explore", "pb2-mix", "--tb-writer", "False")
+    assert "(pb2-mix explore)" in result.stdout
     rows, lineage = check_records(run_dir, "Pendulum-v1", 2, exploits_per_generation=1)
-    check_pb2(run_dir, rows, lineage)
+    check_pb2_mix(run_dir, rows, lineage)
 
 
 # --- HalfCheetah-v5 (the mujoco extra) --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("explorer", ["perturb", "pb2"])
-def test_halfcheetah_runs_with_pbt_and_pb2(tmp_path, explorer):
+@pytest.mark.parametrize("explorer", ["perturb", "pb2-mix"])
+def test_halfcheetah_runs_with_pbt_and_pb2_mix(tmp_path, explorer):
     need_mujoco()
     run_dir = tmp_path / "run"
     result = td3_run(run_dir, "HalfCheetah-v5", "--explore", explorer, "--tb-writer", "False")
@@ -155,7 +157,7 @@ def test_halfcheetah_runs_with_pbt_and_pb2(tmp_path, explorer):
     assert config["agent"]["noise_type"] == "normal" and config["agent"]["noise_std"] == 0.1  # zoo's MuJoCo block
     rows, lineage = check_records(run_dir, "HalfCheetah-v5", 2, exploits_per_generation=1)
     assert all(row["score_train_stale"] == "0" for row in rows)  # every member finished its 100-step episodes
-    if explorer == "pb2":
-        check_pb2(run_dir, rows, lineage)
+    if explorer == "pb2-mix":
+        check_pb2_mix(run_dir, rows, lineage)
     else:
         assert all(how in ("switch", "resample") for _, _, how, _ in noise_type_changes(lineage))

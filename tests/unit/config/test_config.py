@@ -395,3 +395,23 @@ def test_asynchronous_runs_on_the_point_to_point_scripts_only_and_with_what_it_c
     assert "run pbt_rl_truct.py --asynchronous (truncation) or pbt_rl_wta.py --asynchronous" in said
     assert "--checkpoint-every 3 --asynchronous: an asynchronous run checkpoints every member" in said
     assert "--schedule FILE --asynchronous: a replayed schedule trains one agent" in said
+
+
+def test_pb2_refuses_named_choices_and_names_the_papers_explorers():
+    # TD3's built-in space explores noise_type by name; its batch_size is an ordered choice
+    with pytest.raises(ConfigError) as refused:
+        parse_config(["--algo", "td3", "--env-id", "Pendulum-v1", "--explore", "pb2"], world_size=2)
+    (problem,) = refused.value.problems
+    assert "--explore pb2 with named choices in the search space (noise_type: ['normal', 'ornstein-uhlenbeck'])" in (
+        problem
+    )
+    assert "use --explore pb2-mix, pb2-mult, pb2-rand" in problem and "batch_size" not in problem
+    for explorer in ("pb2-mix", "pb2-mult", "pb2-rand", "perturb"):
+        config = parse_config(["--algo", "td3", "--env-id", "Pendulum-v1", "--explore", explorer], world_size=2)
+        assert config.explore == explorer
+    # ordered choices alone stay PB2's, as GP inputs on their index scale
+    ordered = ["--explore", "pb2", "--hyperparams", "search_space:{n_epochs: {choices: [3, 5, 10]}}"]
+    assert parse_config(ordered, world_size=2).explore == "pb2"
+    for explorer in ("pb2-mix", "pb2-rand"):  # and the paper's explorers run asynchronously too
+        config = parse_config(["--explore", explorer, "--asynchronous"], world_size=2)
+        assert config.asynchronous and config.explore == explorer
