@@ -17,12 +17,12 @@ from experiments.compare import (
     best_within,
     comparisons,
     jobs_for,
+    levels_table,
     lineage_counts,
     parse_args,
     reward_threshold,
     summarise,
     table,
-    levels_table,
 )
 from tests.support import PPO_SIX, ROOT
 
