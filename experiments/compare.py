@@ -553,7 +553,8 @@ def plot(results: list[Result], envs, methods, path: Path, study: Study | None =
     from evo.plot import DPI, plt  # matplotlib, headless
 
     figure, axes = plt.subplots(1, len(envs), figsize=(6.5 * len(envs), 4.5), squeeze=False)
-    colours = dict(zip(METHODS, plt.get_cmap("tab10").colors, strict=False))
+    palette = plt.get_cmap("tab10").colors  # a colour per method of this study
+    colours = {method: palette[i % len(palette)] for i, method in enumerate(methods)}
     for ax, env_id in zip(axes[0], envs, strict=False):
         for method in methods:
             runs = [r for r in results if r.env_id == env_id and r.method == method]
