@@ -3,6 +3,8 @@ under mpiexec -n 4, at a reduced budget (tiny rollouts, 3 generations then 4 on 
 aug_type and aug_coef are explored: recorded in population.csv, the lineage, TensorBoard and the
 plots, trained with by the recipient, and the bandit's history continues on resume."""
 
+import json
+
 import pytest
 
 from evo.rundir.history import load_run
@@ -85,3 +87,20 @@ def test_the_bandits_history_continues_on_resume(run):
     rows = read_population(run_dir)
     assert len(rows) == 16 and all(r["aug_type"] in AUGMENTATIONS for r in rows)
     assert any("(pb2-mix bandit)" in c for e in read_lineage(run_dir) if e["generation"] == 4 for c in e["changes"])
+
+
+def test_the_studys_reevaluation_plays_every_member_on_fresh_levels(run):
+    """experiments/reevaluate.py, the number the Procgen study reports: each member of the last
+    checkpoint on deterministic episodes of levels the run never saw, cached in the run dir."""
+    from tests.e2e.runs import python
+
+    run_dir, _ = run
+    result = python("experiments/reevaluate.py", str(run_dir), "--episodes", "2", "--start-level", "50000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = json.loads((run_dir / "reevaluation.json").read_text())
+    assert saved["levels"] == [50000, 1000] and saved["episodes"] == 2
+    assert sorted(saved["returns"]) == ["0", "1", "2", "3"]
+    assert all(len(returns) == 2 and all(r >= 0 for r in returns) for returns in saved["returns"].values())
+    assert [f"member {m}: mean" in result.stdout for m in range(4)] == [True] * 4
+    again = python("experiments/reevaluate.py", str(run_dir), "--episodes", "2", "--start-level", "50000")
+    assert again.stdout == result.stdout  # the same episodes, read back from the cache
