@@ -10,7 +10,10 @@ Every generation, on every rank, in this order:
    ``checkpoint_every`` had skipped it, and the loop reports ``stopped``;
 3. **score**: each local member becomes a :class:`~evo.core.result.MemberResult` (its id,
    rank, env steps, scores and the hyperparameters it trained with);
-4. **gather**: rank 0 gets the whole population, sorted by member id;
+4. **gather**: rank 0 gets the whole population, sorted by member id; if the run keeps its best
+   (``hooks.best``), rank 0 names the member whose score beats the best so far and the rank
+   holding it captures it (``hooks.keep_best``) while its weights are still those it was scored
+   with, before any exploit overwrites them;
 5. **plan**: rank 0 decides the exploits (``hooks.plan``) and where each failed member starts
    again (``hooks.restart``: evo.core.restart), and broadcasts them;
 6. **exchange**: donors' weights move to their recipients, who take their new hyperparameters;
@@ -83,6 +86,8 @@ class Hooks:
     restart: Callable[..., list[Restart]] | None = None
     rebuild: Callable[[Any, Restart, int], Any] | None = None
     restarted: Callable[[Any, Restart], None] | None = None
+    best: Callable[[int, list[MemberResult]], MemberResult | None] | None = None
+    keep_best: Callable[[int, MemberResult, Any], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,7 @@ def run_generation(
     population = gather(comm, results)
     failures = gather_failures(comm, members, failed) if catch else None
     gathered = time.perf_counter()
+    keep_best(comm, members, owner, hooks, generation, population)  # timed with the exchange
     exploits = plan(comm, hooks.plan, generation, population)
     donors = weight_moves(exploits)
     restarts = restarts_of(comm, hooks, generation, failures, population, frozenset(donors), 0) if catch else []
@@ -205,6 +211,7 @@ def run_generation(
             return None
         results += redone
         redone_all = gather(comm, redone)
+        keep_best(comm, members, owner, hooks, generation, redone_all)
         if population is not None:
             population = by_member([*population, *redone_all])
         failures = gather_failures(comm, members, failed)
@@ -221,6 +228,18 @@ def run_generation(
 def plan(comm, decide: Callable, generation: int, population: list[MemberResult] | None) -> list[Exploit]:
     """Rank 0 decides the generation's exploits; every rank gets them."""
     return exchange.decide_on_root(comm, lambda: decide(generation, population))
+
+
+def keep_best(comm, members: Mapping[int, Any], owner: Owner, hooks: Hooks, generation: int, population) -> None:
+    """If the run keeps its best (``hooks.best``): rank 0 names the result of ``population`` (its
+    own, None elsewhere) that beats the best so far, and every rank learns it; the rank holding that
+    member captures it as it is now, before the exchange."""
+    if hooks.best is None:
+        return
+    best = exchange.decide_on_root(comm, lambda: hooks.best(generation, population))
+    if best is not None:
+        holder = owner(best.member) == comm.Get_rank()
+        hooks.keep_best(generation, best, members[best.member] if holder else None)
 
 
 def restarts_of(

@@ -22,23 +22,27 @@ from evo.core.kinds import sample_hparams
 from evo.core.plan import Exploit, generation_rng, plan_generation
 from evo.core.progress import Progress, ProgressReporter
 from evo.core.restart import Restart, failures_by_member, plan_restarts, restart_rng
-from evo.core.result import MemberResult, Scores
+from evo.core.result import MemberResult, Scores, new_best
 from evo.core.selection import NO_PBT
 from evo.learners.interface import Learner
 from evo.logs import output_is_terminal
 from evo.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, StepTimes, run_generations
 from evo.mpi import exchange
 from evo.rundir.checkpoint import (
+    BEST,
+    BEST_KEYS,
     MEMBER_FORMAT,
     Checkpoint,
     Target,
     atomic_write,
+    carry_best,
     dump_payload,
     generation_dir,
     load_payload,
     member_filename,
     prune,
     sha256,
+    write_best,
     write_manifest,
 )
 from evo.rundir.records import RankTiming, RunRecords, tb_dir
@@ -114,9 +118,88 @@ def checkpoint_target(config: Config) -> Target:
     )
 
 
-def save_checkpoint(comm, target: Target, generation: int, payloads: dict[int, bytes], run_state: dict | None) -> None:
-    """Collective: every rank writes its members' files, then rank 0 writes the manifest
-    (last) and prunes old checkpoints. ``run_state`` (rank 0 only) goes into the manifest."""
+class KeptBest:
+    """The best evaluated member of the run so far, kept as rl-baselines3-zoo keeps
+    ``best_model.zip``: the member whose selection score was the highest (``new_best``), captured
+    whole (a member file, its replay buffer left out) when it was scored, before that generation's
+    exploit could overwrite it. Every rank knows ``record`` ({member, generation, score,
+    env_steps}); the rank that captured it holds the file's bytes until the next checkpoint is
+    written (``--checkpoint-every``), which stores them as ``best.pt``; a later checkpoint with the
+    same best carries that file forward (``carry_best``). A resumed run starts from its
+    checkpoint's best and keeps it unless a member beats it."""
+
+    def __init__(self, run_id: str, checkpoint: Checkpoint | None = None):
+        self.run_id = run_id
+        entry = checkpoint.best if checkpoint is not None else None
+        self.record: dict | None = {key: entry[key] for key in BEST_KEYS} if entry is not None else None
+        self.data: bytes | None = None
+        """This rank's capture not yet in a checkpoint."""
+        self.changed = False
+        """A new best since the last checkpoint written (on every rank)."""
+        self.written: Path | None = checkpoint.best_path() if entry is not None else None
+        self.entry: dict | None = {key: entry[key] for key in ("file", "bytes", "sha256")} if entry else None
+        """The last checkpoint's ``best.pt`` and its file entry, which an unchanged best carries forward."""
+
+    @property
+    def score(self) -> float | None:
+        return float(self.record["score"]) if self.record is not None else None
+
+    def beats(self, generation: int, population: list[MemberResult]) -> MemberResult | None:
+        """Rank 0: the member of ``population`` whose score beats the kept best, or None."""
+        return new_best(population, self.score)
+
+    def keep(self, generation: int, result: MemberResult, member: Learner | None) -> None:
+        """Every rank: ``result``'s member is the new best; ``member`` it, on the rank holding it,
+        captured now (None elsewhere: an older capture this rank holds is dropped)."""
+        self.record = {
+            "member": result.member,
+            "generation": generation,
+            "score": result.score,
+            "env_steps": result.env_steps,
+        }
+        self.changed = True
+        self.data = None
+        if member is not None:
+            payload = checkpoint_payload(member, self.run_id, generation, rng_state(), replay=False)
+            self.data = dump_payload({**payload, "best": dict(self.record)})
+            logger.debug("member %d is the best so far (%.4g): captured", result.member, result.score)
+
+    def save(self, directory: Path) -> dict | None:
+        """This rank's part of a checkpoint: writes ``best.pt`` if it holds a capture not yet
+        written; returns its file entry (None if it wrote none)."""
+        if self.data is None:
+            return None
+        return write_best(directory, self.data)
+
+    def saved(self, directory: Path, written: dict | None) -> dict | None:
+        """Rank 0, once every rank wrote its files: the manifest's ``best`` entry (``written``: the
+        file entry of a capture written now, by whichever rank), carrying an unchanged best's file
+        forward from the previous checkpoint."""
+        if self.record is None:
+            return None
+        if not self.changed:
+            carry_best(self.written, directory)
+            written = self.entry
+        self.written, self.entry = directory / BEST, written
+        return {**written, **self.record}
+
+    def done(self) -> None:
+        """Every rank, after a checkpoint: its capture is on disk."""
+        self.changed = False
+        self.data = None
+
+
+def save_checkpoint(
+    comm,
+    target: Target,
+    generation: int,
+    payloads: dict[int, bytes],
+    run_state: dict | None,
+    best: KeptBest | None = None,
+) -> None:
+    """Collective: every rank writes its members' files (and, the rank that captured a new best,
+    ``best.pt``), then rank 0 writes the manifest (last) and prunes old checkpoints. ``run_state``
+    (rank 0 only) goes into the manifest."""
     directory = generation_dir(target.run_dir, generation)
     if comm.Get_rank() == 0:
         directory.mkdir(parents=True, exist_ok=True)
@@ -126,7 +209,8 @@ def save_checkpoint(comm, target: Target, generation: int, payloads: dict[int, b
     for member, data in payloads.items():
         atomic_write(directory / member_filename(member), data)
         entries.append((member, {"file": member_filename(member), "bytes": len(data), "sha256": sha256(data)}))
-    gathered = exchange.gather_to_root(comm, entries)
+    best_file = best.save(directory) if best is not None else None
+    gathered = exchange.gather_to_root(comm, [(entries, best_file)])
     if comm.Get_rank() == 0:
         manifest = {
             "format": 1,
@@ -135,12 +219,18 @@ def save_checkpoint(comm, target: Target, generation: int, payloads: dict[int, b
             "env_id": target.env_id,
             "num_agents": target.num_agents,
             "world_size": target.world_size,
-            "members": {str(member): entry for member, entry in sorted(gathered)},
+            "members": {str(member): entry for member, entry in sorted(e for part, _ in gathered for e in part)},
             **(run_state or {}),
         }
+        if best is not None:
+            kept = best.saved(directory, next((file for _, file in gathered if file is not None), None))
+            if kept is not None:
+                manifest["best"] = kept
         write_manifest(directory, manifest)
         prune(target.run_dir, target.keep, generation)
         logger.debug("checkpoint of generation %d written to %s", generation, directory)
+    if best is not None:
+        best.done()
     comm.Barrier()
 
 
@@ -210,7 +300,8 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
         reporter = progress_reporter(
             per_member, config.total_generations, config.progress_interval, start, len(members)
         )
-    hooks = run_hooks(comm, config, members, records, explorer, reporter)
+    best = KeptBest(config.run_id, checkpoint)
+    hooks = run_hooks(comm, config, members, records, explorer, reporter, best)
     settings = LoopSettings(
         start, config.total_generations, config.transport, config.checkpoint_every, config.max_member_failures
     )
@@ -345,9 +436,11 @@ def run_hooks(
     records: RunRecords | None,
     explorer: Explorer,
     reporter: ProgressReporter | None = None,
+    best: KeptBest | None = None,
 ) -> Hooks:
     """The run's steps of the generation loop: train, score, plan, records, checkpoints;
-    with ``reporter`` (rank 0), the generation's progress while its members train."""
+    with ``reporter`` (rank 0), the generation's progress while its members train; with ``best``,
+    the best member so far kept and checkpointed."""
     target = checkpoint_target(config)
     first = min(members)
 
@@ -400,10 +493,12 @@ def run_hooks(
         snapshot=lambda generation, run_state: snapshot(
             config.run_id, members, generation, run_state, config.checkpoint_buffers
         ),
-        save=lambda saved: save_checkpoint(comm, target, *saved),
+        save=lambda saved: save_checkpoint(comm, target, *saved, best=best),
         restart=restart,
         rebuild=lambda member, planned, env_steps: rebuild_member(config, member, planned, env_steps),
         restarted=lambda member, planned: member.carry_score(planned.donor_score_train),
+        best=best.beats if best is not None else None,
+        keep_best=best.keep if best is not None else None,
     )
 
 

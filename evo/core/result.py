@@ -63,3 +63,17 @@ def by_member(population: Sequence[MemberResult]) -> list[MemberResult]:
     if len(set(ids)) != len(ids):
         raise ValueError(f"member ids {ids} repeat: each member must report once per generation")
     return ordered
+
+
+def new_best(results: Sequence[MemberResult], best_score: float | None) -> MemberResult | None:
+    """The result among ``results`` that beats ``best_score`` (the best selection score the run kept
+    so far; None: none yet), or None. The highest score wins, a tie going to the lower member id (as
+    in selection); a NaN score never wins, and equalling the kept best does not beat it (the earlier
+    one stays)."""
+    scored = [result for result in results if result.scored]
+    if not scored:
+        return None
+    top = max(scored, key=lambda result: (result.score, -result.member))
+    if best_score is not None and not top.score > best_score:
+        return None
+    return top

@@ -4,6 +4,7 @@ Layout, one directory per generation boundary::
 
     run_dir/checkpoints/gen_000007/
         member_0.pt ... member_{N-1}.pt   one per member, written by the rank that holds it
+        best.pt                           the best evaluated member so far (once a member is scored)
         manifest.json                     written last, by rank 0
 
 A member file is a ``torch.save`` of plain data and tensors (loaded back with
@@ -16,6 +17,13 @@ temporary name, fsynced and renamed. The manifest lists every file with its size
 SHA-256, the generation, the run id, the lineage so far and the explorer's state; a checkpoint is
 complete only when its manifest exists and every file matches it, so a crash at any instant
 leaves the previous complete checkpoint loadable.
+
+``best.pt`` is a member file too (``load_payload`` reads it): the member whose selection score was
+the highest of the run up to this checkpoint, as it was when scored (before that generation's
+exploit), with an extra key ``best`` ({member, generation, score, env_steps}) that the manifest's
+``best`` entry repeats beside the file's size and SHA-256. A checkpoint whose best did not change
+since the previous one holds the same bytes (a hard link to the previous file where the file
+system allows). Checkpoints from before it have no ``best`` (``Checkpoint.best`` is None).
 """
 
 from __future__ import annotations
@@ -41,6 +49,10 @@ MEMBER_FORMAT = 2
 under the same keys, and still loads)."""
 MEMBER_FORMATS = (1, 2)
 MANIFEST = "manifest.json"
+BEST = "best.pt"
+"""The kept best member's file in a checkpoint directory."""
+BEST_KEYS = ("member", "generation", "score", "env_steps")
+"""What the ``best`` key of ``best.pt`` and the manifest's ``best`` entry say of the kept best."""
 
 
 class CheckpointError(RuntimeError):
@@ -159,6 +171,18 @@ class Checkpoint:
     def member_path(self, member: int) -> Path:
         return self.directory / self.manifest["members"][str(member)]["file"]
 
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The manifest's entry of the kept best (``file``, ``bytes``, ``sha256``, ``member``,
+        ``generation``, ``score``, ``env_steps``), or None (no member scored yet, or a checkpoint
+        from before the best was kept)."""
+        return self.manifest.get("best")
+
+    def best_path(self) -> Path | None:
+        """The kept best's member file (``best.pt``), or None."""
+        entry = self.best
+        return self.directory / entry["file"] if entry is not None else None
+
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     atomic_write(directory / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
@@ -181,7 +205,10 @@ def verify(directory: Path, run_id: str | None = None) -> Checkpoint:
             f"{manifest_path}: belongs to run {manifest.get('run_id')!r}, not to this run ({run_id!r}); "
             "it was copied from another run directory"
         )
-    for _, entry in sorted(manifest["members"].items(), key=lambda item: int(item[0])):
+    entries = [entry for _, entry in sorted(manifest["members"].items(), key=lambda item: int(item[0]))]
+    if manifest.get("best") is not None:
+        entries.append(manifest["best"])
+    for entry in entries:
         path = directory / entry["file"]
         if not path.exists():
             raise CheckpointError(f"{path}: missing (listed in {manifest_path})")
@@ -191,6 +218,34 @@ def verify(directory: Path, run_id: str | None = None) -> Checkpoint:
         if file_sha256(path) != entry["sha256"]:
             raise CheckpointError(f"{path}: SHA-256 does not match the manifest (damaged)")
     return Checkpoint(directory, manifest)
+
+
+def file_entry(name: str, data: bytes) -> dict[str, Any]:
+    """A manifest's entry of a file holding ``data``: its name, size and SHA-256."""
+    return {"file": name, "bytes": len(data), "sha256": sha256(data)}
+
+
+def write_best(directory: Path, data: bytes) -> dict[str, Any]:
+    """Write the kept best's member file into a checkpoint directory; returns its entry."""
+    atomic_write(Path(directory) / BEST, data)
+    return file_entry(BEST, data)
+
+
+def carry_best(source: Path, directory: Path) -> None:
+    """The previous checkpoint's ``best.pt`` (``source``, unchanged since) into ``directory``: a
+    hard link where the file system allows (no bytes copied; pruning the old directory leaves it),
+    else a copy; atomic as :func:`atomic_write`."""
+    path = Path(directory) / BEST
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary.unlink(missing_ok=True)
+    try:
+        os.link(source, temporary)
+    except OSError:
+        shutil.copyfile(source, temporary)
+        with open(temporary, "rb") as handle:
+            os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    fsync_dir(path.parent)
 
 
 def candidates(run_dir: Path) -> list[Path]:
@@ -210,6 +265,8 @@ def latest(run_dir: Path, run_id: str | None = None) -> tuple[Checkpoint | None,
             checkpoint = verify(directory, run_id)
             for member in checkpoint.manifest["members"]:
                 load_payload(checkpoint.member_path(int(member)))
+            if checkpoint.best is not None:
+                load_payload(checkpoint.best_path())
             return checkpoint, skipped
         except CheckpointError as error:
             skipped.append(str(error))

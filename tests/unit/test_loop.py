@@ -9,7 +9,7 @@ from mpi4py import MPI
 
 from evo.core.explorers import make_explorer
 from evo.core.plan import generation_rng, plan_generation
-from evo.core.result import Scores
+from evo.core.result import Scores, new_best
 from evo.learners.interface import Exchangeable, buffers_for
 from evo.loop import Hooks, LoopSettings, run_generations
 from evo.mpi.exchange import StopNotifier
@@ -392,3 +392,64 @@ def test_a_member_that_fails_to_be_scored_is_restarted_too():
     (restart,) = reports[0].restarts
     assert restart.member == 1 and restart.error == "Boom: the evaluation env broke" and restart.donor == 2
     assert sorted(r.member for r in reports[0].population) == [0, 1, 2]
+
+
+# --- the best member of the run is kept as it was scored -------------------------------------
+
+
+def test_the_best_is_captured_as_scored_before_any_exploit_and_kept_until_beaten():
+    """Member 0 scores best in generation 1 (5), then falls back (-5) and copies member 1, whose
+    score only equals it: the kept best stays member 0's weights of generation 1, captured between
+    the gather and the exchange, although member 0's own weights have changed twice since."""
+    events = []
+    members, hooks = fake_run(events)
+    gains = {0: [5.0, -10.0, 0.0], 1: [1.0, 0.0, 0.0]}
+    trained = {0: 0, 1: 0}
+
+    def train(member, should_stop):
+        events.append(("train", member.member_id))
+        member.buffer[0] += gains[member.member_id][trained[member.member_id]]
+        trained[member.member_id] += 1
+        member.buffer[1] = 10 * trained[member.member_id] + member.member_id  # who trained these weights, when
+
+    kept = {}
+
+    def best(generation, population):
+        events.append(("best", generation))
+        return new_best(population, kept["result"].score if kept else None)
+
+    def keep_best(generation, result, member):
+        events.append(("keep_best", result.member))
+        kept.update(generation=generation, result=result, weights=member.buffer.copy())
+
+    hooks = replace(hooks, train=train, best=best, keep_best=keep_best)
+    outcome = run_generations(RecordingComm(events), members, lambda m: 0, hooks, LoopSettings(0, 3))
+    assert kept["generation"] == 1 and kept["result"].member == 0 and kept["result"].score == 5.0
+    assert list(kept["weights"]) == [5.0, 10.0, 0.0]  # member 0 trained them in generation 1
+    assert list(members[0].buffer) != list(kept["weights"])  # it copied member 1 in generation 2
+    assert [r.score for r in outcome.last.population] == [5.0, 5.0]  # a tie does not beat the kept best
+    first = events[: events.index(("records", 1))]
+    assert first[first.index(("gather",)) :][:5] == [
+        ("gather",),
+        ("best", 1),
+        ("keep_best", 0),
+        ("plan", (0, 1)),
+        ("exploit_state", 0),
+    ]
+    assert [e for e in events if e[0] == "keep_best"] == [("keep_best", 0)]
+    assert [e[1] for e in events if e[0] == "best"] == [1, 2, 3]
+
+
+def test_a_restarted_member_that_scores_best_is_kept_once_scored():
+    """Member 2 fails in generation 1 and is restarted; trained again it scores best of all: it is
+    kept when its redone result is gathered (the first results' best came before)."""
+    events = []
+    members, hooks = failing_run(events, {(2, 1): 1})
+    kept = []
+
+    def best(generation, population):
+        return new_best(population, kept[-1][1].score if kept else None)
+
+    hooks = replace(hooks, best=best, keep_best=lambda g, result, member: kept.append((g, result)))
+    run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(0, 1, max_member_failures=3))
+    assert [(g, result.member) for g, result in kept] == [(1, 1), (1, 2)]

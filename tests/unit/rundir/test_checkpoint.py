@@ -1,7 +1,9 @@
 """Checkpoints without MPI: a member survives a save/load bit-exactly; damaged checkpoints
 are refused by name and the previous one is used; the launcher's start-up checks."""
 
+import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -187,3 +189,47 @@ def test_envs_that_are_not_plain_data_are_left_out_of_the_checkpoint():
     member.close()
     with pytest.raises(envstate.Unsupported):
         envstate.to_plain(object())
+
+
+def with_best(directory, member=1, generation=1, score=7.5):
+    """``directory``'s checkpoint given a kept best (a member file with its ``best`` key) in its manifest."""
+    record = {"member": member, "generation": generation, "score": score, "env_steps": 256}
+    data = ckpt.dump_payload({"format": ckpt.MEMBER_FORMAT, "member": member, "state": torch.ones(10), "best": record})
+    manifest = json.loads((directory / ckpt.MANIFEST).read_text())
+    manifest["best"] = {**ckpt.write_best(directory, data), **record}
+    ckpt.write_manifest(directory, manifest)
+    return record
+
+
+def test_a_checkpoints_best_is_listed_verified_and_absent_from_older_checkpoints(tmp_path):
+    old = ckpt.verify(fake_checkpoint(tmp_path, 1))
+    assert old.best is None and old.best_path() is None  # a checkpoint from before the best was kept
+    directory = fake_checkpoint(tmp_path, 2)
+    record = with_best(directory)
+    found, skipped = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 2 and skipped == []
+    assert found.best_path() == directory / "best.pt"
+    assert {key: found.best[key] for key in ckpt.BEST_KEYS} == record
+    assert ckpt.load_payload(found.best_path())["best"] == record
+    path = directory / "best.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ckpt.CheckpointError, match="best.pt: SHA-256 does not match"):
+        ckpt.verify(directory)
+    assert ckpt.latest(tmp_path, "run-a")[0].generation == 1
+    path.unlink()
+    with pytest.raises(ckpt.CheckpointError, match="best.pt: missing"):
+        ckpt.verify(directory)
+
+
+def test_a_carried_best_is_the_same_file_and_outlives_the_pruned_checkpoint(tmp_path):
+    first = fake_checkpoint(tmp_path, 1)
+    with_best(first)
+    second = ckpt.generation_dir(tmp_path, 2)
+    second.mkdir()
+    ckpt.carry_best(first / "best.pt", second)
+    assert (second / "best.pt").read_bytes() == (first / "best.pt").read_bytes()
+    assert (second / "best.pt").stat().st_ino == (first / "best.pt").stat().st_ino  # a hard link: no copy
+    shutil.rmtree(first)
+    assert ckpt.load_payload(second / "best.pt")["best"]["member"] == 1
