@@ -1,0 +1,234 @@
+"""``evo-evaluate RUN``: every member of a run's last checkpoint (and its kept best) played again on
+fresh deterministic episodes, the honest number behind a population's "best".
+
+A member's selection score is the mean of a few noisy episodes, and the population's best is the
+highest of several such means: reporting it overstates the member. Here each member plays
+``--episodes`` (default 20) deterministic episodes on env seeds that no env of the run had
+(:func:`evo.saved.evaluation_seed`: the run's seed on a stream of its own, the same episodes for
+every member) and the tool prints each member's mean, std, min and max; ``--json FILE`` writes the
+returns too. For Procgen, ``--start-level``/``--num-levels`` choose test levels (a range disjoint
+from the run's training and selection levels); without them the levels are drawn from the whole
+distribution by the fresh seed.
+
+    evo-evaluate runs/my-run --episodes 20 --json fresh.json
+    python -m evo.evaluate runs/procgen-run --start-level 10000 --num-levels 1000
+
+The episodes run one after another on ``--envs`` envs (default 1: one env whose episodes follow
+from one seed, as SB3's ``evaluate_policy`` plays them; an exported agent replays them with the
+same seed, see docs/running.md). Nothing is written into RUN. Exit status 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evo.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
+
+logger = logging.getLogger(__name__)
+
+EXIT_BAD_INPUT = 2
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One member's fresh returns."""
+
+    member: MemberFile
+    returns: list[float]
+
+    def summary(self) -> dict[str, float]:
+        values = np.asarray(self.returns, dtype=float)
+        return {
+            "mean": float(values.mean()),
+            "std": float(values.std()),
+            "min": float(values.min()),
+            "max": float(values.max()),
+        }
+
+    def to_dict(self) -> dict:
+        chosen = self.member
+        return {
+            "member": chosen.member,
+            "label": chosen.label,
+            "generation": chosen.generation,
+            "env_steps": chosen.env_steps,
+            "score": None if math.isnan(chosen.score) else chosen.score,
+            **self.summary(),
+            "returns": self.returns,
+        }
+
+
+def evaluation_env(
+    run: SavedRun, seed: int, n_envs: int = 1, start_level: int | None = None, num_levels: int | None = None
+):
+    """The run's env as a fresh VecEnv of ``n_envs`` seeded with ``seed`` (Procgen: levels
+    ``start_level`` .. + ``num_levels``, or the run's evaluation levels' distribution)."""
+    from evo.sb3.envs import make_env
+
+    config = run.config
+    return make_env(
+        config.env_id,
+        n_envs,
+        seed,
+        config.distribution_mode,
+        0 if num_levels is None else num_levels,
+        0 if start_level is None else start_level,
+        env_kwargs=dict(config.env_kwargs),
+    )
+
+
+def evaluate_members(
+    run: SavedRun,
+    chosen: Sequence[MemberFile],
+    episodes: int,
+    seed: int,
+    n_envs: int = 1,
+    start_level: int | None = None,
+    num_levels: int | None = None,
+) -> list[Evaluation]:
+    """Each of ``chosen`` on the same ``episodes`` fresh episodes (env seed ``seed``)."""
+    from evo.saved import load
+    from evo.sb3.stock import play
+
+    results = []
+    for member_file in chosen:
+        member = load(run, member_file)
+        env = evaluation_env(run, seed, n_envs, start_level, num_levels)
+        try:
+            results.append(Evaluation(member_file, play(member, env, episodes)))
+        finally:
+            env.close()
+            member.close()
+    return results
+
+
+def members_to_evaluate(run: SavedRun, member: str | None, generation: int | None) -> list[MemberFile]:
+    """``--member`` (one member, ``best`` or ``best-ever``), or every member of the checkpoint and
+    the kept best when there is one."""
+    from evo.saved import best_ever, choose, population
+
+    if member is not None:
+        return [choose(run, member, generation)]
+    chosen = population(run, generation)
+    kept = best_ever(run) if generation is None else None
+    return chosen + ([kept] if kept is not None else [])
+
+
+def table(results: Sequence[Evaluation], episodes: int) -> str:
+    """The printed table: member, generation, env steps, selection score, fresh mean/std/min/max."""
+    header = ("member", "generation", "env steps", "score", f"mean ({episodes})", "std", "min", "max")
+    rows = [header]
+    for result in results:
+        chosen, summary = result.member, result.summary()
+        rows.append(
+            (
+                chosen.label,
+                str(chosen.generation),
+                str(chosen.env_steps),
+                f"{chosen.score:.2f}",
+                *(f"{summary[key]:.2f}" for key in ("mean", "std", "min", "max")),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evo-evaluate", description=__doc__.split("\n\n")[0].replace("``", ""))
+    parser.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (--run-dir of the run)")
+    parser.add_argument("--episodes", type=int, default=20, help="fresh deterministic episodes per member (default 20)")
+    parser.add_argument(
+        "--member",
+        default=None,
+        help=f"one member only: an id, {BEST} (the last checkpoint's best selection score) or {BEST_EVER} "
+        "(the kept best); default every member and the kept best",
+    )
+    parser.add_argument(
+        "--generation", type=int, default=None, help="a kept checkpoint's generation (default: the last)"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the evaluation envs' seed (default: derived from the run's seed on a stream no env of the run used)",
+    )
+    parser.add_argument("--envs", type=int, default=1, help="envs the episodes are spread over (default 1)")
+    parser.add_argument("--start-level", type=int, default=None, help="Procgen: the first test level")
+    parser.add_argument("--num-levels", type=int, default=None, help="Procgen: how many test levels (0: unbounded)")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the returns as JSON here")
+    return parser
+
+
+def check_arguments(args: argparse.Namespace, run: SavedRun) -> list[str]:
+    """Every problem with the options, each with its fix."""
+    from evo.config.envnames import procgen_game
+
+    problems = []
+    if args.episodes < 1:
+        problems.append(f"--episodes {args.episodes}: give at least 1")
+    if args.envs < 1:
+        problems.append(f"--envs {args.envs}: give at least 1")
+    levels = (args.start_level, args.num_levels)
+    if any(v is not None for v in levels) and procgen_game(run.config.env_id) is None:
+        problems.append(f"--start-level/--num-levels: {run.config.env_id} is not a Procgen game; drop them")
+    if any(v is not None and v < 0 for v in levels):
+        problems.append("--start-level/--num-levels: give levels >= 0")
+    if args.json is not None and _inside(args.json, run.run_dir):
+        problems.append(
+            f"--json {args.json}: inside the run directory, which evo-evaluate never writes; give a path outside it"
+        )
+    return problems
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    return path.resolve().is_relative_to(directory.resolve())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from evo.logs import install_logging
+    from evo.saved import evaluation_seed, open_run
+
+    args = parser().parse_args(argv)
+    install_logging(0)
+    try:
+        run = open_run(args.run_dir)
+        if problems := check_arguments(args, run):
+            raise SavedRunError("; ".join(problems))
+        chosen = members_to_evaluate(run, args.member, args.generation)
+    except SavedRunError as error:
+        print(f"evo-evaluate: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    seed = evaluation_seed(run.config.seed) if args.seed is None else args.seed
+    results = evaluate_members(run, chosen, args.episodes, seed, args.envs, args.start_level, args.num_levels)
+    levels = None if args.start_level is None and args.num_levels is None else [args.start_level, args.num_levels]
+    print(
+        f"{run.config.env_id}: {args.episodes} fresh deterministic episodes per member, env seed {seed}"
+        + (f", levels {levels[0]} + {levels[1]}" if levels else "")
+    )
+    print(table(results, args.episodes))
+    if args.json is not None:
+        record = {
+            "run": str(run.run_dir),
+            "env_id": run.config.env_id,
+            "episodes": args.episodes,
+            "seed": seed,
+            "envs": args.envs,
+            "levels": levels,
+            "members": [result.to_dict() for result in results],
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

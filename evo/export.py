@@ -1,0 +1,178 @@
+"""``evo-export RUN``: a run's member as a Stable-Baselines3 model zip that SB3 loads where evo is not
+installed, in rl-baselines3-zoo's folder layout, so that ``python -m rl_zoo3.enjoy`` plays it.
+
+A zip that SB3 saves from an evo member names evo's classes (PPO's policy
+``evo.sb3.policies.MixedPrecisionPolicy`` with ``precision`` among its kwargs, the optimizers
+``evo.sb3.optimizer.EagerAdam``, the channels-last NatureCNN), and SB3's loader stops on the
+missing module. So a stock SB3 model of the same algorithm and architecture is built here (SB3's
+own policy, torch's Adam with the same settings, the same net_arch, activation and features
+extractor), the member's state is copied into it (the state_dicts the algorithm names in
+``_get_torch_save_params``: policy and optimizers; and its tensors, SAC's ``log_ent_coef``), and
+SB3 saves it. The normalisation statistics go into a stock ``VecNormalize`` saved by SB3's
+``VecNormalize.save``. Written::
+
+    FOLDER/<algo>/<env>_<N>/<env>.zip           the member (N: the next free id >= 1)
+    FOLDER/<algo>/<env>_<N>/best_model.zip      the kept best (the same member if the run kept none)
+    FOLDER/<algo>/<env>_<N>/<env>/config.yml    its settings as rl-baselines3-zoo writes them
+    FOLDER/<algo>/<env>_<N>/<env>/vecnormalize.pkl   with normalisation: the member's statistics
+
+    evo-export runs/my-run --out logs
+    python -m rl_zoo3.enjoy --algo ppo --env Pendulum-v1 -f logs --exp-id 1
+
+Procgen members with the NatureCNN policy export as SB3's ``CnnPolicy`` (zoo cannot make Procgen
+envs, but ``PPO.load`` opens them); IMPALA members use evo's own network class and are refused:
+``evo-evaluate`` plays them. A bf16 member's weights are float32 and are exported as they are; the
+exported agent runs in float32, so its returns may differ from evo's bf16 evaluation. Nothing is
+written into RUN. Exit status 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from evo.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
+
+logger = logging.getLogger(__name__)
+
+EXIT_BAD_INPUT = 2
+
+
+def export_problems(run: SavedRun) -> list[str]:
+    """Why the run's members cannot be exported (an IMPALA policy, which is evo's own class)."""
+    agent = run.config.agent
+    if agent.policy == "impala":
+        return [
+            f"{run.run_dir}: its members use the IMPALA CNN (policy: impala), evo's own network class, which SB3 "
+            f"cannot load without evo; evaluate them with `evo-evaluate {run.run_dir}` (or train with policy: nature, "
+            "SB3's NatureCNN, which exports)"
+        ]
+    return []
+
+
+def zoo_env_name(env_id: str) -> str:
+    """The folder name zoo's enjoy looks for (its EnvironmentName: the id without a ``module:``)."""
+    return env_id.split(":")[-1]
+
+
+def next_experiment(folder: Path, algo: str, env_name: str) -> Path:
+    """``folder/<algo>/<env>_<N>`` with N the next free id >= 1 (zoo's get_latest_run_id + 1)."""
+    pattern = re.compile(re.escape(env_name) + r"_(\d+)")
+    root = folder / algo
+    taken = [int(m.group(1)) for p in (root.iterdir() if root.is_dir() else []) if (m := pattern.fullmatch(p.name))]
+    return root / f"{env_name}_{max(taken, default=0) + 1}"
+
+
+def export(run: SavedRun, chosen: MemberFile, out: Path, best: MemberFile | None = None) -> Path:
+    """Write ``chosen`` (and ``best`` as best_model.zip, else ``chosen``) into zoo's layout under
+    ``out``; returns the experiment folder ``out/<algo>/<env>_<N>``."""
+    algo = run.config.algo
+    env_name = zoo_env_name(run.config.env_id)
+    experiment = next_experiment(Path(out), algo, env_name)
+    building = experiment.with_name(f".{experiment.name}.partial-{os.getpid()}")
+    try:
+        _write(run, chosen, best, building, env_name)
+        building.rename(experiment)  # all or nothing: enjoy never sees half an export
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return experiment
+
+
+def _write(run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: Path, env_name: str) -> None:
+    import yaml
+
+    from evo.saved import load
+    from evo.sb3.stock import save_normalization, stock_model, zoo_config
+
+    stats_dir = folder / env_name
+    stats_dir.mkdir(parents=True)
+    member = load(run, chosen, precision="fp32")
+    try:
+        stock_model(member).save(str(folder / f"{env_name}.zip"))
+        if member.normalizer is not None:
+            save_normalization(member, stats_dir / "vecnormalize.pkl")
+        with open(stats_dir / "config.yml", "w") as handle:
+            yaml.dump(zoo_config(member), handle)
+    finally:
+        member.close()
+    if best is None or same_weights(best, chosen):
+        shutil.copyfile(folder / f"{env_name}.zip", folder / "best_model.zip")
+        return
+    kept = load(run, best, precision="fp32")
+    try:
+        stock_model(kept).save(str(folder / "best_model.zip"))
+        if kept.normalizer is not None:
+            save_normalization(kept, stats_dir / "best_model_vecnormalize.pkl")
+    finally:
+        kept.close()
+
+
+def same_weights(one: MemberFile, other: MemberFile) -> bool:
+    """Whether two member files hold the same weights: the same member at the same generation and
+    env step (the kept best of the last generation is a copy of that member's file)."""
+    return (one.member, one.generation, one.env_steps) == (other.member, other.generation, other.env_steps)
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evo-export", description=__doc__.split("\n\n")[0].replace("``", ""))
+    parser.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (--run-dir of the run)")
+    parser.add_argument(
+        "--member",
+        default=BEST,
+        help=f"{BEST} (default: the best selection score of the last checkpoint, or of --generation's), "
+        f"{BEST_EVER} (the kept best) or a member id",
+    )
+    parser.add_argument(
+        "--generation", type=int, default=None, help="a kept checkpoint's generation (default: the last)"
+    )
+    parser.add_argument("--out", type=Path, default=Path("logs"), help="zoo's log folder, enjoy's -f (default ./logs)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from evo.logs import install_logging
+    from evo.saved import best_ever, choose, open_run
+
+    args = parser().parse_args(argv)
+    install_logging(0)
+    try:
+        run = open_run(args.run_dir)
+        if problems := export_problems(run):
+            raise SavedRunError("; ".join(problems))
+        if args.out.resolve().is_relative_to(run.run_dir.resolve()):
+            raise SavedRunError(
+                f"--out {args.out}: inside the run directory, which evo-export never writes; give a folder outside it"
+            )
+        chosen = choose(run, args.member, args.generation)
+        best = best_ever(run)
+    except SavedRunError as error:
+        print(f"evo-export: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    experiment = export(run, chosen, args.out, best)
+    env_name = zoo_env_name(run.config.env_id)
+    print(f"member {chosen.label} of generation {chosen.generation} ({chosen.env_steps} env steps): {experiment}")
+    if run.config.precision != "fp32":
+        print(
+            f"note: trained with --precision {run.config.precision}; the export holds its float32 weights and runs "
+            f"in float32, so its returns may differ from evo's {run.config.precision} evaluation"
+        )
+    if best is not None and not same_weights(best, chosen) and run.config.agent.normalizes:
+        print(
+            f"note: {env_name}/vecnormalize.pkl holds {env_name}.zip's statistics (zoo reads it for best_model.zip "
+            f"too); best_model.zip's own are {env_name}/best_model_vecnormalize.pkl, or export --member best-ever"
+        )
+    print(
+        f"play it: python -m rl_zoo3.enjoy --algo {run.config.algo} --env {env_name} -f {args.out} "
+        f"--exp-id {experiment.name.rsplit('_', 1)[1]}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

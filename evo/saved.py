@@ -1,0 +1,259 @@
+"""A finished (or stopped) run's members, opened outside MPI: what ``evo-export``, ``evo-evaluate``
+and ``--video`` share.
+
+    run = open_run(Path("runs/my-run"))              # its config and its complete checkpoints
+    chosen = choose(run, "best")                      # or "best-ever", "3"; generation=G for a kept one
+    member = load(run, chosen)                        # an SB3 learner: member.model, member.normalizer
+    ...
+    member.close()
+
+Nothing here writes into the run directory: the config is parsed as ``--resume`` would parse it
+(on a world of one rank, with no TensorBoard and no evaluation env of the run's own), and members
+are rebuilt from their checkpoint files, which are only read. Every bad input (a directory that is
+not a run, a run without a complete checkpoint, a member or generation that is not there, a
+best-ever that was not kept) raises :class:`SavedRunError`, whose message names the value and what
+to give instead; the tools exit with status 2 on it.
+
+A synchronous run's checkpoints are ``checkpoints/gen_<G>/`` (the last two kept); an asynchronous
+run's are each member's own ready points (``checkpoints/members/member_<i>/interval_<G>.pt``),
+where "generation" means the member's interval. The kept best (``best.pt`` beside a generation
+checkpoint's members, :attr:`Checkpoint.best`) is the member file of the highest selection score the
+run has seen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from evo.rundir.checkpoint import Checkpoint, CheckpointError, checkpoints_dir, latest, load_payload, verify
+
+logger = logging.getLogger(__name__)
+
+BEST, BEST_EVER = "best", "best-ever"
+EVALUATION_STREAM = 0x7E57_2024
+"""The seed stream of fresh evaluation episodes. Training and evaluation envs take their seeds from
+``SeedSequence([seed, member, stream])`` with a member id (or a generation) second; this constant
+stands there instead, far above any member id, so no env of the run had these seeds."""
+
+
+class SavedRunError(ValueError):
+    """A run, member or generation that cannot be used; the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class MemberFile:
+    """One saved member: which, from which checkpoint, and its file (read-only)."""
+
+    member: int
+    generation: int
+    """The checkpoint's generation (an asynchronous run: the member's own interval)."""
+    path: Path
+    label: str
+    """How the tools show it: ``"3"``, or ``"best-ever (3)"`` for the kept best."""
+    score: float
+    """The selection score it had at that generation (NaN if unknown)."""
+    env_steps: int
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """A run directory opened for reading: its resolved config and its complete checkpoints."""
+
+    run_dir: Path
+    config: Any
+    """The run's ``evo.config.Config`` as ``--resume`` would resolve it, on one rank."""
+    checkpoints: tuple[Checkpoint, ...]
+    """A synchronous run's complete checkpoints, newest first (empty for an asynchronous run)."""
+
+    @property
+    def asynchronous(self) -> bool:
+        return bool(self.config.asynchronous)
+
+    @property
+    def kept_generations(self) -> list[int]:
+        if self.asynchronous:
+            return sorted({g for m in range(self.config.num_agents) for g in _intervals(self.run_dir, m)})
+        return sorted(c.generation for c in self.checkpoints)
+
+
+def open_run(run_dir: Path | str) -> SavedRun:
+    """The run in ``run_dir`` with its complete checkpoints (SavedRunError if there is none)."""
+    from evo.config import ConfigError, parse_config
+
+    run_dir = Path(run_dir)
+    saved_config = run_dir / "config.yaml"
+    if not saved_config.is_file():
+        raise SavedRunError(f"{run_dir}: not an evo run directory (no config.yaml); give the --run-dir of a run")
+    saved = yaml.safe_load(saved_config.read_text()) or {}
+    strategy = saved.get("strategy", "truncation")
+    try:
+        config = parse_config(
+            ["--run-dir", str(run_dir), "--resume", "--log-level", "WARNING"],
+            strategy="truncation" if strategy == "none" else strategy,  # 'none' comes back from the run's flags
+            transport=saved.get("transport", "p2p"),
+            world_size=1,
+            prog="evo",
+        )
+    except ConfigError as error:
+        raise SavedRunError(f"{run_dir}: cannot read the run's configuration: {error}") from error
+    config = dataclasses.replace(config, eval_episodes=0, tb_writer=False)
+    if config.asynchronous:
+        if not any(_intervals(run_dir, m) for m in range(config.num_agents)):
+            raise SavedRunError(_no_checkpoint(run_dir))
+        return SavedRun(run_dir, config, ())
+    complete = []
+    from evo.rundir.checkpoint import candidates
+
+    for directory in candidates(run_dir):
+        try:
+            complete.append(verify(directory, config.run_id))
+        except CheckpointError as error:
+            logger.warning("skipping checkpoint: %s", error)
+    if not complete:
+        _, skipped = latest(run_dir, config.run_id)
+        raise SavedRunError(_no_checkpoint(run_dir, skipped))
+    return SavedRun(run_dir, config, tuple(complete))
+
+
+def _no_checkpoint(run_dir: Path, skipped: list[str] = ()) -> str:
+    detail = f" ({'; '.join(skipped)})" if skipped else ""
+    return (
+        f"{run_dir}: no complete checkpoint in {checkpoints_dir(run_dir)}{detail}; a run writes one at every "
+        "generation boundary (--checkpoint-every): let it finish a generation, or give another run"
+    )
+
+
+def _intervals(run_dir: Path, member: int) -> dict[int, Path]:
+    """An asynchronous run's kept member files of ``member``, by interval."""
+    from evo.rundir.ready import member_dir
+
+    found = {}
+    for path in member_dir(run_dir, member).glob("interval_*.pt"):
+        stem = path.stem[len("interval_") :]
+        if stem.isdigit() and path.with_suffix(".json").is_file():
+            found[int(stem)] = path
+    return found
+
+
+def population(run: SavedRun, generation: int | None = None) -> list[MemberFile]:
+    """Every member of the last checkpoint (or of generation ``generation``'s, if kept), by id."""
+    if run.asynchronous:
+        found = []
+        for member in range(run.config.num_agents):
+            files = _intervals(run.run_dir, member)
+            if generation is not None and generation not in files:
+                raise SavedRunError(_not_kept(run, generation, f"member {member}'s interval"))
+            if files:
+                interval = generation if generation is not None else max(files)
+                found.append(_member_file(member, interval, files[interval], str(member)))
+        return found
+    checkpoint = _checkpoint(run, generation)
+    return [
+        _member_file(int(member), checkpoint.generation, checkpoint.member_path(int(member)), str(member))
+        for member in sorted(checkpoint.manifest["members"], key=int)
+    ]
+
+
+def _checkpoint(run: SavedRun, generation: int | None) -> Checkpoint:
+    if generation is None:
+        return run.checkpoints[0]
+    for checkpoint in run.checkpoints:
+        if checkpoint.generation == generation:
+            return checkpoint
+    raise SavedRunError(_not_kept(run, generation, "checkpoint"))
+
+
+def _not_kept(run: SavedRun, generation: int, what: str) -> str:
+    kept = ", ".join(map(str, run.kept_generations)) or "none"
+    return (
+        f"--generation {generation}: no {what} of generation {generation} is kept in {run.run_dir} "
+        f"(kept: {kept}; a run keeps its last --keep-checkpoints); give one of those, or leave --generation out"
+    )
+
+
+def _member_file(member: int, generation: int, path: Path, label: str) -> MemberFile:
+    payload = load_payload(path)
+    scores = payload.get("scores") or []
+    return MemberFile(
+        member=int(payload.get("member", member)),
+        generation=generation,
+        path=path,
+        label=label,
+        score=float(scores[-1]) if scores else math.nan,
+        env_steps=int(payload["num_timesteps"]),
+    )
+
+
+def best_ever(run: SavedRun) -> MemberFile | None:
+    """The kept best of the newest checkpoint that has one (None for a run that keeps none)."""
+    for checkpoint in run.checkpoints:
+        entry = getattr(checkpoint, "best", None)
+        if entry:
+            path = checkpoint.best_path()
+            return dataclasses.replace(
+                _member_file(int(entry["member"]), int(entry["generation"]), path, ""),
+                label=f"{BEST_EVER} ({entry['member']})",
+                score=float(entry["score"]) if entry.get("score") is not None else math.nan,
+            )
+    return None
+
+
+def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> MemberFile:
+    """The member ``member`` names: ``best`` (the highest selection score at the last kept
+    checkpoint, or at ``generation``'s; ties to the lower id), ``best-ever`` (the kept best: not
+    with ``generation``), or a member id."""
+    if member == BEST_EVER:
+        if generation is not None:
+            raise SavedRunError(
+                "--member best-ever --generation: the kept best is one member file of whatever generation it was "
+                "scored at; drop --generation, or give --member best or an id with it"
+            )
+        found = best_ever(run)
+        if found is None:
+            raise SavedRunError(
+                f"--member best-ever: {run.run_dir} keeps no best-ever weights (its checkpoints have no best.pt: "
+                "written by an evo that did not keep them, or an asynchronous run); use --member best or an id"
+            )
+        return found
+    members = population(run, generation)
+    if member == BEST:
+        from evo.core.selection import ranking
+
+        top = members[int(ranking([m.score for m in members])[0])]
+        return dataclasses.replace(top, label=f"{BEST} ({top.member})")
+    ids = {str(m.member): m for m in members}
+    if member not in ids:
+        raise SavedRunError(
+            f"--member {member}: not a member of {run.run_dir} (its members are {', '.join(ids)}); give one of "
+            f"them, {BEST} or {BEST_EVER}"
+        )
+    return ids[member]
+
+
+def load(run: SavedRun, chosen: MemberFile, precision: str | None = None):
+    """Member ``chosen`` rebuilt as its learner's SB3 member (``model``, ``normalizer``,
+    ``agent``; its training envs exist but are not stepped), its weights, optimizer states,
+    normalisation statistics and hyperparameters restored from its file. ``precision`` overrides
+    the run's (``"fp32"`` reads a bf16 member's float32 weights in float32). Close it when done."""
+    from evo.run import make_member
+
+    config = run.config if precision is None else dataclasses.replace(run.config, precision=precision)
+    payload = load_payload(chosen.path)
+    member = make_member(config, chosen.member, tensorboard=False)
+    note = member.restore(payload)
+    if note:
+        logger.info("member %d: %s", chosen.member, note)
+    return member
+
+
+def evaluation_seed(seed: int) -> int:
+    """The seed of fresh evaluation episodes for a run of seed ``seed`` (see EVALUATION_STREAM)."""
+    return int(np.random.SeedSequence([seed, EVALUATION_STREAM, 1]).generate_state(1)[0] % (2**31 - 1))

@@ -1,0 +1,180 @@
+"""What SB3 without evo sees of a member: a stock SB3 model of its algorithm and architecture holding
+its state (SB3's own policy classes, torch's Adam), its statistics in a stock ``VecNormalize``, its
+settings as rl-baselines3-zoo's ``config.yml`` holds them; and a member played as SB3's
+``evaluate_policy`` plays an agent (evo-export and evo-evaluate, evo/export.py and evo/evaluate.py).
+
+A zip that SB3 saves from an evo member names evo's classes (PPO's policy
+``evo.sb3.policies.MixedPrecisionPolicy`` with ``precision`` among its kwargs, the optimizers
+``evo.sb3.optimizer.EagerAdam``, the channels-last NatureCNN), which SB3 cannot load where evo is not
+installed. :func:`stock_model` builds SB3's own model instead and copies the member's state into it:
+the state_dicts the algorithm names in ``_get_torch_save_params`` (policy and optimizers) and its
+tensors (SAC's ``log_ent_coef``). What to re-check when SB3 changes: ``_get_torch_save_params``,
+``set_parameters``, ``VecNormalize``'s constructor and ``save``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from evo.sb3 import _quiet  # noqa: F401  (before SB3)
+
+# isort: split
+
+import stable_baselines3
+import torch
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.save_util import recursive_getattr
+from stable_baselines3.common.torch_layers import NatureCNN
+from stable_baselines3.common.vec_env import VecNormalize
+
+from evo.sb3.learner import constructor_parameters
+from evo.sb3.normalize import freeze_into, frozen
+from evo.sb3.optimizer import EagerAdam
+from evo.sb3.policies import ImpalaCNN, NatureCNNChannelsLast
+
+ACTIVATION_NAMES = {"tanh": "nn.Tanh", "relu": "nn.ReLU", "elu": "nn.ELU", "leaky_relu": "nn.LeakyReLU"}
+"""evo's activation names as zoo's YAML writes the classes (``activation_fn=nn.ReLU``)."""
+
+
+class NotExportable(ValueError):
+    """A member whose network SB3 has no class for (the IMPALA CNN)."""
+
+
+def stock_policy(member) -> tuple[str, dict[str, Any]]:
+    """SB3's policy name and policy_kwargs for ``member``'s architecture, in SB3's own classes."""
+
+    kwargs = dict(member.policy_kwargs())
+    kwargs.pop("precision", None)
+    if kwargs.get("optimizer_class") is EagerAdam:
+        kwargs["optimizer_class"] = torch.optim.Adam
+    if kwargs.get("optimizer_class") is torch.optim.Adam and "optimizer_kwargs" not in kwargs:
+        del kwargs["optimizer_class"]  # SB3's default: torch's Adam (PPO: with eps=1e-5, as evo's)
+    extractor = kwargs.get("features_extractor_class")
+    if extractor is ImpalaCNN:
+        raise NotExportable("the IMPALA CNN is evo's own network class: SB3 cannot load it without evo")
+    if extractor is NatureCNNChannelsLast:
+        kwargs["features_extractor_class"] = NatureCNN
+        kwargs["features_extractor_kwargs"] = {
+            k: v for k, v in kwargs.get("features_extractor_kwargs", {}).items() if k != "channels_last"
+        }
+    return member.policy_name(), kwargs
+
+
+def stock_arguments(member, algorithm: type) -> dict[str, Any]:
+    """The member's settings that ``algorithm``'s constructor takes, as the member trains with them
+    (its hyperparameters over the YAML's)."""
+
+    accepted = constructor_parameters(algorithm)
+    values = {**member.agent.settings, **member.hparams}
+    arguments = {name: value for name, value in values.items() if name in accepted and name in member.spec.by_name}
+    model = member.model
+    for name in ("batch_size", "target_entropy", "action_noise"):  # as the model holds them (n_minibatches, 'auto')
+        if name in accepted and hasattr(model, name):
+            arguments[name] = copy.deepcopy(getattr(model, name))
+    return arguments
+
+
+def stock_model(member):
+    """A stock SB3 model of ``member``'s algorithm and architecture, holding its state."""
+
+    algorithm = getattr(stable_baselines3, member.spec.name.upper())
+    policy, policy_kwargs = stock_policy(member)
+    model = algorithm(
+        policy,
+        member.model.env,
+        policy_kwargs=policy_kwargs,
+        seed=member.model.seed,
+        device="cpu",
+        verbose=0,
+        **stock_arguments(member, algorithm),
+    )
+    model.set_parameters(member.model.get_parameters(), exact_match=True, device="cpu")
+    _, variables = member.model._get_torch_save_params()
+    for name in variables:  # tensors that are not in a state_dict (SAC's log_ent_coef)
+        recursive_getattr(model, name).data.copy_(recursive_getattr(member.model, name).data)
+    model.num_timesteps = member.model.num_timesteps
+    model._n_updates = member.model._n_updates
+    return model
+
+
+def save_normalization(member, path: Path) -> None:
+    """The member's statistics in a stock VecNormalize, saved as SB3's ``VecNormalize.save`` does."""
+
+    source = member.normalizer
+    stock = VecNormalize(
+        source.venv,
+        training=False,
+        norm_obs=source.norm_obs,
+        norm_reward=source.norm_reward,
+        clip_obs=source.clip_obs,
+        clip_reward=source.clip_reward,
+        gamma=source.gamma,
+        epsilon=source.epsilon,
+        norm_obs_keys=source.norm_obs_keys,
+    )
+    stock.obs_rms = copy.deepcopy(source.obs_rms)
+    stock.ret_rms = copy.deepcopy(source.ret_rms)
+    stock.save(str(path))
+
+
+def zoo_config(member) -> OrderedDict:
+    """The member's settings as rl-baselines3-zoo's ``config.yml`` holds them: its YAML entry, keys
+    sorted, values as zoo's YAML writes them (``policy_kwargs`` and ``normalize`` as Python text)."""
+
+    agent = member.agent
+    algorithm = getattr(stable_baselines3, member.spec.name.upper())
+    values = {
+        name: value
+        for name, value in stock_arguments(member, algorithm).items()
+        if name not in ("action_noise",) and not callable(value)
+    }
+    for name in ("noise_type", "noise_std"):  # TD3's, as zoo names them
+        if name in member.hparams or name in agent.settings:
+            values[name] = {**agent.settings, **member.hparams}[name]
+    _, policy_kwargs = stock_policy(member)
+    policy_text = ", ".join(
+        f"{name}={ACTIVATION_NAMES.get(agent.policy_kwargs.get('activation_fn'), value)}"
+        if name == "activation_fn"
+        else f"{name}={value!r}"
+        for name, value in policy_kwargs.items()
+        if name in ("net_arch", "activation_fn", "log_std_init", "ortho_init", "use_sde", "n_critics")
+    )
+    values.update(
+        policy=member.policy_name(),
+        n_envs=agent.n_envs,
+        n_timesteps=int(member.env_steps),
+        normalize=(
+            f"{{'norm_obs': {agent.normalize['norm_obs']}, 'norm_reward': {agent.normalize['norm_reward']}}}"
+            if member.normalizer is not None
+            else False
+        ),
+    )
+    if policy_text:
+        values["policy_kwargs"] = f"dict({policy_text})"
+    if member.setup.env.env_kwargs:
+        values["env_kwargs"] = dict(member.setup.env.env_kwargs)
+    return OrderedDict((name, _plain(values[name])) for name in sorted(values))
+
+
+def _plain(value: Any) -> Any:
+    """A value YAML writes without a Python tag (numpy scalars as numbers)."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        return value.item()
+    return value
+
+
+def play(member, env, episodes: int) -> list[float]:
+    """``member``'s returns on ``episodes`` deterministic episodes of ``env`` (raw rewards; with
+    observation normalisation, the member's statistics frozen on a wrapper of ``env``)."""
+
+    normalize = member.agent.normalize
+    if member.normalizer is not None and normalize["norm_obs"]:
+        env = frozen(env, normalize)
+        freeze_into(member.normalizer, env)
+    returns, _ = evaluate_policy(
+        member.model, env, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True, warn=False
+    )
+    return [float(r) for r in returns]
