@@ -23,6 +23,10 @@ RAY_VERSION := 2.60.0
 # ray[tune] wants pyarrow, whose newest releases need NumPy 2; 21.0.0 runs with evo's NumPy 1.26
 RAY_PYARROW := 21.0.0
 
+# The evo-less virtualenv the export tests play exported agents in (SB3 and rl_zoo3, no evo; evo's
+# torch, gymnasium, MuJoCo, SB3 and NumPy versions): built by scripts/zoo-venv.sh, cached
+ZOO_VENV ?= .venv-zoo
+
 # The make targets run MPI on this machine, where the bundled Open MPI's libfabric transport
 # finds no fabric and then sleeps a second in every rank's MPI_Init: leave it out, unless you set
 # OMPI_MCA_btl yourself (README, MPI notes; slurm/ and your own mpiexec lines are not affected).
@@ -33,7 +37,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot compare compare-continuous compare-ties compare-sac compare-procgen test test-fast lint bench bench-peers clean
+.PHONY: install run toy plot compare compare-continuous compare-ties compare-sac compare-procgen test test-fast lint bench bench-peers zoo-venv clean
 
 install: $(STAMP)
 
@@ -83,7 +87,7 @@ compare-sac: install
 compare-procgen: install
 	$(MPI_ENV) $(BIN)/python experiments/compare.py --study procgen $(ARGS)
 
-test: install
+test: install zoo-venv
 	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: install
@@ -118,8 +122,11 @@ $(RAY_STAMP): $(STAMP)
 			print(*(f"{n}=={v(n)}" for n in ("stable-baselines3", "gymnasium", "numpy")))')
 	touch $@
 
+zoo-venv: install
+	bash scripts/zoo-venv.sh $(ZOO_VENV) $(BIN)/python
+
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) $(RAY_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(RAY_VENV) $(ZOO_VENV) .pytest_cache .ruff_cache
