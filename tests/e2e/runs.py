@@ -1,7 +1,7 @@
 """What the end-to-end tests share: a run started in the background (and ended if the test leaves it
 running), waiting for an event, the flags common to a test's runs, its TensorBoard scalars,
-python -m entry points, the line of a member's weights back through its exploits, and a tree's
-digest (to show nothing was written)."""
+python -m entry points, the line of a member's weights back through its exploits, a tree's
+digest (to show nothing was written), and the kept best checked against the records."""
 
 import hashlib
 import subprocess
@@ -11,8 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import torch
 
-from tests.support import ROOT, mpi_env, mpiexec_path
+from evo.rundir import checkpoint as ckpt
+from tests.support import ROOT, mpi_env, mpiexec_path, read_lineage, read_population
 
 
 @contextmanager
@@ -100,3 +102,33 @@ def tree_digest(path) -> str:
         if item.is_file():
             digest.update(item.read_bytes())
     return digest.hexdigest()
+
+
+def best_of_records(run_dir) -> dict:
+    """The row of population.csv with the highest selection score so far (the first such, in order
+    of generation then member), as a kept best names it."""
+    rows = [r for r in read_population(run_dir) if r["score"] != "nan"]
+    top = max(float(r["score"]) for r in rows)
+    row = min((r for r in rows if float(r["score"]) == top), key=lambda r: (int(r["generation"]), int(r["member"])))
+    return {key: type_(row[key]) for key, type_ in (("member", int), ("generation", int), ("score", float))} | {
+        "env_steps": int(row["env_steps"])
+    }
+
+
+def assert_best_kept(run_dir) -> ckpt.Checkpoint:
+    """The last checkpoint's best.pt is the best of the records, with the weights it was scored with:
+    those of its member's file at that generation (the best member is never a recipient in its own
+    generation), not the member's later ones if it copied a donor since."""
+    last = ckpt.latest(run_dir)[0]
+    record = best_of_records(run_dir)
+    assert {key: last.best[key] for key in ckpt.BEST_KEYS} == record
+    best = ckpt.load_payload(last.best_path())
+    assert best["best"] == record and best["member"] == record["member"] and best["generation"] == record["generation"]
+    at_its_generation = ckpt.generation_dir(run_dir, record["generation"]) / ckpt.member_filename(record["member"])
+    if at_its_generation.exists():
+        assert torch.equal(best["state"], ckpt.load_payload(at_its_generation)["state"])
+    member, generation = record["member"], record["generation"]
+    copied_later = [e for e in read_lineage(run_dir) if e["recipient"] == member and e["generation"] > generation]
+    if any(e["donor"] != e["recipient"] for e in copied_later):
+        assert not torch.equal(best["state"], ckpt.load_payload(last.member_path(member))["state"])
+    return last

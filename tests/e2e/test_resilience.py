@@ -7,10 +7,11 @@ import subprocess
 import sys
 
 import pytest
+import torch
 import yaml
 
 from evo.rundir import checkpoint as ckpt
-from tests.e2e.runs import common, running, scalar_tags, tree_digest, wait_for
+from tests.e2e.runs import assert_best_kept, common, running, scalar_tags, tree_digest, wait_for
 from tests.gated_env import gate_flags, held
 from tests.support import (
     PPO_SIX,
@@ -35,6 +36,7 @@ def test_resume_continues_records_on_another_world_size(tmp_path, tiny_hyperpara
     first = mpiexec(2, ["pbt_rl_truct.py", *budget(4, 2, 256), *common(run_dir, tiny_hyperparams)])
     assert first.returncode == 0, first.stderr[-3000:]
     saved = {m: ckpt.load_payload(ckpt.generation_dir(run_dir, 2) / ckpt.member_filename(m)) for m in range(4)}
+    best_before = assert_best_kept(run_dir).best
 
     # 4 members from 2 ranks x 2 onto 4 ranks x 1; more generations extend the run
     second = mpiexec(4, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume", "--total-generations", "4"])
@@ -57,6 +59,22 @@ def test_resume_continues_records_on_another_world_size(tmp_path, tiny_hyperpara
         assert steps == [256, 512, 768, 1024]
     assert ckpt.latest(run_dir)[0].generation == 4
     assert [p.name for p in ckpt.candidates(run_dir)] == ["gen_000004", "gen_000003"]  # --keep-checkpoints 2
+    # the resumed run went on from the kept best: it kept it unless a later score beat it
+    best_after = assert_best_kept(run_dir).best
+    if best_after["generation"] <= 2:
+        assert best_after == best_before
+    # it compares with its checkpoint's best: one that no score can beat stays, its file carried over
+    last = ckpt.latest(run_dir)[0]
+    unbeaten = {**last.best, "score": 1e9}
+    ckpt.write_manifest(last.directory, {**last.manifest, "best": unbeaten})
+    third = mpiexec(4, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume", "--total-generations", "5"])
+    assert third.returncode == 0, third.stderr[-3000:]
+    fifth = ckpt.latest(run_dir)[0]
+    assert fifth.generation == 5 and fifth.best == unbeaten
+    # its weights are still those it was scored with in generation 4; its member has trained on since
+    kept_state = ckpt.load_payload(fifth.best_path())["state"]
+    assert not torch.equal(kept_state, ckpt.load_payload(fifth.member_path(unbeaten["member"]))["state"])
+    assert generations_recorded(run_dir)[5] == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("target, signum", [("rank", signal.SIGTERM), ("mpiexec", signal.SIGUSR1)])

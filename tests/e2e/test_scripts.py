@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from tests.e2e.runs import scalar_tags
+from tests.e2e.runs import assert_best_kept, scalar_tags
 from tests.support import PPO_SIX, TINY_PROCGEN, budget, mpiexec, read_lineage, read_population, write_hyperparams
 
 
@@ -73,6 +73,7 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
             assert {k: float(rows_next[recipient][k]) for k in PPO_SIX} == pytest.approx(exploit["new_hparams"])
     kept = [r for r in rows if r["donor"] == ""]
     assert len(kept) == generations * (agents - exploits_per_generation)
+    assert_best_kept(run_dir)  # the best of the run, in the last checkpoint, with the weights it scored with
 
     # TensorBoard: a directory per member with SB3's metrics and ours, plus population aggregates
     for member in range(agents):
