@@ -29,7 +29,7 @@ from tests.support import ROOT, TINY_CARTPOLE, mpi_env, mpiexec_path
 BUILTIN_YAML = "evo/hyperparams/ppo.yml"
 BUILTIN_YAMLS = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "evo" / "hyperparams").glob("*.yml"))
 """Every learner's built-in hyperparameters (PPO's and SAC's)."""
-CONSOLE_SCRIPTS = ("evo-truct", "evo-wta", "evo-truct-collective", "evo-launch")
+CONSOLE_SCRIPTS = ("evo-truct", "evo-wta", "evo-truct-collective", "evo-launch", "evo-export", "evo-evaluate")
 
 
 def run(command: list, cwd: Path, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
@@ -122,6 +122,8 @@ def test_the_installed_evo_is_the_wheels_with_its_yaml(venv, tmp_path):
     for name in CONSOLE_SCRIPTS:
         assert (venv / "bin" / name).is_file(), name
     assert "run_dir" in run([venv / "bin" / "python", "-m", "evo.plot", "--help"], tmp_path).stdout
+    for tool in ("evo-export", "evo-evaluate"):
+        assert "RUN" in run([venv / "bin" / tool, "--help"], tmp_path).stdout
 
 
 @pytest.mark.parametrize("hyperparams", ["built-in", "tiny"])
