@@ -1,6 +1,7 @@
 # evo: `make run` trains a small PBT population, `make test` runs every test tier.
 # Both install first (into .venv) if needed. Optional extras: make install EXTRAS=mujoco
-# (gymnasium's MuJoCo tasks); `make test EXTRAS=mujoco` also runs the tests that need them.
+# (gymnasium's MuJoCo tasks), EXTRAS=video (--video: pygame, imageio, PyAV; as root also Mesa's
+# EGL); `make test EXTRAS=mujoco,video` also runs the tests that need them.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -42,7 +43,7 @@ endif
 install: $(STAMP)
 
 $(STAMP): pyproject.toml scripts/system-deps.sh
-	bash scripts/system-deps.sh
+	bash scripts/system-deps.sh '$(PIP_EXTRAS)'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first and pinned: any other version pulls gigabytes of CUDA wheels
