@@ -24,7 +24,7 @@ from evo.config import Config
 from evo.core.asynchronous import Latest, ReadyExploit, Schedule, decide_at_ready, ready_rng
 from evo.core.explorers import make_explorer
 from evo.core.restart import Failure, Restart, failures_by_member, plan_restarts, ready_restart_rng
-from evo.core.result import Scores
+from evo.core.result import Scores, new_best
 from evo.learners.interface import Learner
 from evo.mpi import exchange
 from evo.mpi.asynchronous import Applied, Coordination, WorkerHooks, run_workers, snapshot_state
@@ -32,7 +32,11 @@ from evo.run import checkpoint_payload, log_restarts, make_member, prepare_proce
 from evo.rundir.checkpoint import as_arrays, as_tensors, dump_payload, load_payload
 from evo.rundir.ready import (
     ReadyCheckpoints,
+    best_dir,
     members_dir,
+    remove_stray_best_files,
+    write_best_file,
+    write_best_record,
     write_explorer_state,
     write_ready_checkpoint,
 )
@@ -78,6 +82,7 @@ def run_asynchronous(
             ready_records=checkpoint.records if checkpoint is not None else [],
         )
         members_dir(config.run_dir).mkdir(parents=True, exist_ok=True)  # a job script's sign to --resume
+        remove_stray_best_files(config.run_dir, checkpoint.best if checkpoint is not None else None)
     comm.Barrier()  # the run directory exists before any rank writes into it
     members, snapshots = build_members(config, rank, checkpoint)
     plan = None
@@ -182,6 +187,23 @@ def coordination(config: Config, records: RunRecords, checkpoint: ReadyCheckpoin
         return planned
 
     settled = dict(latest)  # every member's last settled ready point, for the population's scalars
+    best = {"named": checkpoint.best if checkpoint is not None else None}
+    best["written"] = best["named"]  # the best ready point named so far, and the one best.json holds
+
+    def is_best(point: Latest) -> bool:
+        named = best["named"]
+        if new_best([point.result], float(named["score"]) if named is not None else None) is None:
+            return False
+        best["named"] = {"score": point.result.score}
+        return True
+
+    def on_best(point: Latest, entry: dict) -> None:
+        written = best["written"]
+        if written is not None and not entry["score"] > written["score"]:  # a better one settled first
+            (best_dir(config.run_dir) / entry["file"]).unlink(missing_ok=True)
+            return
+        write_best_record(config.run_dir, entry, written)
+        best["written"] = entry
 
     def on_ready(point: Latest, exploit: ReadyExploit | None, rank: int, record: dict) -> None:
         settled[point.result.member] = point
@@ -198,6 +220,8 @@ def coordination(config: Config, records: RunRecords, checkpoint: ReadyCheckpoin
         restart=restart,
         latest=latest,
         snapshot_on={m: config.owner(m) for m in latest},
+        best=is_best,
+        on_best=on_best,
     )
 
 
@@ -241,10 +265,22 @@ def worker_hooks(config: Config, rank: int, last: dict) -> WorkerHooks:
         )
         return record
 
+    def keep_best(member: Learner, point: Latest) -> dict:
+        record = {
+            "member": member.member_id,
+            "generation": point.interval,
+            "score": point.result.score,
+            "env_steps": point.result.env_steps,
+        }
+        payload = checkpoint_payload(member, config.run_id, point.interval, rng_state(), replay=False)
+        data = dump_payload({**payload, "best": record})
+        return {**write_best_file(config.run_dir, member.member_id, point.interval, data), **record}
+
     return WorkerHooks(
         train=train,
         score=score,
         pack=pack,
+        keep_best=keep_best,
         adopt=lambda member_id, payload: restored(config, member_id, payload),
         settled=settled,
         rebuild=lambda member, planned, env_steps: rebuild_member(config, member, planned, env_steps),

@@ -71,10 +71,12 @@ class Ready:
 class Decision:
     """The coordinator's answer to a ready point (``exploit``: a :class:`ReadyExploit`, None to
     keep weights and values) or to a failure (a :class:`Restart`), and the rank holding the
-    donor's snapshot."""
+    donor's snapshot; ``best``: the ready point's score is the best of the run so far (the worker
+    keeps the member as it is, before it copies anything)."""
 
     exploit: Any
     source: int = -1
+    best: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,8 @@ class Settled:
     member: int
     copied: tuple[int, int] | None = None
     record: Any = None
+    best: Any = None
+    """What the worker's ``keep_best`` hook returned, if the ready point was the best so far."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,10 @@ class Coordination:
     on_ready: Callable[[Latest, ReadyExploit | None, int, Any], None] | None = None
     restart: Callable[[int, Failure, Mapping[int, Latest]], Restart] | None = None
     on_restart: Callable[[Restart], None] | None = None
+    best: Callable[[Latest], bool] | None = None
+    """Whether a ready point's score beats the best of the run so far (and is now the best)."""
+    on_best: Callable[[Latest, Any], None] | None = None
+    """Sees a best ready point once settled, with what the worker's ``keep_best`` returned."""
     latest: Mapping[int, Latest] = field(default_factory=dict)
     snapshot_on: Mapping[int, int] = field(default_factory=dict)
 
@@ -221,9 +229,10 @@ class Coordinator(_Poller):
         self.plan.schedule.ready(member, rank, ready.wall, settled=False)
         exploit = self.plan.decide(member, self.latest)
         self.deciding[member] = (point, exploit)
+        best = self.plan.best(point) if self.plan.best is not None else False
         if exploit is None or not exploit.copies:
-            return Decision(exploit)
-        return Decision(exploit, self.snapshot_on[exploit.exploit.donor])
+            return Decision(exploit, best=best)
+        return Decision(exploit, self.snapshot_on[exploit.exploit.donor], best)
 
     def settle(self, rank: int, settled: Settled) -> None:
         """The member's decision is applied on ``rank``: it is free again, and its ready point goes
@@ -234,6 +243,8 @@ class Coordinator(_Poller):
         self.plan.schedule.release(settled.member, rank)
         if self.plan.on_ready is not None:
             self.plan.on_ready(point, exploit, rank, settled.record)
+        if settled.best is not None and self.plan.on_best is not None:
+            self.plan.on_best(point, settled.best)
 
     def failed(self, interval: int, failure: Failure) -> Decision:
         """Where a member that failed in ``interval`` starts again (it trains the interval again)."""
@@ -331,6 +342,9 @@ class WorkerHooks:
     settled: Callable[[Any, Latest, ReadyExploit | None, tuple[Applied, ...], Snapshot], Any] | None = None
     rebuild: Callable[[Any, Restart, int], Any] | None = None
     restarted: Callable[[Any, Restart], None] | None = None
+    keep_best: Callable[[Any, Latest], Any] | None = None
+    """``keep_best(member, point)``: the member is the best of the run so far at ``point``; keep it
+    as it is (before the decision's copy); what it returns goes to rank 0's ``on_best``."""
 
 
 @dataclass
@@ -395,6 +409,9 @@ def run_workers(
             ready = Ready(task.interval, result, wall_origin + clock() - began)
             comm.send(("ready", rank, ready), dest=0, tag=ASK)
             decision = comm.recv(source=0, tag=REPLY)
+            kept = None
+            if decision.best and hooks.keep_best is not None:  # as scored: before it copies a donor
+                kept = hooks.keep_best(member, Latest(task.interval, result, ready.wall))
             copied = apply(comm, member, decision, snapshots)
             exploit = decision.exploit.as_copied(copied) if decision.exploit is not None else None
             record = None
@@ -402,7 +419,7 @@ def run_workers(
                 point = Latest(ready.interval, result, ready.wall)
                 record = hooks.settled(member, point, exploit, tuple(restarts), snapshots[task.member])
             trained.append((task.member, task.interval))
-            message = ("next", rank, Settled(task.member, copied, record))
+            message = ("next", rank, Settled(task.member, copied, record, kept))
         comm.Barrier()  # no rank fetches any more: the service threads can stop
     except BaseException:
         # this rank's exception ends the job (the caller aborts it): the threads are told to stop,

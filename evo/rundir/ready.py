@@ -10,6 +10,11 @@ Layout::
                                 point's records (its population.csv row and lineage lines)
     run_dir/checkpoints/members/explorer.json   the explorer's state (PB2's history), rewritten by
                                 rank 0 at each ready point
+    run_dir/checkpoints/best/
+        best.json               the best ready point of the run so far: its member file's name,
+                                size and SHA-256, member, generation (its interval), score, env steps
+        member_3_interval_000007.pt   that member file (``load_payload``), key ``best`` as in a
+                                generation checkpoint's best.pt
 
 A member's checkpoint is written by the rank that settled its ready point, before rank 0 writes the
 row: a kill between the two leaves a checkpoint whose row the CSV lacks, never the reverse. The
@@ -18,6 +23,13 @@ records are rebuilt from them: each member's rows and lineage lines up to the in
 complete checkpoint holds. When a member copied at its ready point, its file also holds the
 weights that earned its score (``ready_state``), which is what a recipient copies from it until it
 reaches its next ready point.
+
+The best is kept as a synchronous run keeps it (evo.run.KeptBest), at ready points: the coordinator
+names a ready point whose score beats the best so far, the worker writes the member as it was
+scored (before it copies a donor) under a name of its own (two ranks may each hold a new best at
+once), and rank 0 points ``best.json`` at it once the ready point is settled, if no better one was
+settled first, then removes the file it replaced. Files ``best.json`` does not name are left-overs
+of a crash, removed on ``--resume``; a resumed run compares with ``best.json``'s score.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 FORMAT = 1
 EXPLORER = "explorer.json"
+BEST_RECORD = "best.json"
 _INTERVAL = re.compile(r"interval_(\d{6,})\.json")
 
 
@@ -77,6 +90,56 @@ def write_ready_checkpoint(
     return path
 
 
+def best_dir(run_dir: Path) -> Path:
+    return checkpoints_dir(run_dir) / "best"
+
+
+def write_best_file(run_dir: Path, member: int, interval: int, data: bytes) -> dict[str, Any]:
+    """Write the member file of a best ready point (a name per point: another rank may write the next
+    best at the same time); returns its entry (``file``, ``bytes``, ``sha256``)."""
+    directory = best_dir(run_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"member_{member}_{interval_stem(interval)}.pt"
+    atomic_write(directory / name, data)
+    return {"file": name, "bytes": len(data), "sha256": sha256(data)}
+
+
+def write_best_record(run_dir: Path, entry: Mapping[str, Any], previous: Mapping[str, Any] | None) -> None:
+    """Rank 0: ``best.json`` names ``entry`` (its file and what it scored); the file of ``previous``
+    (the entry it replaces) is removed after."""
+    atomic_write(best_dir(run_dir) / BEST_RECORD, (json.dumps(dict(entry)) + "\n").encode())
+    if previous is not None and previous["file"] != entry["file"]:
+        (best_dir(run_dir) / previous["file"]).unlink(missing_ok=True)
+
+
+def read_best(run_dir: Path, run_id: str | None = None) -> dict[str, Any] | None:
+    """``best.json``'s entry with its file verified (size, SHA-256, run id), or None if the run kept
+    none; raises CheckpointError for a damaged one."""
+    path = best_dir(run_dir) / BEST_RECORD
+    if not path.exists():
+        return None
+    entry = _read(path)
+    file = path.with_name(entry["file"])
+    if not file.exists() or file.stat().st_size != entry["bytes"] or file_sha256(file) != entry["sha256"]:
+        raise CheckpointError(f"{file}: missing, or its size or SHA-256 does not match {path.name} (damaged)")
+    if run_id is not None and load_payload(file).get("run_id") != run_id:
+        raise CheckpointError(f"{file}: belongs to another run")
+    return entry
+
+
+def best_path(run_dir: Path) -> Path | None:
+    """The kept best's member file of an asynchronous run (as ``best.json`` names it), or None."""
+    entry = read_best(run_dir)
+    return best_dir(run_dir) / entry["file"] if entry is not None else None
+
+
+def remove_stray_best_files(run_dir: Path, entry: Mapping[str, Any] | None) -> None:
+    """Rank 0, on resume: the best files ``best.json`` does not name (a crash before it was updated)."""
+    for path in best_dir(run_dir).glob("member_*_interval_*.pt"):
+        if entry is None or path.name != entry["file"]:
+            path.unlink(missing_ok=True)
+
+
 def write_explorer_state(run_dir: Path, name: str, state: Any) -> None:
     atomic_write(members_dir(run_dir) / EXPLORER, (json.dumps({"name": name, "state": state}) + "\n").encode())
 
@@ -100,6 +163,8 @@ class ReadyCheckpoints:
     members: dict[int, MemberCheckpoint]
     records: list[dict] = field(default_factory=list)
     explorer: dict | None = None
+    best: dict | None = None
+    """``best.json``'s entry (the best ready point so far and its file), or None."""
 
     @property
     def intervals(self) -> dict[int, int]:
@@ -166,4 +231,9 @@ def latest_ready(run_dir: Path, run_id: str, num_agents: int) -> tuple[ReadyChec
     records.sort(key=lambda r: (float(r["wall_s"]), r["member"], r["interval"]))
     explorer_path = members_dir(run_dir) / EXPLORER
     explorer = _read(explorer_path) if explorer_path.exists() else None
-    return ReadyCheckpoints(members_dir(run_dir), members, records, explorer), skipped
+    try:
+        best = read_best(run_dir, run_id)
+    except CheckpointError as error:
+        skipped.append(f"{error}; the best is kept afresh")
+        best = None
+    return ReadyCheckpoints(members_dir(run_dir), members, records, explorer, best), skipped

@@ -6,9 +6,11 @@ import os
 import signal
 
 import pytest
+import torch
 
 from evo.core.schedule import load_schedule
-from evo.rundir.ready import latest_ready
+from evo.rundir.checkpoint import load_payload
+from evo.rundir.ready import best_dir, latest_ready, member_dir, read_best
 from tests.e2e.runs import common, plots, python, running, scalar_tags, tunable, wait_for
 from tests.gated_env import gate_flags, held
 from tests.support import PPO_SIX, TINY_DEFAULT, budget, mpiexec, read_lineage, read_population, write_hyperparams
@@ -87,6 +89,27 @@ def _run_id(run_dir) -> str:
     return yaml.safe_load((run_dir / "config.yaml").read_text())["run_id"]
 
 
+def assert_best_kept(run_dir) -> dict:
+    """checkpoints/best/best.json names the ready point with the highest score of population.csv, its
+    file (the only one left) holds that member as scored: the weights of its checkpoint at that
+    interval (those that earned the score, ``ready_state``, if it copied a donor there)."""
+    entry = read_best(run_dir, _run_id(run_dir))
+    rows = recorded(run_dir)
+    top = max(float(row["score"]) for row in rows.values() if row["score"] != "nan")
+    member, interval = entry["member"], entry["generation"]
+    assert entry["score"] == top == float(rows[(member, interval)]["score"])
+    assert entry["env_steps"] == int(rows[(member, interval)]["env_steps"])
+    assert sorted(p.name for p in best_dir(run_dir).iterdir()) == sorted(["best.json", entry["file"]])
+    best = load_payload(best_dir(run_dir) / entry["file"])
+    assert best["best"] == {key: entry[key] for key in ("member", "generation", "score", "env_steps")}
+    at_interval = member_dir(run_dir, member) / f"interval_{interval:06d}.pt"
+    if at_interval.exists():
+        saved = load_payload(at_interval)
+        weights = saved["ready_state"]["weights"] if "ready_state" in saved else saved["state"]
+        assert torch.equal(best["state"], weights)
+    return entry
+
+
 @pytest.mark.parametrize("how", ["SIGTERM to rank 1", "SIGUSR1 to mpiexec", "SIGKILL to rank 1"])
 def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_rest_once(tmp_path, how):
     """Rank 1 is held inside the first interval 2 it trains (a member's env step 158) while rank 0
@@ -125,6 +148,8 @@ def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_re
     assert any(row["rank"] == "0" for (member, _), row in rows.items() if member in (2, 3))  # moved to rank 0
     found, skipped = latest_ready(run_dir, _run_id(run_dir), 4)
     assert not skipped and found.intervals == done
+    before = assert_best_kept(run_dir)
+    assert found.best == before
 
     (gate / "released-1").write_text(how)  # a killed rank never said its gate opened: the next part passes it
     resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
@@ -134,6 +159,9 @@ def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_re
     assert_each_member_has(rows, {m: 3 for m in range(4)})
     ready_points = [(e["recipient"], e["generation"]) for e in read_lineage(run_dir) if "recipient" in e]
     assert len(ready_points) == len(set(ready_points))  # no exploit recorded twice
+    after = assert_best_kept(run_dir)  # the resumed run went on from the best before it
+    if after["score"] <= before["score"]:
+        assert after == before
 
 
 FAULTY = ["--env-id", "tests.faulty_env:FaultyCartPole-v0"]

@@ -5,6 +5,8 @@ checkpoints cover exactly once, whatever a kill left between a checkpoint and it
 import csv
 import json
 
+import pytest
+
 from evo.core.asynchronous import Latest, ReadyExploit
 from evo.core.kinds import LogFloat
 from evo.core.plan import Exploit
@@ -84,3 +86,32 @@ def test_a_checkpoint_of_another_run_is_passed_over(tmp_path):
     checkpoint(run_dir, point(0, 1, 1.0))
     found, skipped = latest_ready(run_dir, "another-run", 1)
     assert found.intervals == {} and "belongs to run 'run-1'" in skipped[0]
+
+
+def test_the_kept_best_of_an_asynchronous_run_is_named_by_best_json_and_verified(tmp_path):
+    """Two ranks may each write a new best at once: each under its own name; best.json names the one
+    rank 0 settled, removing the file it replaced; a resume removes the files it does not name."""
+    from evo.rundir import ready
+    from evo.rundir.checkpoint import MEMBER_FORMAT, CheckpointError, dump_payload
+
+    assert ready.read_best(tmp_path) is None and ready.best_path(tmp_path) is None
+
+    def best_file(member, interval, score):
+        data = dump_payload({"format": MEMBER_FORMAT, "run_id": "run-a", "member": member, "best": {"score": score}})
+        entry = ready.write_best_file(tmp_path, member, interval, data)
+        return {**entry, "member": member, "generation": interval, "score": score, "env_steps": 256 * interval}
+
+    first, second = best_file(0, 1, 10.0), best_file(2, 1, 12.0)
+    ready.write_best_record(tmp_path, first, None)
+    ready.write_best_record(tmp_path, second, first)
+    assert ready.read_best(tmp_path, "run-a") == second
+    assert ready.best_path(tmp_path) == ready.best_dir(tmp_path) / "member_2_interval_000001.pt"
+    assert sorted(p.name for p in ready.best_dir(tmp_path).iterdir()) == ["best.json", "member_2_interval_000001.pt"]
+    stray = best_file(1, 2, 13.0)  # written by its worker, then a crash before best.json named it
+    ready.remove_stray_best_files(tmp_path, ready.read_best(tmp_path))
+    assert not (ready.best_dir(tmp_path) / stray["file"]).exists() and ready.best_path(tmp_path).exists()
+    with pytest.raises(CheckpointError, match="belongs to another run"):
+        ready.read_best(tmp_path, "run-b")
+    ready.best_path(tmp_path).write_bytes(b"damaged")
+    with pytest.raises(CheckpointError, match="does not match best.json"):
+        ready.read_best(tmp_path)
