@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from evo.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
+from evo.video import add_video_arguments, record_saved, video_problems
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +166,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--start-level", type=int, default=None, help="Procgen: the first test level")
     parser.add_argument("--num-levels", type=int, default=None, help="Procgen: how many test levels (0: unbounded)")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the returns as JSON here")
+    add_video_arguments(parser)  # of --member, or of the member with the best fresh mean
     return parser
 
 
@@ -201,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_logging(0)
     try:
         run = open_run(args.run_dir)
-        if problems := check_arguments(args, run):
+        if problems := check_arguments(args, run) + video_problems(args, run):
             raise SavedRunError("; ".join(problems))
         chosen = members_to_evaluate(run, args.member, args.generation)
     except SavedRunError as error:
@@ -227,6 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(record, indent=1) + "\n")
+    if args.video is not None:  # the first of the fresh episodes, on the same seed and levels
+        top = max(results, key=lambda result: result.summary()["mean"]).member
+        return record_saved("evo-evaluate", run, top, args.video, seed, args.video_steps,
+                            args.start_level or 0, args.num_levels or 0)  # fmt: skip
     return 0
 
 

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evo.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
+from evo.video import add_video_arguments, record_saved, video_problems
 
 logger = logging.getLogger(__name__)
 
@@ -132,18 +133,19 @@ def parser() -> argparse.ArgumentParser:
         "--generation", type=int, default=None, help="a kept checkpoint's generation (default: the last)"
     )
     parser.add_argument("--out", type=Path, default=Path("logs"), help="zoo's log folder, enjoy's -f (default ./logs)")
+    add_video_arguments(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from evo.logs import install_logging
-    from evo.saved import best_ever, choose, open_run
+    from evo.saved import best_ever, choose, evaluation_seed, open_run
 
     args = parser().parse_args(argv)
     install_logging(0)
     try:
         run = open_run(args.run_dir)
-        if problems := export_problems(run):
+        if problems := export_problems(run) + video_problems(args, run):
             raise SavedRunError("; ".join(problems))
         if args.out.resolve().is_relative_to(run.run_dir.resolve()):
             raise SavedRunError(
@@ -171,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"play it: python -m rl_zoo3.enjoy --algo {run.config.algo} --env {env_name} -f {args.out} "
         f"--exp-id {experiment.name.rsplit('_', 1)[1]}"
     )
+    if args.video is not None:  # on evo-evaluate's fresh seed: the episode it plays first
+        return record_saved("evo-export", run, chosen, args.video, evaluation_seed(run.config.seed), args.video_steps)
     return 0
 
 

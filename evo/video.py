@@ -30,10 +30,11 @@ import ctypes
 import importlib.util
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -53,6 +54,20 @@ MUJOCO_RENDERERS = {
     "osmesa": ("libOSMesa.so.8", "libosmesa6"),
 }
 """MUJOCO_GL's off-screen back-ends: the library each loads and the Debian/Ubuntu packages providing it."""
+
+
+class Recording(NamedTuple):
+    """What :func:`record_video` wrote."""
+
+    frames: int
+    episode_return: float
+    """The sum of the env's raw rewards over the steps recorded."""
+    whole_episode: bool
+    """Whether the episode ended within the steps recorded."""
+
+    def __str__(self) -> str:
+        length = "the whole episode" if self.whole_episode else f"the first {self.frames} steps"
+        return f"{self.frames} frames, {length}, return {self.episode_return:.10g}"
 
 
 class VideoError(ValueError):
@@ -209,10 +224,11 @@ def record_video(
     max_steps: int = 1000,
     deterministic: bool = True,
     fps: float | None = None,
-) -> int:
+) -> Recording:
     """Play one episode of ``model`` (anything with SB3's ``predict``) on ``env`` (a one-env VecEnv
     from :func:`video_env`) for at most ``max_steps`` steps and write it to ``path`` (``.mp4`` or
-    ``.gif``; ``fps`` default: the env's ``render_fps``). Returns the number of frames written.
+    ``.gif``; ``fps`` default: the env's ``render_fps``). Returns the frames written and the episode's
+    return (raw rewards).
 
     The file appears whole or not at all: it is written beside ``path`` under a temporary name
     and renamed at the end."""
@@ -240,15 +256,9 @@ def record_video(
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
-    logger.info(
-        "video: %d frames at %g fps written to %s (%s, return %.2f)",
-        frames,
-        fps,
-        path,
-        "the whole episode" if ended else f"the first {frames} steps",
-        episode_return,
-    )
-    return frames
+    recording = Recording(frames, episode_return, ended)
+    logger.info("video at %g fps written to %s: %s", fps, path, recording)
+    return recording
 
 
 def record_member(
@@ -258,11 +268,11 @@ def record_member(
     max_steps: int = 1000,
     start_level: int | None = None,
     num_levels: int | None = None,
-) -> int:
+) -> Recording:
     """:func:`record_video` of an SB3 member (evo.sb3.learner.SB3Learner, as ``evo.saved.load``
     gives it) on a fresh env of its own (kwargs and normalisation) seeded with ``seed``; Procgen on
     levels ``start_level`` + ``num_levels`` (default: its evaluation levels). Nothing of the member
-    changes. Returns the number of frames written."""
+    changes."""
     settings = member.setup.env
     env = video_env(
         settings.env_id,
@@ -326,3 +336,63 @@ def _even(frame: np.ndarray) -> np.ndarray:
     """H.264's 4:2:0 colour needs an even height and width: an odd one loses its last row or column."""
     height, width = frame.shape[0] // 2 * 2, frame.shape[1] // 2 * 2
     return frame[:height, :width]
+
+
+# --- --video on the tools (evo-export, evo-evaluate) --------------------------------------------
+
+
+def add_video_arguments(parser) -> None:
+    """``--video FILE`` and ``--video-steps N`` on a tool's argparse parser."""
+    parser.add_argument(
+        "--video",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also record one deterministic episode of the member to FILE, .mp4 or .gif (the video extra: "
+        f"{EXTRA}; MuJoCo also needs the system's EGL, libegl1)",
+    )
+    parser.add_argument(
+        "--video-steps",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="the video's length at most, in env steps (default 1000; an episode that ends sooner ends it)",
+    )
+
+
+def video_problems(args, run) -> list[str]:
+    """Every problem with ``--video``/``--video-steps`` for the saved ``run`` (evo.saved.SavedRun),
+    each with its fix; none without ``--video``. For MuJoCo this selects and starts the renderer."""
+    if args.video is None:
+        return []
+    problems = []
+    if args.video_steps < 1:
+        problems.append(f"--video-steps {args.video_steps}: give at least 1")
+    if Path(args.video).resolve().is_relative_to(Path(run.run_dir).resolve()):
+        problems.append(f"--video {args.video}: inside the run directory, which stays untouched; give a path outside")
+    try:
+        check_video(args.video, run.config.env_id)
+    except VideoError as error:
+        problems.append(str(error))
+    return problems
+
+
+def record_saved(
+    prog: str, run, chosen, path: Path, seed: int, max_steps: int, start_level: int = 0, num_levels: int = 0
+) -> int:
+    """A tool's ``--video``: member ``chosen`` (an evo.saved.MemberFile of ``run``) loaded and recorded
+    on env seed ``seed`` (Procgen: levels ``start_level`` + ``num_levels``, 0 + 0 the whole
+    distribution, as evo-evaluate plays them). Returns the exit status: 0, or 2 with the message on
+    stderr if the video cannot be made after all."""
+    from evo.saved import load
+
+    member = load(run, chosen)
+    try:
+        recording = record_member(member, path, seed, max_steps, start_level=start_level, num_levels=num_levels)
+    except VideoError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        member.close()
+    print(f"video of member {chosen.label}, env seed {seed}: {path} ({recording})")
+    return 0

@@ -53,7 +53,7 @@ def test_a_pendulum_member_as_a_gif_policy_on_normalised_observations_frames_raw
     statistics.var[:] = 1.0
     spy, env = Spy(member.model), video_env("Pendulum-v1", 7, normalizer=member.normalizer)
     path = tmp_path / "pendulum.gif"
-    assert record_video(spy, env, path, max_steps=24) == 24
+    assert record_video(spy, env, path, max_steps=24).frames == 24
     env.close()
 
     frames = frames_of(path)
@@ -75,7 +75,7 @@ def test_a_halfcheetah_member_as_an_mp4_through_mujocos_offscreen_renderer(tmp_p
     member = member_for("HalfCheetah-v5", "--env-kwargs", "width:96", "height:64")
     assert member.normalizer is not None  # zoo's HalfCheetah settings normalise
     path = tmp_path / "cheetah.mp4"
-    assert record_member(member, path, seed=3, max_steps=20) == 20
+    assert record_member(member, path, seed=3, max_steps=20).frames == 20
     frames = frames_of(path)
     assert frames.shape == (20, 64, 96, 3)  # the env's width and height: MuJoCo never ends an episode early
     assert frames.std() > 10  # a picture (the floor's checks), not a blank buffer
@@ -106,7 +106,8 @@ def test_a_procgen_episode_ends_the_video_at_its_end_frames_the_observation_enla
     # an episode the untrained fish loses before max_steps (seed 3: 26 steps with torch 2.13)
     seed, length = next((s, n) for s in (3, 2, 4, 1, 5) if (n := episode_length(model, "bigfish", s, max_steps)))
     env, path = video_env("bigfish", seed), tmp_path / "bigfish.mp4"
-    assert record_video(model, env, path, max_steps=max_steps) == length  # one frame per action, none past the end
+    recording = record_video(model, env, path, max_steps=max_steps)
+    assert (recording.frames, recording.whole_episode) == (length, True)  # a frame per action, none past the end
     env.close()
     assert frames_of(path).shape == (length, 256, 256, 3)  # 64x64 observations, each pixel 4x4
     assert iio.immeta(path, plugin="pyav")["fps"] == 15
