@@ -231,7 +231,8 @@ def record_video(
     return (raw rewards).
 
     The file appears whole or not at all: it is written beside ``path`` under a temporary name
-    and renamed at the end."""
+    and renamed at the end. A GIF shows identical consecutive frames as one, shown longer (Pillow
+    merges them), so reading one back may give fewer frames than were written; an MP4 keeps them all."""
     fmt = video_format(path)
     if env.num_envs != 1:
         raise ValueError(f"record_video plays one env, got a VecEnv of {env.num_envs}")
