@@ -69,10 +69,12 @@ plot: install
 compare: install
 	$(MPI_ENV) $(BIN)/python experiments/compare.py $(ARGS)
 
-# PBT, PB2 (mixed space), random search, zoo's tuned agent and SB3's default agent on Pendulum-v1
-# and HalfCheetah-v5, 5 seeds (~1.5 h on 2 cores; installs the mujoco extra): runs/compare-continuous
+# PBT, PB2 (mixed space), random search, zoo's tuned agent (at one member's and at a population's
+# env steps), rl_zoo3's own train (in .venv-zoo) and SB3's default agent on Pendulum-v1 and
+# HalfCheetah-v5, 5 seeds, re-evaluated on fresh episodes (installs the mujoco extra): runs/compare-continuous
 compare-continuous:
 	$(MAKE) install EXTRAS=mujoco
+	$(MAKE) zoo-venv EXTRAS=mujoco
 	$(MPI_ENV) $(BIN)/python experiments/compare.py --study continuous $(ARGS)
 
 # the tie rule (--ties explore vs copy) under winner-takes-all and truncation on Acrobot-v1, 5 seeds

@@ -242,9 +242,14 @@ def load(run: SavedRun, chosen: MemberFile, precision: str | None = None):
     """Member ``chosen`` rebuilt as its learner's SB3 member (``model``, ``normalizer``,
     ``agent``; its training envs exist but are not stepped), its weights, optimizer states,
     normalisation statistics and hyperparameters restored from its file. ``precision`` overrides
-    the run's (``"fp32"`` reads a bf16 member's float32 weights in float32). Close it when done."""
-    from evo.run import make_member
+    the run's (``"fp32"`` reads a bf16 member's float32 weights in float32). Close it when done.
 
+    The process takes the run's torch threads and CPU tuning, as each of the run's ranks did: with
+    torch's default (every core) an IMPALA member's one-frame forward passes ran 2-6x slower on 2
+    cores beside other work (2026-11-27), the threads waiting for each other."""
+    from evo.run import make_member, prepare_process
+
+    prepare_process(run.config.torch_threads, run.config.cpu_tuning)
     config = run.config if precision is None else dataclasses.replace(run.config, precision=precision)
     payload = load_payload(chosen.path)
     member = make_member(config, chosen.member, tensorboard=False)

@@ -72,11 +72,14 @@ from evo.launch import available_cores, find_mpiexec, is_open_mpi, launch_proble
 from evo.rundir.history import load_run  # noqa: E402
 from experiments.stats import (  # noqa: E402
     area_under_curve,
-    bootstrap_mean_ci,
     sign_flip_p,
     smallest_p,
     t_interval,
 )
+from experiments.zoo_crosscheck import RESULT as ZOO_RESULT  # noqa: E402
+
+ZOO_PYTHON = Path(os.environ.get("ZOO_VENV", ROOT / ".venv-zoo")) / "bin" / "python"
+"""The evo-less virtualenv the rl_zoo3 cross-check runs in (``make zoo-venv`` builds it)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,13 @@ class Method:
     script: str
     flags: tuple[str, ...] = ()
     single: bool = False
+    total: bool = False
+    """A single agent given a whole population's env steps (``--members`` times a member's)."""
+    envs: tuple[str, ...] = ()
+    """Only on these envs (empty: every env of the study)."""
+    zoo: bool = False
+    """Not an evo run: ``script`` runs in the evo-less virtualenv (rl_zoo3's own train, then played on
+    the study's fresh episodes), with ``--env/--steps/--seed/--eval-seed/--episodes/--run-dir``."""
 
 
 DEFAULTS = ("--strategy", "none", "--initial-hparams", "defaults")
@@ -101,6 +111,8 @@ METHODS = {
     "paper-default": Method("pbt_rl_truct.py", DEFAULTS, single=True),
     "single": Method("pbt_rl_truct.py", DEFAULTS, single=True),
     "zoo": Method("pbt_rl_truct.py", DEFAULTS, single=True),
+    "zoo-total": Method("pbt_rl_truct.py", DEFAULTS, single=True, total=True),
+    "rl-zoo3": Method("experiments/zoo_crosscheck.py", single=True, envs=("Pendulum-v1",), zoo=True),
     "sb3-default": Method("pbt_rl_truct.py", (*DEFAULTS, "--conf-file", "experiments/sb3-defaults.yml"), single=True),
 }
 
@@ -123,17 +135,27 @@ class Study:
     out: str
     reference: str = "pbt"  # the method the paired comparisons are made against
     space_flags: tuple[str, ...] = ()  # given to every population method
+    env_space_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)  # instead of space_flags, per env
     flags: tuple[str, ...] = ()  # given to every run (the learner, say)
     thresholds: dict[str, float] = field(default_factory=dict)  # over gymnasium's own
+    fresh: bool = False
+    """Re-evaluate every member of each run's last checkpoint, and its kept best, on fresh
+    deterministic episodes (evo-evaluate, experiments/reevaluate.py) and report those returns."""
     test_levels: tuple[int, int] | None = None
-    """Procgen: (first level, count) of the levels every member is re-evaluated on at the end,
-    disjoint from the training and the selection levels; the study reports those returns."""
+    """Procgen: (first level, count) of the levels of the fresh episodes, disjoint from the
+    training and the selection levels."""
     test_episodes: int = 20
 
 
 # A categorical next to the six floats: PB2 over a mixed space, and the same space for PBT and
 # random search. Zoo's values (10 on Pendulum, 20 on HalfCheetah) are among the choices.
 MIXED_SPACE = ("--hyperparams", "search_space:{n_epochs: {choices: [5, 10, 20]}}")
+# HalfCheetah: the learning rate's range widened upwards from zoo's x/÷ 10 (2e-6 .. 2e-4) to 2e-3: in the
+# study's first version random search's best members all sat at 6e-5 .. 1.8e-4, near the top.
+HALFCHEETAH_SPACE = (
+    "--hyperparams",
+    "search_space:{n_epochs: {choices: [5, 10, 20]}, learning_rate: {low: 2.0e-6, high: 2.0e-3, scale: log}}",
+)
 # Procgen: the Procgen AutoRL paper's space and settings (--param-set autorl: DrAC, entropy, learning
 # rate, clip range, aug_coef, aug_type) with SB3's NatureCNN, on three disjoint level ranges: train on
 # levels 0-199, select on 200-299 (10 deterministic episodes per member and generation), report on
@@ -152,12 +174,14 @@ STUDIES = {
     ),
     "continuous": Study(
         envs=("Pendulum-v1", "HalfCheetah-v5"),
-        methods=("pbt", "pb2", "random", "zoo", "sb3-default"),
+        methods=("pbt", "pb2", "random", "zoo", "zoo-total", "rl-zoo3", "sb3-default"),
         seeds=(0, 1, 2, 3, 4),
         # Pendulum: zoo's 1e5 steps; HalfCheetah: 49k of zoo's 1e6 steps, what two hours allow
         budgets={"Pendulum-v1": Budget(10, 8192, 5), "HalfCheetah-v5": Budget(8, 6144, 3)},
         out="compare-continuous",
         space_flags=MIXED_SPACE,
+        env_space_flags={"HalfCheetah-v5": HALFCHEETAH_SPACE},
+        fresh=True,
         # Pendulum has no threshold in gymnasium; HalfCheetah's 4800 is for 1e6 steps and more
         thresholds={"Pendulum-v1": -200.0, "HalfCheetah-v5": 1000.0},
     ),
@@ -179,6 +203,7 @@ STUDIES = {
         out="compare-procgen",
         reference="random",
         flags=PROCGEN_LEVELS,
+        fresh=True,
         test_levels=(10_000, 1_000),
     ),
     "ties": Study(
@@ -201,6 +226,8 @@ class Job:
     command: tuple[str, ...]
     run_dir: Path
     generations: int = 0
+    mpi: bool = True
+    """An evo run under mpiexec; else ``command`` runs as it is (the rl_zoo3 cross-check)."""
 
     @property
     def name(self) -> str:
@@ -226,9 +253,12 @@ class Result:
     ties: int = 0
     copies: int = 0
     equal_total: float = math.nan  # the best score when the population had used one agent's total env steps
-    test_selected: float = math.nan  # the selected member's mean return on the study's test levels
-    test_median: float = math.nan  # the median of the members' mean returns there
-    test_selected_member: int = -1
+    # with the study's fresh episodes (Study.fresh): the mean returns there of
+    fresh_selected: float = math.nan  # the member the last selection score ranks first
+    fresh_median: float = math.nan  # the median member of the last checkpoint
+    fresh_best_ever: float = math.nan  # the kept best (the highest selection score of the run)
+    fresh_selected_member: int = -1
+    fresh_best_ever_member: int = -1
 
 
 def reward_threshold(env_id: str, study: Study | None = None) -> float | None:
@@ -260,14 +290,22 @@ def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
             budget = budget_of(args, env_id)
             for method in args.methods:
                 spec = METHODS[method]
+                if spec.envs and env_id not in spec.envs:
+                    continue
+                run_dir = runs / env_id / f"{method}-seed{seed}"
+                if spec.zoo:
+                    jobs.append(zoo_job(args, env_id, method, seed, budget, run_dir))
+                    continue
                 ranks = 1 if spec.single else args.ranks
+                steps = budget.steps * args.members if spec.total else budget.steps
+                space = args.study.env_space_flags.get(env_id, args.study.space_flags)
                 flags = [
                     "--env-id",
                     env_id,
                     "--total-generations",
                     str(budget.generations),
                     "--agent-training-steps",
-                    str(budget.steps),
+                    str(steps),
                     "--eval-episodes",
                     str(budget.eval_episodes),
                     "--select-on",
@@ -275,17 +313,31 @@ def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
                     "--seed",
                     str(seed),
                     *(["--num-agents", "1"] if spec.single else ["--num-agents", str(args.members)]),
-                    *([] if spec.single else args.study.space_flags),
+                    *([] if spec.single else space),
                     *args.study.flags,
                     *spec.flags,
                 ]
-                run_dir = runs / env_id / f"{method}-seed{seed}"
                 command = (spec.script, *flags, "--run-dir", str(run_dir))
                 jobs.append(Job(env_id, method, seed, ranks, command, run_dir, budget.generations))
     return jobs
 
 
+def zoo_job(args: argparse.Namespace, env_id: str, method: str, seed: int, budget: Budget, run_dir: Path) -> Job:
+    """The rl_zoo3 cross-check of ``env_id`` and ``seed``: a member's env steps, the fresh episodes of
+    evo-evaluate for the same seed."""
+    from evo.saved import evaluation_seed
+
+    command = (
+        str(ZOO_PYTHON), METHODS[method].script, "--env", env_id, "--steps", str(budget.generations * budget.steps),
+        "--seed", str(seed), "--eval-seed", str(evaluation_seed(seed)),
+        "--episodes", str(args.study.test_episodes), "--run-dir", str(run_dir),
+    )  # fmt: skip
+    return Job(env_id, method, seed, 1, command, run_dir, budget.generations, mpi=False)
+
+
 def is_finished(job: Job) -> bool:
+    if not job.mpi:
+        return (job.run_dir / ZOO_RESULT).is_file() and (job.run_dir / "wall_s").is_file()
     try:
         history = load_run(job.run_dir)
     except Exception:
@@ -303,7 +355,7 @@ class Running:
 def start(job: Job, mpiexec: str, logs: Path) -> Running:
     """Launch one run (resumed if a checkpoint of it exists, else from scratch)."""
     command = list(job.command)
-    if job.run_dir.exists():
+    if job.mpi and job.run_dir.exists():
         if any((job.run_dir / "checkpoints").glob("gen_*/manifest.json")):
             command.append("--resume")
         else:
@@ -311,7 +363,7 @@ def start(job: Job, mpiexec: str, logs: Path) -> Running:
     logs.mkdir(parents=True, exist_ok=True)
     log = (logs / f"{job.env_id}-{job.method}-seed{job.seed}.log").open("a")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    argv = [mpiexec, "-n", str(job.ranks), "--oversubscribe", sys.executable, *command]
+    argv = [mpiexec, "-n", str(job.ranks), "--oversubscribe", sys.executable, *command] if job.mpi else command
     process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     return Running(process, log, time.perf_counter())
 
@@ -369,7 +421,9 @@ def _loop(pending, running, failures, done, total, cores, mpiexec, logs, study) 
 
 
 def summarise(job: Job, threshold: float | None, study: Study | None = None) -> Result:
-    """The numbers of one finished run (with the study's test levels: re-evaluated there)."""
+    """The numbers of one finished run (with the study's fresh episodes: re-evaluated there)."""
+    if not job.mpi:
+        return zoo_result(job)
     history = load_run(job.run_dir)
     members = len(history.members)
     curve, reached = [], None
@@ -385,18 +439,21 @@ def summarise(job: Job, threshold: float | None, study: Study | None = None) -> 
     wall_file = job.run_dir / "wall_s"
     ties, copies = lineage_counts(job.run_dir / "lineage.jsonl")
     tested = {}
-    if study is not None and study.test_levels is not None:
+    if study is not None and study.fresh:
         from experiments.reevaluate import reevaluated
 
-        returns = reevaluated(job.run_dir, study.test_episodes, *study.test_levels)
+        fresh = reevaluated(job.run_dir, study.test_episodes, study.test_levels)
         final = {m: history.row(history.generations[-1], m).score for m in history.members}
         selected = max(sorted(final), key=lambda m: final[m])  # the member the selection score ranks first
-        means = [statistics.mean(returns[m]) for m in sorted(returns)]
+        means = [statistics.mean(fresh.members[m]) for m in sorted(fresh.members)]
         tested = {
-            "test_selected": statistics.mean(returns[selected]),
-            "test_median": statistics.median(means),
-            "test_selected_member": selected,
+            "fresh_selected": statistics.mean(fresh.members[selected]),
+            "fresh_median": statistics.median(means),
+            "fresh_selected_member": selected,
         }
+        if fresh.best_ever is not None:
+            tested["fresh_best_ever"] = statistics.mean(fresh.best_ever)
+            tested["fresh_best_ever_member"] = fresh.best_ever_member
     return Result(
         job.env_id,
         job.method,
@@ -413,6 +470,14 @@ def summarise(job: Job, threshold: float | None, study: Study | None = None) -> 
         equal_total=best_within(curve, curve[-1][0] / members) if curve else math.nan,
         **tested,
     )
+
+
+def zoo_result(job: Job) -> Result:
+    """The rl_zoo3 cross-check's numbers: only its fresh returns (zoo records no selection score)."""
+    fresh = statistics.mean(json.loads((job.run_dir / ZOO_RESULT).read_text())["returns"])
+    nan = math.nan
+    wall = float((job.run_dir / "wall_s").read_text())
+    return Result(job.env_id, job.method, job.seed, 1, nan, nan, None, wall, [], nan, 0, 0, nan, fresh, fresh)
 
 
 def best_within(curve: list[tuple[int, float]], total_steps: float) -> float:
@@ -489,61 +554,67 @@ def method_rows(results: list[Result], envs, methods):
                 yield env_id, method, rows, runs
 
 
-def comparisons(results: list[Result], envs, methods, reference: str, seed: int = 0) -> str:
-    """Per env and method: the final best and the area under the best curve with 95 %
-    bootstrap intervals over seeds, and the paired difference from ``reference`` over the
-    seeds both ran (mean, bootstrap interval, wins/losses, the sign-flip test's p)."""
-    rng = np.random.default_rng(seed)
+def comparisons(results: list[Result], envs, methods, reference: str) -> str:
+    """Per env and method: the final best selection score and the area under the best curve with
+    95 % t-intervals over seeds, and the paired difference from ``reference`` over the seeds both
+    ran (mean, t-interval, wins/losses, the sign-flip test's p)."""
     lines = [
         f"| env | method | seeds | final best, mean [95 % CI] | area under best curve [95 % CI] | "
         f"final best minus {reference}'s, same seed [95 % CI] | better / worse than {reference} | p (sign flip) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for env_id, method, rows, runs in method_rows(results, envs, methods):
-        best = _ci(*bootstrap_mean_ci([r.final_best for r in rows], rng))
-        auc = _ci(*bootstrap_mean_ci([r.auc for r in rows], rng))
+        best = _ci(*t_interval([r.final_best for r in rows]))
+        auc = _ci(*t_interval([r.auc for r in rows]))
         paired = [(r.final_best, runs[(reference, r.seed)].final_best) for r in rows if (reference, r.seed) in runs]
         if method == reference or not paired:
             versus = "—", "—", "—"
         else:
             differences = [a - b for a, b in paired]
-            wins = sum(d > 0 for d in differences)
-            losses = sum(d < 0 for d in differences)
-            versus = (
-                _ci(*bootstrap_mean_ci(differences, rng)),
-                f"{wins} / {losses} of {len(paired)}",
-                f"{sign_flip_p(differences):.3f}",
-            )
+            versus = _ci(*t_interval(differences)), _wins(differences), f"{sign_flip_p(differences):.3f}"
         lines.append(f"| {env_id} | {method} | {len(rows)} | {best} | {auc} | " + " | ".join(versus) + " |")
     seeds = len({r.seed for r in results})
     note = (
-        f"\nWith {seeds} paired seeds the two-sided sign-flip test cannot give p below {smallest_p(seeds):.3f}; "
-        "intervals are percentile bootstraps over seeds (10,000 resamples).\n"
+        f"\nSelection scores (the scores that chose the members, so biased upwards). With {seeds} paired seeds the "
+        f"two-sided sign-flip test cannot give p below {smallest_p(seeds):.3f}; intervals are Student's t over seeds "
+        "(percentile bootstraps over 3-5 seeds cover the mean far less often than 95 %).\n"
     )
     return "\n".join(lines) + "\n" + note
 
 
-def levels_table(results: list[Result], envs, methods, study: Study) -> str:
-    """The numbers to report: the selected member and the population's median, re-evaluated on the
-    study's test levels, mean and t-interval over seeds, and paired with the reference."""
-    start, count = study.test_levels
+def _wins(differences: list[float]) -> str:
+    return f"{sum(d > 0 for d in differences)} / {sum(d < 0 for d in differences)} of {len(differences)}"
+
+
+def fresh_table(results: list[Result], envs, methods, study: Study) -> str:
+    """The numbers to report: the selected member, the kept best and the population's median,
+    re-evaluated on fresh episodes, mean and t-interval over seeds, and paired with the reference."""
+    where = "on seeds no run used"
+    if study.test_levels is not None:
+        start, count = study.test_levels
+        where = f"of levels {start}-{start + count - 1} (never trained or selected on)"
     lines = [
-        f"Re-evaluated on {study.test_episodes} fresh deterministic episodes of levels {start}-{start + count - 1} "
-        "(never trained or selected on); mean [95 % t-interval] over seeds.\n",
-        f"| env | method | seeds | selected member | population median | selected minus {study.reference}'s, "
-        "same seed |",
-        "|---|---|---|---|---|---|",
+        f"Re-evaluated on {study.test_episodes} fresh deterministic episodes {where}; mean [95 % t-interval] "
+        'over seeds; "kept best": the weights behind the run\'s highest selection score (— where the run kept '
+        "none).\n",
+        f"| env | method | seeds | selected member | kept best | population median | selected minus "
+        f"{study.reference}'s, same seed | better / worse than {study.reference} | p (sign flip) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for env_id, method, rows, runs in method_rows(results, envs, methods):
         paired = [
-            r.test_selected - runs[(study.reference, r.seed)].test_selected
+            r.fresh_selected - runs[(study.reference, r.seed)].fresh_selected
             for r in rows
             if (study.reference, r.seed) in runs
         ]
-        versus = "—" if method == study.reference or not paired else _ci(*t_interval(paired))
+        versus = ("—", "—", "—")
+        if method != study.reference and paired:
+            versus = _ci(*t_interval(paired)), _wins(paired), f"{sign_flip_p(paired):.3f}"
+        kept = [r.fresh_best_ever for r in rows if r.fresh_best_ever == r.fresh_best_ever]
         lines.append(
-            f"| {env_id} | {method} | {len(rows)} | {_ci(*t_interval([r.test_selected for r in rows]))} | "
-            f"{_ci(*t_interval([r.test_median for r in rows]))} | {versus} |"
+            f"| {env_id} | {method} | {len(rows)} | {_ci(*t_interval([r.fresh_selected for r in rows]))} | "
+            f"{_ci(*t_interval(kept)) if len(kept) == len(rows) else '—'} | "
+            f"{_ci(*t_interval([r.fresh_median for r in rows]))} | " + " | ".join(versus) + " |"
         )
     return "\n".join(lines) + "\n"
 
@@ -633,7 +704,7 @@ def _problems(args: argparse.Namespace) -> list[str]:
 
 def list_jobs(jobs: list[Job]) -> None:
     for index, job in enumerate(jobs):
-        print(f"{index}\t{job.ranks}\t" + shlex.join(["python", *job.command]))
+        print(f"{index}\t{job.ranks}\t" + shlex.join(["python", *job.command] if job.mpi else job.command))
 
 
 def run_jobs(args: argparse.Namespace, jobs: list[Job]) -> int | list[str]:
@@ -645,6 +716,11 @@ def run_jobs(args: argparse.Namespace, jobs: list[Job]) -> int | list[str]:
     problems = launch_problems(args.ranks, True, os.environ, os.getuid(), args.cores, is_open_mpi(mpiexec))
     if problems:
         print("compare: error: cannot start MPI:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+        return 2
+    if any(not job.mpi for job in jobs) and not ZOO_PYTHON.is_file():
+        print(
+            f"compare: error: no {ZOO_PYTHON} for the rl_zoo3 cross-check; `make zoo-venv` builds it", file=sys.stderr
+        )
         return 2
     budgets = ", ".join(f"{env} {b.generations} x {b.steps}" for env in args.envs for b in [budget_of(args, env)])
     print(
@@ -671,8 +747,8 @@ def report(args: argparse.Namespace, jobs: list[Job]) -> list[Result]:
     (args.out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
     markdown = table(results, args.envs, args.methods, args.study)
     markdown += "\n" + comparisons(results, args.envs, args.methods, args.study.reference)
-    if args.study.test_levels is not None:
-        markdown += "\n" + levels_table(results, args.envs, args.methods, args.study)
+    if args.study.fresh:
+        markdown += "\n" + fresh_table(results, args.envs, args.methods, args.study)
     (args.out / "results.md").write_text(markdown)
     plot(results, args.envs, args.methods, args.out / "compare.png", args.study)
     print(markdown)

@@ -1,23 +1,26 @@
-"""Re-evaluate every member of a finished run on fresh episodes (the study's honest number).
+"""The study's fresh numbers of a finished run: ``evo-evaluate``'s, cached beside the run.
 
 A population's "best" is the member with the highest selection score, and that score is the
-maximum of a few noisy ones: reporting it overstates the member. Here each member of the run's
-last checkpoint is played again on ``episodes`` deterministic episodes of an evaluation env the
-run never used (for Procgen: a range of levels disjoint from the training and selection levels),
-and the study reports those returns.
+maximum of a few noisy ones: reporting it overstates the member. The studies report instead what
+``evo-evaluate`` (evo/evaluate.py) measures: every member of the run's last checkpoint, and the
+kept best when the run has one, played on ``episodes`` fresh deterministic episodes of one env on
+seeds the run never used (for Procgen: a range of levels disjoint from the training and selection
+levels), spread over up to 8 envs (``--envs 8``). Runs of the same seed get the same episodes, so
+methods are compared on the same ones.
 
-    python experiments/reevaluate.py RUN_DIR --episodes 20 --start-level 10000 --num-levels 1000
+    python experiments/reevaluate.py RUN_DIR --episodes 20 [--start-level 10000 --num-levels 1000]
 
-writes ``RUN_DIR/reevaluation.json``: {"levels": [start, count], "episodes": N, "returns": {member:
-[return, ...]}}. Issue 24's ``evo-evaluate`` is the general tool; this is the study's part of it.
+writes ``RUN_DIR/reevaluation.json`` (the study's own file beside the run's records; evo-evaluate
+itself never writes into a run): {"how": {...}, "members": {member: [return, ...]}, "best_ever":
+{"member": M, "generation": G, "returns": [...]} or null}. A cache made another way is made again.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,62 +28,85 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 RESULT = "reevaluation.json"
+TOOL = "evo-evaluate"
+ENVS = 8
+"""Envs the episodes are spread over (``evo-evaluate --envs``): one env plays Procgen's episodes one
+step at a time, eight times slower."""
 
 
-def reevaluate(run_dir: Path, episodes: int, start_level: int, num_levels: int) -> dict[int, list[float]]:
-    """Each member of the run's last checkpoint: its returns on ``episodes`` deterministic
-    episodes of Procgen levels ``start_level`` .. ``start_level + num_levels - 1``."""
-    from evo.config import parse_config
-    from evo.main import find_checkpoint
-    from evo.run import load_member, make_member
+@dataclass(frozen=True)
+class Fresh:
+    """A run's fresh returns: each member of its last checkpoint, and the kept best (if kept)."""
 
-    from stable_baselines3.common.evaluation import evaluate_policy  # isort: skip  (after evo quiets gym)
-
-    config = parse_config(["--run-dir", str(run_dir), "--resume", "--log-level", "WARNING"], world_size=1)
-    config = dataclasses.replace(
-        config, eval_episodes=episodes, eval_start_level=start_level, eval_num_levels=num_levels, tb_writer=False
-    )
-    checkpoint = find_checkpoint(config)
-    returns = {}
-    for member_id in range(config.num_agents):
-        member = make_member(config, member_id, tensorboard=False)
-        load_member(member, checkpoint, config.run_id, None, reseed=1_000_003 + member_id)
-        rewards, _ = evaluate_policy(
-            member.model,
-            member.eval_env,
-            n_eval_episodes=episodes,
-            deterministic=True,
-            return_episode_rewards=True,
-            warn=False,
-        )
-        returns[member_id] = [float(r) for r in rewards]
-        member.close()
-    return returns
+    members: dict[int, list[float]]
+    best_ever: list[float] | None = None
+    best_ever_member: int | None = None
+    best_ever_generation: int | None = None
 
 
-def reevaluated(run_dir: Path, episodes: int, start_level: int, num_levels: int) -> dict[int, list[float]]:
-    """The cached re-evaluation of ``run_dir`` if it was made the same way, else a new one (saved)."""
+def reevaluate(run_dir: Path, episodes: int, levels: tuple[int, int] | None = None) -> tuple[Fresh, dict]:
+    """``evo-evaluate``'s returns for the run (``levels``: Procgen's (first, count)), and how they
+    were made."""
+    from evo.evaluate import evaluate_members, members_to_evaluate
+    from evo.saved import BEST_EVER, evaluation_seed, open_run
+
+    run = open_run(run_dir)
+    seed = evaluation_seed(run.config.seed)
+    start, count = levels if levels is not None else (None, None)
+    envs = min(episodes, ENVS)
+    results = evaluate_members(run, members_to_evaluate(run, None, None), episodes, seed, envs, start, count)
+    members, kept = {}, None
+    for result in results:
+        if result.member.label.startswith(BEST_EVER):
+            kept = result
+        else:
+            members[result.member.member] = result.returns
+    how = {"tool": TOOL, "episodes": episodes, "envs": envs, "seed": seed, "levels": list(levels) if levels else None}
+    if kept is None:
+        return Fresh(members), how
+    return Fresh(members, kept.returns, kept.member.member, kept.member.generation), how
+
+
+def reevaluated(run_dir: Path, episodes: int, levels: tuple[int, int] | None = None) -> Fresh:
+    """The cached fresh returns of ``run_dir`` if they were made the same way, else new ones (saved)."""
     path = Path(run_dir) / RESULT
     if path.is_file():
         saved = json.loads(path.read_text())
-        if saved["levels"] == [start_level, num_levels] and saved["episodes"] == episodes:
-            return {int(m): r for m, r in saved["returns"].items()}
-    returns = reevaluate(Path(run_dir), episodes, start_level, num_levels)
-    record = {"levels": [start_level, num_levels], "episodes": episodes, "returns": returns}
+        how = saved.get("how", {})
+        if (
+            how.get("tool") == TOOL
+            and how.get("episodes") == episodes
+            and how.get("envs") == min(episodes, ENVS)
+            and how.get("levels") == (list(levels) if levels else None)
+        ):
+            kept = saved.get("best_ever")
+            members = {int(m): r for m, r in saved["members"].items()}
+            if kept is None:
+                return Fresh(members)
+            return Fresh(members, kept["returns"], kept["member"], kept["generation"])
+    fresh, how = reevaluate(Path(run_dir), episodes, levels)
+    kept = None
+    if fresh.best_ever is not None:
+        kept = {"member": fresh.best_ever_member, "generation": fresh.best_ever_generation, "returns": fresh.best_ever}
+    record = {"how": how, "members": fresh.members, "best_ever": kept}
     path.write_text(json.dumps(record, indent=1) + "\n")
-    return returns
+    return fresh
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="experiments/reevaluate.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--episodes", type=int, default=20)
-    parser.add_argument("--start-level", type=int, default=10_000)
-    parser.add_argument("--num-levels", type=int, default=1_000)
+    parser.add_argument("--start-level", type=int, default=None, help="Procgen: the first test level")
+    parser.add_argument("--num-levels", type=int, default=None, help="Procgen: how many test levels")
     args = parser.parse_args(argv)
-    returns = reevaluated(args.run_dir, args.episodes, args.start_level, args.num_levels)
-    for member, values in returns.items():
+    levels = None if args.start_level is None else (args.start_level, args.num_levels or 0)
+    fresh = reevaluated(args.run_dir, args.episodes, levels)
+    for member, values in fresh.members.items():
         print(f"member {member}: mean {sum(values) / len(values):.2f} over {len(values)} episodes")
+    if fresh.best_ever is not None:
+        mean = sum(fresh.best_ever) / len(fresh.best_ever)
+        print(f"kept best (member {fresh.best_ever_member}, generation {fresh.best_ever_generation}): mean {mean:.2f}")
     return 0
 
 

@@ -10,9 +10,14 @@ evo_python=${2:?usage: scripts/zoo-venv.sh ZOO_VENV EVO_PYTHON}
 venv=$(cd "$(dirname "$venv")" && pwd)/$(basename "$venv")
 python=${PYTHON:-python3}
 zoo_version=2.9.2
-pins=$("$evo_python" -c 'from importlib.metadata import version as v
-names = ("stable-baselines3", "gymnasium", "mujoco", "numpy", "cloudpickle")
-print(*(f"{n}=={v(n)}" for n in names))')
+# (MuJoCo only where evo has it: without the mujoco extra, the venv has none either)
+pins=$("$evo_python" -c 'from importlib.metadata import PackageNotFoundError, version
+def pin(name):
+    try:
+        return f"{name}=={version(name)}"
+    except PackageNotFoundError:
+        return "" if name == "mujoco" else exit(f"evo has no {name}")
+print(*filter(None, map(pin, ("stable-baselines3", "gymnasium", "mujoco", "numpy", "cloudpickle"))))')
 # torch's version without its local tag (+cpu): pip's index here has the CPU wheel under it
 torch=$("$evo_python" -c 'from importlib.metadata import version; print(version("torch").split("+")[0])')
 want="rl_zoo3==$zoo_version requests torch==$torch $pins"

@@ -2,7 +2,7 @@
 it, printing its per-episode returns as JSON. Proves the export needs no evo: this file imports
 nothing of evo, and that virtualenv has no evo to import.
 
-    .venv-zoo/bin/python tests/zoo/play.py MODEL.zip ALGO ENV_ID SEED EPISODES [VECNORMALIZE.pkl] [ENV_KWARGS_JSON]
+    .venv-zoo/bin/python scripts/zoo_play.py MODEL.zip ALGO ENV_ID SEED EPISODES [VECNORMALIZE.pkl] [ENV_KWARGS_JSON]
 
 One env seeded with SEED, episodes played one after another by SB3's ``evaluate_policy``
 (deterministic), the observation statistics frozen and rewards raw: as ``evo-evaluate --seed SEED``

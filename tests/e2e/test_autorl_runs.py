@@ -6,6 +6,7 @@ plots, trained with by the recipient, and the bandit's history continues on resu
 import json
 
 import pytest
+import yaml
 
 from evo.rundir.history import load_run
 from tests.e2e.runs import plots
@@ -90,17 +91,29 @@ def test_the_bandits_history_continues_on_resume(run):
 
 
 def test_the_studys_reevaluation_plays_every_member_on_fresh_levels(run):
-    """experiments/reevaluate.py, the number the Procgen study reports: each member of the last
-    checkpoint on deterministic episodes of levels the run never saw, cached in the run dir."""
+    """experiments/reevaluate.py, the number the Procgen study reports: evo-evaluate's, each member of
+    the last checkpoint and the kept best on deterministic episodes of levels the run never saw,
+    cached in the run dir."""
+    from evo.saved import evaluation_seed
     from tests.e2e.runs import python
 
     run_dir, _ = run
-    result = python("experiments/reevaluate.py", str(run_dir), "--episodes", "2", "--start-level", "50000")
+    levels = ("--start-level", "50000", "--num-levels", "1000")
+    result = python("experiments/reevaluate.py", str(run_dir), "--episodes", "2", *levels)
     assert result.returncode == 0, result.stderr[-3000:]
     saved = json.loads((run_dir / "reevaluation.json").read_text())
-    assert saved["levels"] == [50000, 1000] and saved["episodes"] == 2
-    assert sorted(saved["returns"]) == ["0", "1", "2", "3"]
-    assert all(len(returns) == 2 and all(r >= 0 for r in returns) for returns in saved["returns"].values())
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["how"] == {
+        "tool": "evo-evaluate", "episodes": 2, "envs": 2, "seed": evaluation_seed(config["seed"]),
+        "levels": [50000, 1000],
+    }  # fmt: skip
+    assert sorted(saved["members"]) == ["0", "1", "2", "3"]
+    assert all(len(returns) == 2 and all(r >= 0 for r in returns) for returns in saved["members"].values())
+    kept = saved["best_ever"]  # the run's highest selection score, its weights as scored
+    scored = [row for row in read_population(run_dir) if row["score"] not in ("", "nan")]
+    best = max(scored, key=lambda row: float(row["score"]))
+    assert (kept["member"], kept["generation"]) == (int(best["member"]), int(best["generation"]))
+    assert len(kept["returns"]) == 2
     assert [f"member {m}: mean" in result.stdout for m in range(4)] == [True] * 4
-    again = python("experiments/reevaluate.py", str(run_dir), "--episodes", "2", "--start-level", "50000")
+    again = python("experiments/reevaluate.py", str(run_dir), "--episodes", "2", *levels)
     assert again.stdout == result.stdout  # the same episodes, read back from the cache

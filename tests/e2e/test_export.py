@@ -21,7 +21,7 @@ from tests.e2e.runs import tree_digest
 from tests.support import ROOT, mpi_env, mpiexec
 
 ZOO_VENV = ROOT / ".venv-zoo"
-PLAY = ROOT / "tests" / "zoo" / "play.py"
+PLAY = ROOT / "scripts" / "zoo_play.py"
 SEED, EPISODES = 11, 2
 OFF_POLICY = [
     *("--agent-training-steps", "200", "--hyperparams", "learning_starts:50", "batch_size:32", "buffer_size:2000"),
@@ -85,7 +85,7 @@ def exported(run_dir: Path, out: Path, *flags: str) -> Path:
 
 
 def played(zoo_python: Path, model: Path, algo: str, env_id: str, stats: Path | None, env_kwargs=None) -> dict:
-    """tests/zoo/play.py in the evo-less virtualenv, run from outside the repository."""
+    """scripts/zoo_play.py in the evo-less virtualenv, run from outside the repository."""
     command = [str(zoo_python), str(PLAY), str(model), algo, env_id, str(SEED), str(EPISODES)]
     command += [str(stats) if stats else "", json.dumps(env_kwargs or {})]
     result = subprocess.run(command, cwd=model.parent, capture_output=True, text=True, timeout=300)

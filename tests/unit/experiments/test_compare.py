@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from evo.config import parse_config
 from evo.run import initial_hparams
+from evo.saved import evaluation_seed
 from experiments.compare import (
     METHODS,
     MIXED_SPACE,
@@ -16,8 +17,8 @@ from experiments.compare import (
     Result,
     best_within,
     comparisons,
+    fresh_table,
     jobs_for,
-    levels_table,
     lineage_counts,
     parse_args,
     reward_threshold,
@@ -96,6 +97,10 @@ def test_paired_comparisons_over_seeds():
     assert rows["random"].endswith("| 0.750 |")  # 6 of the 8 sign patterns give |mean| >= 13.3
     assert "| 1 | -500.0 [-500.0, -500.0] |" in rows["zoo"] and "| 0 / 1 of 1 | 1.000 |" in rows["zoo"]
     assert "cannot give p below 0.250" in markdown  # 3 seeds: 2 / 2^3
+    # t-intervals over seeds: pbt's -316.7 +- t(0.975, 2) 4.303 x 76.4 / sqrt(3) = 189.7
+    assert "| 3 | -316.7 [-506.4, -126.9] |" in rows["pbt"]
+    # the differences -50, -10, +20: mean -13.3, sd 35.1 -> half-width 87.2
+    assert "| -13.3 [-100.6, 73.9] |" in rows["random"]
 
 
 def test_lineage_counts_ties_under_both_rules(tmp_path):
@@ -114,17 +119,32 @@ def test_lineage_counts_ties_under_both_rules(tmp_path):
 def test_the_continuous_study_runs_every_method_on_the_same_budget_per_member(tmp_path):
     args = parse_args(["--study", "continuous", "--out", str(tmp_path)])
     jobs = jobs_for(args, tmp_path / "runs")
-    assert len(jobs) == 5 * 2 * 5  # seeds x envs x methods
-    for job in jobs:
+    assert len(jobs) == 5 * (2 * 6 + 1)  # seeds x (envs x evo's methods + rl_zoo3's on Pendulum)
+    for job in [job for job in jobs if job.mpi]:
         flags = list(job.command)
         budget = STUDIES["continuous"].budgets[job.env_id]
-        assert flags[flags.index("--agent-training-steps") + 1] == str(budget.steps)
+        # every agent trains a member's env steps, but zoo-total: a whole population's
+        per_generation = budget.steps * (4 if job.method == "zoo-total" else 1)
+        assert flags[flags.index("--agent-training-steps") + 1] == str(per_generation)
         assert flags[flags.index("--total-generations") + 1] == str(budget.generations) == str(job.generations)
         single = METHODS[job.method].single
         assert job.ranks == (1 if single else 2)
-        # population methods share the mixed space; single agents keep their YAML's values
-        assert (MIXED_SPACE[1] in flags) == (not single)
+        # population methods share the mixed space (HalfCheetah's with the wider learning rate);
+        # single agents keep their YAML's values
+        space = [flag for flag in flags if flag.startswith("search_space:")]
+        assert space == [MIXED_SPACE[1]] if job.env_id == "Pendulum-v1" and not single else True
+        if job.env_id == "HalfCheetah-v5" and not single:
+            config = parse_config(list(flags[1:]), world_size=2, check_run_dir=False)
+            rate = config.agent.search_space["learning_rate"]
+            assert (rate.low, rate.high) == (2.0e-6, 2.0e-3) and "n_epochs" in config.agent.search_space
+        assert bool(space) == (not single)
         assert ("--initial-hparams" in flags) == single
+    zoo = [job for job in jobs if not job.mpi]
+    assert {(job.env_id, job.method) for job in zoo} == {("Pendulum-v1", "rl-zoo3")}
+    for job in zoo:
+        flags = list(job.command)
+        assert flags[flags.index("--steps") + 1] == str(10 * 8192)  # a member's env steps
+        assert flags[flags.index("--eval-seed") + 1] == str(evaluation_seed(job.seed))  # evo-evaluate's episodes
     sb3 = [job for job in jobs if job.method == "sb3-default"]
     assert all("experiments/sb3-defaults.yml" in job.command for job in sb3)
     assert reward_threshold("Pendulum-v1", args.study) == -200 and reward_threshold("Pendulum-v1") is None
@@ -161,21 +181,25 @@ def test_procgen_runs_are_reported_by_their_reevaluation_on_the_test_levels(tmp_
     ):
         run_dir = tmp_path / f"pbt-{seed}"
         write_run(run_dir, [selection])
-        saved = {"levels": list(study.test_levels), "episodes": study.test_episodes, "returns": returns}
+        how = {"tool": "evo-evaluate", "episodes": 20, "envs": 8, "levels": list(study.test_levels)}
+        kept = {"member": 2, "generation": 1, "returns": [6.0]} if seed == 0 else None
+        saved = {"how": how, "members": returns, "best_ever": kept}
         (run_dir / "reevaluation.json").write_text(json.dumps(saved))
         runs[seed] = summarise(Job("starpilot", "pbt", seed, 2, (), run_dir), None, study)
     # seed 0: member 1 has the best selection score (9) and scores 4 on the test levels, not member 2's 8
-    assert (runs[0].test_selected_member, runs[0].test_selected, runs[0].test_median) == (1, 4.0, 4.0)
-    assert (runs[1].test_selected_member, runs[1].test_selected, runs[1].test_median) == (0, 5.0, 2.0)
+    assert (runs[0].fresh_selected_member, runs[0].fresh_selected, runs[0].fresh_median) == (1, 4.0, 4.0)
+    assert (runs[0].fresh_best_ever_member, runs[0].fresh_best_ever) == (2, 6.0)
+    assert (runs[1].fresh_selected_member, runs[1].fresh_selected, runs[1].fresh_median) == (0, 5.0, 2.0)
+    assert math.isnan(runs[1].fresh_best_ever)  # kept none
     random = [
-        replace(runs[0], method="random", test_selected=2.0),
-        replace(runs[1], method="random", test_selected=2.0),
+        replace(runs[0], method="random", fresh_selected=2.0),
+        replace(runs[1], method="random", fresh_selected=2.0),
     ]
-    markdown = levels_table([*runs.values(), *random], ["starpilot"], ["pbt", "random"], study)
+    markdown = fresh_table([*runs.values(), *random], ["starpilot"], ["pbt", "random"], study)
     rows = {line.split(" | ")[1]: line for line in markdown.splitlines() if line.startswith("| starpilot")}
-    # pbt: 4 and 5, mean 4.5, t(0.975, 1) = 12.706 times 0.707 / sqrt(2) = 6.35
-    assert "| 4.5 [-1.9, 10.9] |" in rows["pbt"] and rows["random"].endswith("| — |")
-    assert rows["pbt"].endswith("| 2.5 [-3.9, 8.9] |")  # minus random's 2, same seed
+    # pbt: 4 and 5, mean 4.5, t(0.975, 1) = 12.706 times 0.707 / sqrt(2) = 6.35; kept best on one seed only
+    assert "| 2 | 4.5 [-1.9, 10.9] | — |" in rows["pbt"] and rows["random"].endswith("| — | — | — |")
+    assert "| 2.5 [-3.9, 8.9] | 2 / 0 of 2 | 0.500 |" in rows["pbt"]  # minus random's 2, same seed
 
 
 def test_sb3_defaults_file_gives_a_stock_sb3_ppo():

@@ -1,0 +1,83 @@
+"""The continuous study's cross-check with a real client: rl-baselines3-zoo's own ``train`` with zoo's
+own settings, at the study's budget, then played on the study's fresh episodes.
+
+Run by the evo-less virtualenv's Python (``.venv-zoo``, scripts/zoo-venv.sh: SB3 and rl_zoo3 with
+evo's torch, gymnasium and MuJoCo, no evo), as one job of ``compare.py --study continuous``:
+
+    .venv-zoo/bin/python experiments/zoo_crosscheck.py --env Pendulum-v1 --steps 81920 --seed 0 \\
+        --eval-seed S --episodes 20 --run-dir runs/compare-continuous/runs/Pendulum-v1/rl-zoo3-seed0
+
+``python -m rl_zoo3.train --algo ppo --env ENV -n STEPS --seed SEED`` trains into ``RUN_DIR/zoo``
+(its own layout; no evaluation during training, one torch thread, as evo's single agents on one
+core); then scripts/zoo_play.py plays the final model on EPISODES deterministic episodes of one env
+seeded with EVAL_SEED (the study gives evo-evaluate's seed of the same seed, so the episodes are the
+ones evo's agents are re-evaluated on) and ``RUN_DIR/fresh.json`` gets the returns. If a run
+directory already holds a trained model, only the playing is done again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PLAY = HERE.parent / "scripts" / "zoo_play.py"
+RESULT = "fresh.json"
+
+
+def train(env_id: str, steps: int, seed: int, folder: Path) -> Path:
+    """rl_zoo3's train with zoo's own hyperparameters for ``env_id``: the experiment's folder."""
+    experiment = folder / "ppo" / f"{env_id}_1"
+    if not (experiment / f"{env_id}.zip").is_file():
+        command = [
+            sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", env_id, "-n", str(steps),
+            "--seed", str(seed), "-f", str(folder), "--eval-freq", "-1", "--num-threads", "1", "--device", "cpu",
+        ]  # fmt: skip
+        subprocess.run(command, check=True)
+    return experiment
+
+
+def play(experiment: Path, env_id: str, eval_seed: int, episodes: int) -> list[float]:
+    """The final model's returns on ``episodes`` deterministic episodes (its VecNormalize frozen)."""
+    stats = experiment / env_id / "vecnormalize.pkl"
+    command = [
+        sys.executable, str(PLAY), str(experiment / f"{env_id}.zip"), "ppo", env_id, str(eval_seed), str(episodes),
+        str(stats) if stats.is_file() else "",
+    ]  # fmt: skip
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(output.splitlines()[-1])["returns"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="experiments/zoo_crosscheck.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", required=True)
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--eval-seed", type=int, required=True)
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--run-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    args.run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    experiment = train(args.env, args.steps, args.seed, args.run_dir / "zoo")
+    returns = play(experiment, args.env, args.eval_seed, args.episodes)
+    record = {
+        "env_id": args.env,
+        "steps": args.steps,
+        "seed": args.seed,
+        "eval_seed": args.eval_seed,
+        "episodes": args.episodes,
+        "returns": returns,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    (args.run_dir / RESULT).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{args.env} rl_zoo3 seed {args.seed}: mean {sum(returns) / len(returns):.1f} over {len(returns)} episodes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
