@@ -1,7 +1,8 @@
 """What the end-to-end tests share: a run started in the background (and ended if the test leaves it
 running), waiting for an event, the flags common to a test's runs, its TensorBoard scalars,
 python -m entry points, the line of a member's weights back through its exploits, a tree's
-digest (to show nothing was written), and the kept best checked against the records."""
+digest (to show nothing was written), the kept best checked against the records, and the
+evo-less virtualenv (.venv-zoo)."""
 
 import hashlib
 import subprocess
@@ -132,3 +133,16 @@ def assert_best_kept(run_dir) -> ckpt.Checkpoint:
     if any(e["donor"] != e["recipient"] for e in copied_later):
         assert not torch.equal(best["state"], ckpt.load_payload(last.member_path(member))["state"])
     return last
+
+
+ZOO_VENV = ROOT / ".venv-zoo"
+
+
+def zoo_venv_python() -> Path:
+    """The evo-less virtualenv's Python (SB3 and rl_zoo3, no evo), built or found cached by
+    scripts/zoo-venv.sh (where compare.py's rl_zoo3 cross-check also looks for it)."""
+    built = subprocess.run(
+        ["bash", "scripts/zoo-venv.sh", str(ZOO_VENV), sys.executable], cwd=ROOT, capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    return ZOO_VENV / "bin" / "python"

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from evo.config import parse_config
 from tests.support import PPO_SIX, ROOT, mpi_env, read_population
 
@@ -130,3 +132,33 @@ def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
     markdown = (out / "results.md").read_text()
     assert "| Pendulum-v1 (≥ -200) | sb3-default | 1 | 1 |" in markdown
     assert "final best minus pbt's" in markdown and (out / "compare.png").stat().st_size > 20_000
+
+
+def test_the_continuous_study_reports_fresh_returns_and_rl_zoo3s_own_agent(tmp_path):
+    """The corrected continuous study at a tiny budget: evo's zoo agent re-evaluated on 20 fresh
+    episodes (evo-evaluate's seed for the study's seed), rl_zoo3's own train in the evo-less
+    virtualenv played on those same episodes, both in the fresh table."""
+    from evo.saved import evaluation_seed
+    from tests.e2e.runs import zoo_venv_python
+
+    zoo_venv_python()  # where compare.py looks for it: .venv-zoo
+    out = tmp_path / "continuous"
+    command = [
+        sys.executable, "experiments/compare.py", "--study", "continuous", "--envs", "Pendulum-v1",
+        "--methods", "zoo", "rl-zoo3", "--seeds", "0", "--generations", "1", "--steps", "4096",
+        "--eval-episodes", "2", "--out", str(out),
+    ]  # fmt: skip
+    result = subprocess.run(command, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    runs = out / "runs" / "Pendulum-v1"
+    ours = json.loads((runs / "zoo-seed0" / "reevaluation.json").read_text())
+    theirs = json.loads((runs / "rl-zoo3-seed0" / "fresh.json").read_text())
+    assert ours["how"]["seed"] == theirs["eval_seed"] == evaluation_seed(0)
+    assert len(ours["members"]["0"]) == len(theirs["returns"]) == 20 and theirs["steps"] == 4096
+    assert (runs / "rl-zoo3-seed0" / "zoo" / "ppo" / "Pendulum-v1_1" / "Pendulum-v1.zip").is_file()
+    records = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
+    assert records["zoo"]["fresh_selected"] == pytest.approx(sum(ours["members"]["0"]) / 20, rel=1e-12)
+    assert records["rl-zoo3"]["fresh_selected"] == pytest.approx(sum(theirs["returns"]) / 20, rel=1e-12)
+    rows = [line for line in (out / "results.md").read_text().splitlines() if line.startswith("| Pendulum-v1 |")]
+    fresh = [line for line in rows if line.count("|") == 10]  # the fresh table's rows
+    assert [line.split(" | ")[1] for line in fresh] == ["zoo", "rl-zoo3"]

@@ -17,10 +17,9 @@ import yaml
 
 from evo import evaluate as evaluate_tool
 from evo import export as export_tool
-from tests.e2e.runs import tree_digest
+from tests.e2e.runs import tree_digest, zoo_venv_python
 from tests.support import ROOT, mpi_env, mpiexec
 
-ZOO_VENV = ROOT / ".venv-zoo"
 PLAY = ROOT / "scripts" / "zoo_play.py"
 SEED, EPISODES = 11, 2
 OFF_POLICY = [
@@ -39,12 +38,7 @@ RUNS = {
 
 @pytest.fixture(scope="module")
 def zoo_python() -> Path:
-    """The evo-less virtualenv's Python, built (or found cached) by scripts/zoo-venv.sh."""
-    built = subprocess.run(
-        ["bash", "scripts/zoo-venv.sh", str(ZOO_VENV), sys.executable], cwd=ROOT, capture_output=True, text=True
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
-    return ZOO_VENV / "bin" / "python"
+    return zoo_venv_python()
 
 
 @pytest.fixture(scope="module")
