@@ -143,6 +143,29 @@ def test_rl_zoo_enjoy_plays_the_export_and_its_best_model(runs, zoo_python, tmp_
         assert result.stdout.count("Episode Reward:") == 2  # 400 steps: two 200-step episodes
 
 
+@pytest.mark.parametrize("name", ["sac", "td3", "sac-mujoco"])
+def test_rl_zoo_enjoy_plays_exported_off_policy_agents(name, runs, zoo_python, tmp_path):
+    """python -m rl_zoo3.enjoy on exported SAC and TD3 agents, HalfCheetah's with its normalisation and
+    its env_kwargs (100-step episodes) read back from the export's config.yml."""
+    run_dir = runs(name)
+    algo = name.split("-")[0]
+    env_id = RUNS[name][RUNS[name].index("--env-id") + 1]
+    out = tmp_path / "logs"
+    exported(run_dir, out)
+    result = subprocess.run(
+        [str(zoo_python), "-m", "rl_zoo3.enjoy", "--algo", algo, "--env", env_id, "-f", str(out)]
+        + ["--exp-id", "1", "--no-render", "-n", "200"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert ("Loading running average" in result.stdout) == ("normalize:true" in RUNS[name])
+    # 200 steps: one Pendulum episode, two of HalfCheetah's 100-step ones
+    assert result.stdout.count("Episode Reward:") == (2 if "mujoco" in name else 1)
+
+
 def test_evaluate_plays_every_member_and_the_kept_best_on_the_same_fresh_episodes(runs, tmp_path, capsys):
     """Without --member: each member of the last checkpoint and the kept best, on the same episodes of
     the default seed (derived from the run's, not one any env of the run had); members holding the same
