@@ -164,6 +164,12 @@ class SB3Learner:
     """How each setting the learner declares CUSTOM reaches the model: ``apply(learner, value)``."""
     readers: ClassVar[Mapping[str, Callable[[SB3Learner], Any]]] = {}
     """Where a CUSTOM setting's value is read back from (for the tests, and the HPARAMS tab)."""
+    held_arguments: ClassVar[tuple[str, ...]] = ("batch_size", "action_noise")
+    """Constructor arguments a stock SB3 model of the member (evo-export, evo/sb3/stock.py) takes as
+    the model holds them rather than as the settings give them (a batch size derived from a
+    minibatch count, an action noise object)."""
+    zoo_names: ClassVar[tuple[str, ...]] = ()
+    """Settings rl-baselines3-zoo's ``config.yml`` names although SB3's constructor does not take them."""
 
     def __init__(self, setup: MemberSetup, hparams: Mapping[str, Any]):
         self.member_id = setup.member_id

@@ -37,6 +37,8 @@ def set_target_entropy(learner: SB3Learner, value: float) -> None:
 class SACLearner(OffPolicyLearner):
     """A SAC member."""
 
+    held_arguments = (*OffPolicyLearner.held_arguments, "target_entropy")  # 'auto' resolved
+
     algorithm = SAC
     custom = {**OffPolicyLearner.custom, "target_entropy": set_target_entropy}
     readers = {**OffPolicyLearner.readers, "target_entropy": lambda learner: float(learner.model.target_entropy)}

@@ -71,7 +71,7 @@ def stock_arguments(member, algorithm: type) -> dict[str, Any]:
     values = {**member.agent.settings, **member.hparams}
     arguments = {name: value for name, value in values.items() if name in accepted and name in member.spec.by_name}
     model = member.model
-    for name in ("batch_size", "target_entropy", "action_noise"):  # as the model holds them (n_minibatches, 'auto')
+    for name in member.held_arguments:  # as the model holds them
         if name in accepted and hasattr(model, name):
             arguments[name] = copy.deepcopy(getattr(model, name))
     return arguments
@@ -131,7 +131,7 @@ def zoo_config(member) -> OrderedDict:
         for name, value in stock_arguments(member, algorithm).items()
         if name not in ("action_noise",) and not callable(value)
     }
-    for name in ("noise_type", "noise_std"):  # TD3's, as zoo names them
+    for name in member.zoo_names:
         if name in member.hparams or name in agent.settings:
             values[name] = {**agent.settings, **member.hparams}[name]
     _, policy_kwargs = stock_policy(member)
@@ -140,7 +140,7 @@ def zoo_config(member) -> OrderedDict:
         if name == "activation_fn"
         else f"{name}={value!r}"
         for name, value in policy_kwargs.items()
-        if name in ("net_arch", "activation_fn", "log_std_init", "ortho_init", "use_sde", "n_critics")
+        if name in ("net_arch", "activation_fn", *member.spec.policy_kwargs)
     )
     values.update(
         policy=member.policy_name(),

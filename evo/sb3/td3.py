@@ -106,6 +106,8 @@ class TD3(SB3TD3):
 class TD3Learner(OffPolicyLearner):
     """A TD3 member."""
 
+    zoo_names = ("noise_type", "noise_std")  # zoo's own names for the action noise
+
     algorithm = TD3
     custom = {
         **OffPolicyLearner.custom,
