@@ -37,6 +37,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from evo.config.envnames import procgen_game
 from evo.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
 from evo.video import add_video_arguments, record_saved, video_problems
 
@@ -169,10 +170,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"note: {env_name}/vecnormalize.pkl holds {env_name}.zip's statistics (zoo reads it for best_model.zip "
             f"too); best_model.zip's own are {env_name}/best_model_vecnormalize.pkl, or export --member best-ever"
         )
-    print(
-        f"play it: python -m rl_zoo3.enjoy --algo {run.config.algo} --env {env_name} -f {args.out} "
-        f"--exp-id {experiment.name.rsplit('_', 1)[1]}"
-    )
+    if procgen_game(run.config.env_id):  # zoo has no Procgen envs: SB3 loads the zip, evo-evaluate plays it
+        print(
+            f"load it: stable_baselines3.PPO.load('{experiment / (env_name + '.zip')}') (rl_zoo3 cannot make "
+            f"Procgen envs); play it: evo-evaluate {run.run_dir} --member {chosen.member} --generation "
+            f"{chosen.generation}, --video FILE for a video"
+        )
+    else:
+        print(
+            f"play it: python -m rl_zoo3.enjoy --algo {run.config.algo} --env {env_name} -f {args.out} "
+            f"--exp-id {experiment.name.rsplit('_', 1)[1]}"
+        )
     if args.video is not None:  # on evo-evaluate's fresh seed: the episode it plays first
         return record_saved("evo-export", run, chosen, args.video, evaluation_seed(run.config.seed), args.video_steps)
     return 0

@@ -244,3 +244,49 @@ def test_export_refuses_an_impala_member_naming_evo_evaluate(tmp_path):
     message = bad("export", run_dir, "--out", str(tmp_path / "logs"))
     assert "IMPALA" in message and "evo-evaluate" in message
     assert not (tmp_path / "logs").exists()
+
+
+PROBS = """
+import json, sys
+import numpy as np
+from stable_baselines3 import PPO
+model = PPO.load(sys.argv[1], device="cpu")
+frames = np.random.default_rng(0).integers(0, 256, size=(8, 64, 64, 3), dtype=np.uint8)
+probs = model.policy.get_distribution(model.policy.obs_to_tensor(frames)[0]).distribution.probs
+print(json.dumps({"policy": type(model.policy).__name__, "extractor": type(model.policy.features_extractor).__name__,
+                  "probs": probs.detach().numpy().tolist()}))
+"""
+
+
+def test_a_naturecnn_procgen_member_exports_and_acts_as_in_evo(zoo_python, tmp_path):
+    """A Procgen member with SB3's NatureCNN exports as SB3's own CnnPolicy: in .venv-zoo PPO.load opens
+    it, and its action probabilities on fixed frames equal the evo member's (the same weights; evo's
+    channels-last convolutions differ only in rounding)."""
+    import numpy as np
+
+    from evo.saved import choose, load, open_run
+
+    run_dir = tmp_path / "run"
+    hyperparams = ["--hyperparams", "policy:nature", "n_envs:2", "n_steps:32", "n_minibatches:2", "n_epochs:1"]
+    result = mpiexec(
+        1,
+        ["pbt_rl_truct.py", "--env-id", "bigfish", *hyperparams, "--num-agents", "1", "--total-generations", "1"]
+        + ["--agent-training-steps", "64", "--run-dir", str(run_dir), "--strategy", "none"],
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    experiment = exported(run_dir, tmp_path / "logs")
+    theirs = subprocess.run(
+        [str(zoo_python), "-c", PROBS, str(experiment / "bigfish.zip")], capture_output=True, text=True, timeout=300
+    )
+    assert theirs.returncode == 0, theirs.stderr[-3000:]
+    zoo = json.loads(theirs.stdout.strip().splitlines()[-1])
+    assert (zoo["policy"], zoo["extractor"]) == ("ActorCriticCnnPolicy", "NatureCNN")
+    run = open_run(run_dir)
+    member = load(run, choose(run, "0"))
+    try:
+        policy = member.model.policy
+        frames = np.random.default_rng(0).integers(0, 256, size=(8, 64, 64, 3), dtype=np.uint8)
+        ours = policy.get_distribution(policy.obs_to_tensor(frames)[0]).distribution.probs.detach().numpy()
+    finally:
+        member.close()
+    assert np.asarray(zoo["probs"]) == pytest.approx(ours, abs=1e-5)
