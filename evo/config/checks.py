@@ -47,6 +47,11 @@ def script_strategy(script: str, flag: str | None, explore: str, transport: str,
 
 ASYNCHRONOUS_EXPLORERS = ("perturb", "pb2", "pb2-rand", "pb2-mult", "pb2-mix")
 MIXED_EXPLORERS = ("pb2-mix", "pb2-mult", "pb2-rand")
+WHOLE_GENERATION = {
+    "casmo": "grows or shrinks its trust region by whether a generation's best member trained with its "
+    "proposals, and holds the members a generation does not replace as pending points",
+}
+"""Why an explorer needs generations, for those that say more than the default."""
 
 
 def explorer_space(explore: str, space: dict[str, dict[str, Any]], problems: list[str]) -> None:
@@ -78,8 +83,9 @@ def asynchronous(args: Any, script: str, transport: str, problems: list[str]) ->
             "pbt_rl_wta.py --asynchronous (winner-takes-all)"
         )
     if explore not in ASYNCHRONOUS_EXPLORERS:
+        why = WHOLE_GENERATION.get(explore, "decides a whole generation's recipients together")
         problems.append(
-            f"--explore {explore} --asynchronous: {explore} decides a whole generation's recipients together; "
+            f"--explore {explore} --asynchronous: {explore} {why}; "
             f"asynchronous PBT decides one member at a time: use --explore {' or '.join(ASYNCHRONOUS_EXPLORERS)}, "
             "or drop --asynchronous"
         )

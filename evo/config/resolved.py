@@ -99,7 +99,8 @@ class Config:
         "'pb2' (PB2's GP bandit on the population's history, Parker-Holder et al. 2020), or, for search spaces "
         "with choices such as DrAC's augmentation, the Procgen AutoRL paper's (Parker-Holder et al. 2021): 'pb2-mix' "
         "(choices by the TV.EXP3.M bandit, one GP with CoCaBO's mixture kernel), 'pb2-mult' (choices by the "
-        "bandit, a GP per choice), 'pb2-rand' (choices kept or redrawn at random)",
+        "bandit, a GP per choice), 'pb2-rand' (choices kept or redrawn at random); or 'casmo', BG-PBT's "
+        "trust-region BO over mixed spaces (Wan et al. 2022; not with --asynchronous)",
         RESTORED,
         default="perturb",
         choices=explorer_names(),

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.explorers.base import Change, Explorer
+from evo.core.explorers.casmo import Casmo
 from evo.core.explorers.mixed import PB2Mix, PB2Mult, PB2Rand
 from evo.core.explorers.pb2 import PB2
 from evo.core.explorers.perturb import Perturb, explore
@@ -22,10 +23,12 @@ EXPLORERS: dict[str, type[Explorer]] = {
     "pb2-rand": PB2Rand,  # categories kept or redrawn at random, PB2 for the rest
     "pb2-mult": PB2Mult,  # categories by TV.EXP3.M, a GP per category
     "pb2-mix": PB2Mix,  # categories by TV.EXP3.M, one GP with CoCaBO's mixture kernel
+    "casmo": Casmo,  # BG-PBT's trust-region BO over mixed spaces (Wan et al. 2022)
 }
 
 __all__ = [
     "EXPLORERS",
+    "Casmo",
     "PB2",
     "PB2Mix",
     "PB2Mult",

@@ -13,11 +13,20 @@ the likelihood fit needs (in scikit-learn's order: the hyperparameters sorted by
   × (1 − ε₁)^(|Δt|/2) and k₂ = the share of categorical columns with equal values (the overlap
   kernel) × (1 − ε₂)^(|Δt|/2); λ, ε₁, ε₂ and ℓ are fitted. A sum and a Schur product of positive
   semi-definite kernels, so positive semi-definite for λ in [0, 1]; its diagonal is 1.
+- :func:`casmo_kernel`: BG-PBT's Casmopolitan kernel (Wan et al. 2021, 2022; xingchenwan/bgpbt
+  ``hpo/casmo/kernels.py``), k = [(1 − λ)(k_cat + k_cont) + λ·k_cat·k_cont] · (1 − ε)^(|Δt|/2) with
+  λ = 0.5 fixed, k_cont the Matérn-5/2 over the continuous and integer columns (length scale ℓ) and
+  k_cat the exponentiated overlap exp(ℓ_cat·(s − 1)), s the share of categorical columns with equal
+  values; ℓ, ℓ_cat and ε are fitted. With no categorical column k is k_cont times the decay, with
+  no continuous one k_cat times it. Positive semi-definite: exp of a positive semi-definite kernel
+  times ℓ_cat ≥ 0 is one (its power series), and sums and Schur products keep the property; its
+  diagonal is 2 − λ in the mixed case, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,6 +34,8 @@ import numpy as np
 EPSILON_BOUNDS = (1e-4, 0.9)
 LENGTH_SCALE_BOUNDS = (1e-2, 1e2)
 MIX_BOUNDS = (1e-3, 1.0)
+CATEGORICAL_SCALE_BOUNDS = (1e-2, 1e1)
+CASMO_MIX = 0.5  # BG-PBT's λ, fixed
 
 
 def _log_decay_gradient(K: np.ndarray, elapsed: np.ndarray, epsilon: float) -> np.ndarray:
@@ -203,4 +214,138 @@ def mixture_kernel(categorical: Sequence[int], mix: float = 0.5, length_scale: f
         epsilon_continuous=epsilon,
         epsilon_categorical=epsilon,
         mix=mix,
+    )
+
+
+def _matern52(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Matérn-5/2 at distances ``r`` in length scales, and its derivative by log ℓ."""
+    root5 = math.sqrt(5.0)
+    decay = np.exp(-root5 * r)
+    return (1.0 + root5 * r + 5.0 / 3.0 * r**2) * decay, 5.0 / 3.0 * r**2 * (1.0 + root5 * r) * decay
+
+
+def _exponentiated_overlap(share: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """exp(ℓ_cat·(s − 1)) for the ``share`` s of equal categories, and its derivative by log ℓ_cat."""
+    k_cat = np.exp(scale * (share - 1.0))
+    return k_cat, k_cat * scale * (share - 1.0)
+
+
+@functools.cache
+def _casmo_class():
+    from scipy.spatial.distance import cdist
+    from sklearn.gaussian_process.kernels import Hyperparameter, Kernel, StationaryKernelMixin
+
+    class CasmoKernel(StationaryKernelMixin, Kernel):
+        """BG-PBT's mixed kernel times the time decay (see the module docstring). ``categorical``: the
+        columns of X (before the time, the last one) that hold categories; equal values are equal
+        categories. ``columns``: how many columns there are before the time, the categorical ones
+        included (the rest are continuous or integer)."""
+
+        def __init__(
+            self,
+            categorical: tuple[int, ...] = (),
+            columns: int = 1,
+            length_scale: float = 0.5,
+            length_scale_categorical: float = 1.0,
+            epsilon: float = 0.1,
+            mix: float = CASMO_MIX,
+            length_scale_bounds: tuple[float, float] = LENGTH_SCALE_BOUNDS,
+            categorical_scale_bounds: tuple[float, float] = CATEGORICAL_SCALE_BOUNDS,
+            epsilon_bounds: tuple[float, float] = EPSILON_BOUNDS,
+        ):
+            self.categorical = tuple(categorical)
+            self.columns = columns
+            self.length_scale = length_scale
+            self.length_scale_categorical = length_scale_categorical
+            self.epsilon = epsilon
+            self.mix = mix
+            self.length_scale_bounds = length_scale_bounds
+            self.categorical_scale_bounds = categorical_scale_bounds
+            self.epsilon_bounds = epsilon_bounds
+
+        @property
+        def continuous(self) -> list[int]:
+            return [c for c in range(self.columns) if c not in self.categorical]
+
+        @property
+        def hyperparameter_length_scale(self):
+            bounds = self.length_scale_bounds if self.continuous else "fixed"
+            return Hyperparameter("length_scale", "numeric", bounds)
+
+        @property
+        def hyperparameter_length_scale_categorical(self):
+            bounds = self.categorical_scale_bounds if self.categorical else "fixed"
+            return Hyperparameter("length_scale_categorical", "numeric", bounds)
+
+        @property
+        def hyperparameter_epsilon(self):
+            return Hyperparameter("epsilon", "numeric", self.epsilon_bounds)
+
+        def __call__(self, X, Y=None, eval_gradient=False):
+            X = np.atleast_2d(X)
+            if Y is None:
+                Y = X
+            elif eval_gradient:
+                raise ValueError("the gradient is only defined for Y = None")
+            Y = np.atleast_2d(Y)
+            continuous, categorical = self.continuous, list(self.categorical)
+            ones = np.ones((X.shape[0], Y.shape[0]))
+            k_cont = d_cont = k_cat = d_cat = None
+            if continuous:
+                k_cont, d_cont = _matern52(cdist(X[:, continuous], Y[:, continuous]) / float(self.length_scale))
+            if categorical:
+                same = np.isclose(X[:, None, categorical], Y[None, :, categorical], rtol=0.0, atol=1e-9)
+                k_cat, d_cat = _exponentiated_overlap(same.mean(axis=2), float(self.length_scale_categorical))
+            lam = float(self.mix)
+            if k_cont is not None and k_cat is not None:
+                spatial = (1.0 - lam) * (k_cat + k_cont) + lam * k_cat * k_cont
+                through_cont, through_cat = (1.0 - lam) + lam * k_cat, (1.0 - lam) + lam * k_cont
+            elif k_cont is not None:
+                spatial, through_cont, through_cat = k_cont, ones, None
+            else:
+                spatial, through_cont, through_cat = k_cat, None, ones
+            elapsed = np.abs(X[:, -1:] - Y[:, -1][None, :])
+            eps = float(self.epsilon)
+            time = (1.0 - eps) ** (elapsed / 2.0)
+            K = spatial * time
+            if not eval_gradient:
+                return K
+            grads = []  # scikit-learn's order of theta: epsilon, length_scale, length_scale_categorical
+            if not self.hyperparameter_epsilon.fixed:
+                grads.append(_log_decay_gradient(K, elapsed, eps))
+            if not self.hyperparameter_length_scale.fixed:
+                grads.append(time * through_cont * d_cont)
+            if not self.hyperparameter_length_scale_categorical.fixed:
+                grads.append(time * through_cat * d_cat)
+            return K, np.stack(grads, axis=2) if grads else np.empty(K.shape + (0,))
+
+        def diag(self, X):
+            X = np.atleast_2d(X)
+            mixed = bool(self.continuous) and bool(self.categorical)
+            return np.full(X.shape[0], 2.0 - float(self.mix) if mixed else 1.0)
+
+        def __repr__(self):
+            return (
+                f"CasmoKernel(categorical={self.categorical}, length_scale={self.length_scale:.3g}, "
+                f"length_scale_categorical={self.length_scale_categorical:.3g}, epsilon={self.epsilon:.3g})"
+            )
+
+    return CasmoKernel
+
+
+def casmo_kernel(
+    categorical: Sequence[int],
+    columns: int,
+    length_scale: float = 0.5,
+    length_scale_categorical: float = 1.0,
+    epsilon: float = 0.1,
+):
+    """``--explore casmo``'s kernel over X's ``columns`` (then the time), ``categorical`` of them
+    holding categories (see the module docstring); λ is BG-PBT's fixed 0.5."""
+    return _casmo_class()(
+        categorical=tuple(categorical),
+        columns=columns,
+        length_scale=length_scale,
+        length_scale_categorical=length_scale_categorical,
+        epsilon=epsilon,
     )
