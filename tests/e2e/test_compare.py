@@ -3,6 +3,7 @@ continues, and bad input refused before any run. Its pure bookkeeping is tested 
 tests/unit/experiments/test_compare.py."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -95,37 +96,42 @@ def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoint
 
 
 def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
-    """Every method of the continuous study on Pendulum, 1 seed, 1 generation (the bookkeeping of
-    later generations and exploits is test_a_tiny_study_runs_reports_and_continues's): the table's
-    numbers are those of the runs' own records, and one job run alone (as on a cluster) is not
-    run again."""
+    """Every evo method of the continuous study on Pendulum, 1 seed, 1 generation (the bookkeeping of
+    later generations and exploits is test_a_tiny_study_runs_reports_and_continues's; rl_zoo3's own
+    agent is the next test's): the table's numbers are those of the runs' own records, and one job
+    run alone (as on a cluster) is not run again."""
     out = tmp_path / "study"
     common = ["--study", "continuous", "--envs", "Pendulum-v1", "--seeds", "0", "--generations", "1"]
     common += ["--steps", "4096", "--eval-episodes", "1", "--out", str(out)]  # whole rollouts of every method
-    common += ["--members", "2"]
+    common += ["--members", "2", "--methods", "pbt", "pb2", "random", "zoo", "zoo-total", "sb3-default"]
     listed = subprocess.run(
         [sys.executable, "experiments/compare.py", *common, "--list"], cwd=ROOT, capture_output=True, text=True
     )
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert [line.split("\t")[:2] for line in lines] == [["0", "2"], ["1", "2"], ["2", "2"], ["3", "1"], ["4", "1"]]
+    assert [line.split("\t")[:2] for line in lines] == [["0", "2"], ["1", "2"], ["2", "2"]] + [
+        ["3", "1"], ["4", "1"], ["5", "1"]
+    ]  # fmt: skip
     command = [sys.executable, "experiments/compare.py", *common]
     one = subprocess.run([*command, "--job", "3"], cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=300)
     assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-2000:]
     assert not (out / "results.md").exists()  # a job alone writes its run, not the report
     study = subprocess.run(command, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=600)
     assert study.returncode == 0, study.stdout[-2000:] + study.stderr[-3000:]
-    assert "1 of 5 runs already finished" in study.stdout
+    assert "1 of 6 runs already finished" in study.stdout
     records = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
-    assert set(records) == {"pbt", "pb2", "random", "zoo", "sb3-default"}
+    assert set(records) == {"pbt", "pb2", "random", "zoo", "zoo-total", "sb3-default"}
     for method, record in records.items():
         rows = read_population(out / "runs" / "Pendulum-v1" / f"{method}-seed0")
         last = [float(row["score"]) for row in rows if row["generation"] == "1"]
         assert record["final_best"] == max(last) and len(last) == record["members"]
         totals = [sum(int(r["env_steps"]) for r in rows if r["generation"] == "1")]
         assert [steps for steps, _ in record["curve"]] == totals
-        assert totals[-1] == 4096 * record["members"]  # the same budget per member
-        assert record["copies"] == 0 if method in ("random", "zoo", "sb3-default") else record["copies"] >= 0
+        # the same budget per member; zoo-total: a whole population's (2 members') in one agent
+        assert totals[-1] == 4096 * record["members"] * (2 if method == "zoo-total" else 1)
+        fixed = method in ("random", "zoo", "zoo-total", "sb3-default")
+        assert record["copies"] == 0 if fixed else record["copies"] >= 0
+        assert math.isfinite(record["fresh_selected"]) and math.isfinite(record["fresh_median"])  # re-evaluated
     # population methods search the mixed space: n_epochs is a column, from the choices
     pbt_rows = read_population(out / "runs" / "Pendulum-v1" / "pbt-seed0")
     assert {row["n_epochs"] for row in pbt_rows} <= {"5", "10", "20"}
