@@ -148,7 +148,7 @@ def coordination(config: Config, records: RunRecords, checkpoint: ReadyCheckpoin
     saved_explorer = checkpoint.explorer if checkpoint is not None else None
     explorer = make_explorer(
         config.explore,
-        space,
+        config.agent.explored_space,
         config.perturb_factors,
         config.resample_probability,
         saved_explorer["state"] if saved_explorer and saved_explorer.get("name") == config.explore else None,
@@ -177,7 +177,7 @@ def coordination(config: Config, records: RunRecords, checkpoint: ReadyCheckpoin
             others,
             failures,
             config.max_member_failures,
-            space,
+            config.agent.explored_space,
             ready_restart_rng(config.seed, failure.member, interval, count),
             config.strategy,
             config.truncation_fraction,

@@ -285,7 +285,7 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
     # the explorer's memory (PB2's history of the population), on rank 0 where the plan is decided
     explorer = make_explorer(
         config.explore,
-        config.agent.search_space,
+        config.agent.explored_space,
         config.perturb_factors,
         config.resample_probability,
         explorer_state(manifest, config.explore),
@@ -474,7 +474,7 @@ def run_hooks(
             scored,
             failures,
             config.max_member_failures,
-            config.agent.search_space,
+            config.agent.explored_space,
             restart_rng(config.seed, generation, round_),
             config.strategy,
             config.truncation_fraction,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from evo.core.kinds import Kind, kind_from_entry, kind_from_spec
 from evo.learners import LearnerSpec, learner_spec
-from evo.learners.spec import EnvShape
+from evo.learners.spec import EnvShape, check_ranges
 
 POLICY_ALIASES = {"mlppolicy": "mlp", "cnnpolicy": "nature", "impalacnn": "impala"}
 CNN_POLICIES = ("impala", "nature")
@@ -38,6 +39,13 @@ class AgentSettings:
     def defaults(self) -> dict[str, Any]:
         """Each explored hyperparameter's value when PBT does not sample it (the YAML's)."""
         return {name: self.settings[name] for name in self.search_space}
+
+    @property
+    def explored_space(self) -> dict[str, Kind]:
+        """The search space an explorer changes: the architecture's dimensions are left out, since a
+        recipient takes its donor's architecture with its weights (BG-PBT's rule within a stage)."""
+        spec = self.spec
+        return {name: kind for name, kind in self.search_space.items() if not spec.by_name[name].architecture}
 
     @property
     def normalizes(self) -> bool:
@@ -123,6 +131,7 @@ def build_agent(
     if shape is not None:
         _action_space(spec, env_id, shape, problems)
     policy = _policy(spec, merged.get("policy", "mlp"), env_id, game, problems)
+    _architecture(spec, settings, space, policy, merged.get("policy_kwargs", {}), problems)
     if spec.check is not None:
         spec.check(settings, space, n_envs, shape, policy, problems)
     for name, kind in space.items():
@@ -141,6 +150,47 @@ def build_agent(
         search_space=space,
         normalize=_normalize(merged, env_id, game, problems),
     )
+
+
+def _architecture(
+    spec: LearnerSpec,
+    settings: dict[str, Any],
+    space: Mapping[str, Kind],
+    policy: str,
+    policy_kwargs: Mapping[str, Any],
+    problems: list[str],
+) -> None:
+    """The networks' depth and width (``pi_layers``, ``pi_width``, ...) when any of them is given or
+    explored: those not given are read from ``net_arch`` (or SB3's default), so that each member's
+    architecture is known whole. They shape the MLP heads, so they need the mlp policy."""
+    given = [name for name in spec.architecture if name in space or settings[name] is not None]
+    if not given:
+        return
+    if policy != "mlp":
+        problems.append(
+            f"{', '.join(given)} shape the MLP networks of policy 'mlp'; policy {policy!r} is a CNN whose heads sit "
+            "on its features: leave them out, or use policy mlp"
+        )
+        return
+    net_arch = policy_kwargs.get("net_arch", spec.default_net_arch)
+    for head in spec.net_arch_heads:
+        hidden = list(net_arch[head] if isinstance(net_arch, Mapping) else net_arch)
+        if settings[f"{head}_layers"] is None:
+            settings[f"{head}_layers"] = len(hidden)
+        width = f"{head}_width"
+        if settings[width] is None:
+            if len(set(hidden)) == 1:
+                settings[width] = hidden[0]
+            else:
+                problems.append(
+                    f"net_arch gives the {head} network the hidden layers {hidden}, and {', '.join(given)} need one "
+                    f"width for all of them: set {width} (e.g. --hyperparams {width}:{max(hidden or [64])})"
+                )
+                settings[width] = max(hidden or [64])
+    for name in spec.architecture:
+        if name not in space and settings[name] < 1:
+            problems.append(f"{name} {settings[name]}: must be at least 1")
+    check_ranges(space, {name: (1, math.inf, "at least 1") for name in spec.architecture}, problems)
 
 
 def _contains(kind: Kind, value: Any) -> bool:

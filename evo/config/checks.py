@@ -210,6 +210,14 @@ def schedule(
         )
     if found_with is not None and found_with != spec.name:
         problems.append(f"--schedule {path} was found with --algo {found_with}: pass --algo {found_with}")
+    for name in spec.architecture:
+        values = [hparams[name] for _, hparams in entries if name in hparams]
+        if len(set(values)) > 1:
+            problems.append(
+                f"--schedule {path}: {name} goes from {values[0]} to {next(v for v in values if v != values[0])}; a "
+                "network's architecture changes only with its weights (a replayed PBT schedule keeps its member's), "
+                f"so give one {name} throughout"
+            )
     return tuple(entries)
 
 

@@ -7,7 +7,8 @@ starts again (:func:`plan_restarts`):
 
 - from the weights of a member drawn from the top of this generation's scored members that keep
   their weights (the truncation fraction of them, at least the best one), with hyperparameters
-  drawn afresh from the search space;
+  drawn afresh from the search space it is given (what that space leaves out, a network's
+  architecture, goes with the weights: the donor's);
 - with fresh weights and a fresh draw when no member has a score yet;
 - under ``--strategy none`` (nobody copies anybody), with fresh weights and its own
   hyperparameters.
@@ -139,11 +140,12 @@ def plan_restarts(
     for failure in sorted(failures, key=lambda f: f.member):
         old = dict(failure.hparams)
         donor = None if strategy == NO_PBT or not donors else int(rng.choice(donors))
+        result = next((r for r in scored if r.member == donor), None)
         if strategy == NO_PBT:
             new, how = dict(old), "restart: own"
-        else:
-            new, how = {name: kind.sample(rng) for name, kind in space.items()}, "restart: resample"
-        result = next((r for r in scored if r.member == donor), None)
+        else:  # what the space does not explore (an architecture) goes with the weights: the donor's, or its own
+            kept = {**old, **(result.hparams if result is not None else {})}
+            new, how = {**kept, **{name: kind.sample(rng) for name, kind in space.items()}}, "restart: resample"
         restarts.append(
             Restart(
                 generation=generation,
@@ -154,7 +156,11 @@ def plan_restarts(
                 error=failure.error,
                 old_hparams=old,
                 new_hparams=new,
-                changes=tuple(str(Change(name, old.get(name), new[name], how)) for name in new),
+                changes=tuple(
+                    str(Change(name, old.get(name), new[name], how if name in space else "with the weights"))
+                    for name in new
+                    if name in space or old.get(name) != new[name]
+                ),
                 donor_score_train=result.score_train if result is not None else math.nan,
             )
         )

@@ -29,6 +29,7 @@ class Reach(enum.Enum):
     LEARNING_RATE = "lr_schedule, and the learning rate of every optimizer the learner names"
     DISCOUNT = "the model's gamma, and every copy SB3 made of it (buffers, the return normaliser)"
     CUSTOM = "the learner's own code in its SB3 module"
+    ARCHITECTURE = "a network's shape: the model is rebuilt to it; a recipient takes its donor's with its weights"
     CONSTRUCTION = "read once when the model is built: cannot be tuned while it trains"
 
 
@@ -54,6 +55,11 @@ class Setting:
     @property
     def tunable(self) -> bool:
         return self.reach is not Reach.CONSTRUCTION
+
+    @property
+    def architecture(self) -> bool:
+        """Whether it shapes a network (a search space may hold it; explorers leave it as the donor's)."""
+        return self.reach is Reach.ARCHITECTURE
 
     @property
     def whole(self) -> bool:
@@ -94,8 +100,10 @@ class LearnerSpec:
     """Policy names the YAML's ``policy`` may give."""
     policy_kwargs: Mapping[str, type | tuple[type, ...]] = field(default_factory=dict)
     """The ``policy_kwargs`` keys it takes besides the common ones (net_arch, activation_fn, features_dim)."""
-    net_arch_heads: tuple[str, ...] = ("pi", "vf")
-    """The keys of a ``net_arch`` mapping: separate networks for the actor and the value or Q function."""
+    default_net_arch: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: {"pi": (64, 64), "vf": (64, 64)})
+    """SB3's hidden layers of its MLP policy when ``net_arch`` is not given, by head: the actor (``pi``) and
+    the value (``vf``) or Q (``qf``) function. Its keys are the keys of a ``net_arch`` mapping, and
+    each head's depth and width are settings (:func:`architecture_settings`), appended to ``settings``."""
     replay: bool = False
     """Whether it learns from a replay buffer (off-policy): --exploit-buffer and buffers in checkpoints."""
     precisions: tuple[str, ...] = ("fp32",)
@@ -114,9 +122,20 @@ class LearnerSpec:
     a generation's budget is rounded up to whole units."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "settings", (*self.settings, *architecture_settings(self.net_arch_heads)))
         names = [setting.name for setting in self.settings]
         if len(set(names)) != len(names):
             raise TypeError(f"{self.title} declares a setting twice: {names}")
+
+    @property
+    def net_arch_heads(self) -> tuple[str, ...]:
+        """The keys of a ``net_arch`` mapping: separate networks for the actor and the value or Q function."""
+        return tuple(self.default_net_arch)
+
+    @property
+    def architecture(self) -> tuple[str, ...]:
+        """The settings that shape its networks (``pi_layers``, ``pi_width``, ...)."""
+        return tuple(setting.name for setting in self.settings if setting.architecture)
 
     @property
     def by_name(self) -> dict[str, Setting]:
@@ -158,6 +177,48 @@ def setting(
     free_on_resume: bool = False,
 ) -> Setting:
     return Setting(name, type, default, help, reach, why_fixed, may_be_off, label, free_on_resume)
+
+
+HEAD_TITLES = {"pi": "policy (actor)", "vf": "value function", "qf": "Q functions (critics)"}
+ARCHITECTURE_LIMITS = {"layers": (1, 5), "width": (32, 256)}
+"""BG-PBT's search space for each network (Wan et al. 2022): 1-5 hidden layers of 32-256 units."""
+
+
+def architecture_settings(heads: Sequence[str]) -> tuple[Setting, ...]:
+    """``<head>_layers`` and ``<head>_width`` for each head of ``net_arch``: the depth and the width
+    of that MLP (every hidden layer equally wide, as BG-PBT searches them). None: as ``net_arch``
+    (or SB3's default) gives it. Given (fixed, or in a search space), the head's hidden layers are
+    ``[width] * layers``."""
+    found = []
+    for head in heads:
+        title = HEAD_TITLES.get(head, head)
+        found += [
+            Setting(
+                f"{head}_layers",
+                int,
+                None,
+                f"hidden layers of the {title} network (None: as net_arch gives them)",
+                Reach.ARCHITECTURE,
+                label=f"{head} layers",
+            ),
+            Setting(
+                f"{head}_width",
+                int,
+                None,
+                f"units per hidden layer of the {title} network (None: as net_arch gives them)",
+                Reach.ARCHITECTURE,
+                label=f"{head} width",
+            ),
+        ]
+    return tuple(found)
+
+
+def resolved_net_arch(spec: LearnerSpec, values: Mapping[str, Any]) -> dict[str, list[int]] | None:
+    """The ``net_arch`` mapping the architecture settings in ``values`` give (every head, resolved:
+    see evo.config.agent), or None when they give none (``net_arch`` as the YAML says)."""
+    if all(values.get(name) is None for name in spec.architecture):
+        return None
+    return {head: [int(values[f"{head}_width"])] * int(values[f"{head}_layers"]) for head in spec.net_arch_heads}
 
 
 def check_ranges(space: Mapping[str, Kind], limits: Mapping[str, tuple], problems: list[str]) -> None:

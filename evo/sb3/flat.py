@@ -142,14 +142,16 @@ def state_tensors(model: BaseAlgorithm) -> list[torch.Tensor]:
     return tensors
 
 
-def bind_flat(model: BaseAlgorithm, flat: np.ndarray | None = None) -> np.ndarray:
+def bind_flat(model: BaseAlgorithm, flat: np.ndarray | None = None, keep: bool = True) -> np.ndarray:
     """Move every state tensor into one contiguous float32 buffer and make the model use
     views of it, so the buffer *is* the member's networks and optimizer state: MPI sends
-    from it and receives into it with no packing or unpacking copy."""
+    from it and receives into it with no packing or unpacking copy. ``keep`` False: the model
+    takes ``flat``'s contents as its state instead (a state received for a rebuilt model)."""
     slots = _state_slots(model)
     total = sum(tensor.numel() for tensor, _ in slots)
     if flat is None:
         flat = np.empty(total, dtype=np.float32)
+        keep = True
     elif flat.size != total or flat.dtype != np.float32:
         raise ValueError(f"flat buffer holds {flat.size} {flat.dtype}, the model needs {total} float32")
     base = torch.from_numpy(flat)
@@ -159,7 +161,8 @@ def bind_flat(model: BaseAlgorithm, flat: np.ndarray | None = None) -> np.ndarra
             size = tensor.numel()
             view = base[offset : offset + size].view(tensor.shape)
             if view.data_ptr() != tensor.data_ptr():
-                view.copy_(tensor)
+                if keep:
+                    view.copy_(tensor)
                 put(view)
             offset += size
     addresses = [flat.ctypes.data + 4 * start for start in np.cumsum([0] + [t.numel() for t, _ in slots[:-1]])]

@@ -49,6 +49,7 @@ from evo.config.agent import AgentSettings
 from evo.core.result import MemberResult, Scores
 from evo.learners import LearnerSpec, Reach
 from evo.learners.interface import Layout, Payload, buffers_for
+from evo.learners.spec import resolved_net_arch
 from evo.sb3 import envstate
 from evo.sb3.callbacks import member_logger, training_callbacks
 from evo.sb3.envs import make_env
@@ -66,6 +67,21 @@ from evo.sb3.normalize import (
 
 logger = logging.getLogger(__name__)
 
+CARRIED = (
+    "seed",
+    "num_timesteps",
+    "_episode_num",
+    "_n_updates",
+    "_last_obs",
+    "_last_original_obs",
+    "_last_episode_starts",
+    "_current_progress_remaining",
+    "ep_info_buffer",
+    "ep_success_buffer",
+    "replay_buffer",
+    "action_noise",
+)
+"""What a rebuilt model (another architecture) keeps of the one it replaces: nothing of it depends on the networks."""
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU}
 WEIGHTS, NORMALIZATION = "weights", "normalization"
 
@@ -117,12 +133,16 @@ def net_arch(layers: list[int] | dict[str, list[int]]) -> list[int] | dict[str, 
     return list(layers)
 
 
-def common_policy_kwargs(agent: AgentSettings) -> dict[str, Any]:
+def common_policy_kwargs(agent: AgentSettings, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The policy_kwargs every learner takes as SB3 does (net_arch, activation_fn), and the learner's
-    own keys as given (features_dim is the CNN policies' business)."""
+    own keys as given (features_dim is the CNN policies' business). ``values``: the member's
+    settings, whose architecture settings (``pi_layers`` ...), when given, make the ``net_arch``."""
     options = dict(agent.policy_kwargs)
     kwargs: dict[str, Any] = {}
-    if "net_arch" in options:
+    shaped = resolved_net_arch(agent.spec, values) if values is not None else None
+    if shaped is not None:
+        kwargs["net_arch"] = shaped
+    elif "net_arch" in options:
         kwargs["net_arch"] = net_arch(options["net_arch"])
     if "activation_fn" in options:
         kwargs["activation_fn"] = ACTIVATIONS[options["activation_fn"]]
@@ -186,6 +206,7 @@ class SB3Learner:
         donor's at that moment); its training score while it has finished no episode since."""
         self.hparams: dict[str, Any] = {}
         values = {**self.agent.settings, **hparams}
+        self.architecture = self.architecture_of(values)
         seed = member_seed(setup.seed, setup.member_id)
         env = make_env(
             setup.env.env_id,
@@ -229,7 +250,30 @@ class SB3Learner:
         return "MlpPolicy"
 
     def policy_kwargs(self) -> dict[str, Any]:
-        return common_policy_kwargs(self.agent)
+        """SB3's policy_kwargs of the member's networks (its architecture: :attr:`architecture`)."""
+        return common_policy_kwargs(self.agent, self.architecture)
+
+    def architecture_of(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The architecture settings among ``values`` (the member's settings), each as an int or None."""
+        return {name: None if values.get(name) is None else int(values[name]) for name in self.spec.architecture}
+
+    def rebuild(self, hparams: Mapping[str, Any], state: np.ndarray | None = None) -> None:
+        """Become a member of the architecture ``hparams`` give: a new model of that shape on the same
+        envs, with the same counters, current observations, episode statistics, logger and replay
+        buffer (none of which depends on the networks). ``state`` (its flat size): the networks'
+        and optimizers' state it takes as it is (received from a donor: no copy); without it, the
+        new model's own initialisation."""
+        old = self.model
+        self.architecture = self.architecture_of({**self.agent.settings, **hparams})
+        model = self.build_model(old.env, {**self.agent.settings, **hparams}, seed=None)  # None: no global reseed
+        for name in CARRIED:
+            if hasattr(old, name):
+                setattr(model, name, getattr(old, name))
+        model.set_logger(old.logger)
+        for optimizer in optimizers_of(model):
+            init_optimizer_state(optimizer)
+        self.model = model
+        self.buffer = bind_flat(model, state, keep=state is None)
 
     def constructor_arguments(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The settings the SB3 class takes as constructor arguments (evo's own ones are not)."""
@@ -277,6 +321,12 @@ class SB3Learner:
                         holder.gamma = float(value)
             elif reach is Reach.CUSTOM:
                 self.custom[name](self, value)
+            elif reach is Reach.ARCHITECTURE:
+                if self.architecture[name] != value:
+                    raise ValueError(
+                        f"member {self.member_id}: {name} {value} is not its network's ({self.architecture[name]}); an "
+                        "architecture changes with the weights (load, restore), never on its own"
+                    )
             else:
                 raise ValueError(f"{name} cannot change while {self.spec.title} trains ({settings[name].why_fixed})")
         follow_gamma(self.model)
@@ -307,6 +357,8 @@ class SB3Learner:
                 found[name] = float(holder.gamma if holder is not None else model.gamma)
             elif reach is Reach.CUSTOM:
                 found[name] = self.readers[name](self)
+            elif reach is Reach.ARCHITECTURE:
+                found[name] = self.architecture[name]
             else:
                 found[name] = getattr(model, name)
         return found
@@ -411,6 +463,8 @@ class SB3Learner:
         reflects the new weights only; until an episode finishes, the score is what
         :meth:`carry_score` gives (NaN without it)."""
         weights = state[WEIGHTS]
+        if self.architecture_of({**self.agent.settings, **hparams}) != self.architecture:
+            self.rebuild(hparams, weights)  # the donor's architecture, its state adopted as received
         if weights.size != self.buffer.size:
             raise ValueError(
                 f"member {self.member_id}: the donor's state holds {weights.size} floats, this model {self.buffer.size}"
@@ -456,6 +510,8 @@ class SB3Learner:
         if payload.get("algo", "ppo") != self.spec.name:
             raise ValueError(f"member {self.member_id}: the checkpoint holds a {payload.get('algo')} member")
         state = payload["state"].numpy()
+        if self.architecture_of({**self.agent.settings, **payload["hparams"]}) != self.architecture:
+            self.rebuild(payload["hparams"])
         if state.size != self.buffer.size:
             raise ValueError(
                 f"member {self.member_id}: checkpoint holds {state.size} floats, this policy {self.buffer.size}; "

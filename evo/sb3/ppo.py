@@ -319,9 +319,12 @@ def set_n_minibatches(learner: SB3Learner, value: int) -> None:
     learner.model.batch_size = math.ceil(rollout_size(learner.model) / int(value))
 
 
-def policy_arguments(agent: AgentSettings, channels_last: bool = False) -> tuple[str, dict[str, Any]]:
-    """SB3's policy name and policy_kwargs for our policy names (the CNNs: their features extractor)."""
-    kwargs = common_policy_kwargs(agent)
+def policy_arguments(
+    agent: AgentSettings, channels_last: bool = False, architecture: Mapping[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """SB3's policy name and policy_kwargs for our policy names (the CNNs: their features extractor;
+    ``architecture``: a member's ``pi_layers`` ... making the MLP's net_arch)."""
+    kwargs = common_policy_kwargs(agent, architecture)
     if agent.policy == "mlp":
         return "MlpPolicy", kwargs
     kwargs["features_extractor_class"] = EXTRACTORS[agent.policy]
@@ -356,20 +359,10 @@ class PPOLearner(SB3Learner):
         )
 
     def policy_name(self) -> str:
-        return "MlpPolicy" if self.agent.policy == "mlp" else "CnnPolicy"
+        return policy_arguments(self.agent)[0]
 
     def policy_kwargs(self) -> dict[str, Any]:
-        """SB3's policy_kwargs for our policy names (the CNNs: their features extractor)."""
-        kwargs = common_policy_kwargs(self.agent)
-        if self.agent.policy != "mlp":
-            kwargs["features_extractor_class"] = EXTRACTORS[self.agent.policy]
-            kwargs["features_extractor_kwargs"] = {
-                "features_dim": self.agent.policy_kwargs.get(
-                    "features_dim", 256 if self.agent.policy == "impala" else 512
-                ),
-                "channels_last": self.setup.channels_last,
-            }
-        return kwargs
+        return policy_arguments(self.agent, self.setup.channels_last, self.architecture)[1]
 
 
 LEARNER = PPOLearner

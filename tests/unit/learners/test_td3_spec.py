@@ -153,7 +153,9 @@ def test_td3s_own_names_are_declared_by_td3_alone():
     assert spec.tunable == (
         *("learning_rate", "gamma", "tau", "batch_size", "train_freq", "gradient_steps"),
         *TD3_OWN,
+        *("pi_layers", "pi_width", "qf_layers", "qf_width"),  # the networks' shape, per head of net_arch
     )
+    assert spec.architecture == ("pi_layers", "pi_width", "qf_layers", "qf_width")
     assert spec.by_name["learning_rate"].default == 1e-3  # TD3's own (SAC's is 3e-4)
     assert learner_spec("sac").by_name["learning_rate"].default == 3e-4
     assert spec.replay and spec.action_spaces == ("Box",) and spec.net_arch_heads == ("pi", "qf")
@@ -242,7 +244,10 @@ def test_a_setting_of_another_learner_is_refused_naming_it():
         "--hyperparams: 'target_entropy' is a setting of SAC (--algo sac), not of TD3; drop it, or train with --algo "
         "sac. TD3's settings:"
     )
-    assert problem.endswith("policy_delay, target_policy_noise, target_noise_clip, noise_type, noise_std")
+    assert problem.endswith(
+        "policy_delay, target_policy_noise, target_noise_clip, noise_type, noise_std, pi_layers, pi_width, qf_layers, "
+        "qf_width"
+    )
     (problem,) = problems([*TD3_PENDULUM, "--hyperparams", "search_space:{target_entropy: {low: -2.0, high: 0.0}}"])
     assert problem.startswith("--hyperparams.search_space: 'target_entropy' is a setting of SAC (--algo sac)")
 
