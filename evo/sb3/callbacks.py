@@ -1,5 +1,5 @@
 """What runs inside SB3's ``learn()`` for a member (the stop check, a replayed schedule, progress
-lines) and the member's TensorBoard logger."""
+lines, a distillation's weight α) and the member's TensorBoard logger."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
 
+from evo.core.distill import distillation_weight
 from evo.core.schedule import hparams_at
 from evo.learners.interface import Exchangeable
 
@@ -83,6 +84,24 @@ class ProgressCallback(BaseCallback):
 
     def _on_rollout_end(self) -> None:
         self.reporter.rollout_ended()
+
+
+class DistillationCallback(BaseCallback):
+    """Sets the model's ``distill_coef`` (α) before each rollout, so before the update that follows
+    it: ``distillation_weight`` of the env steps the member has collected since its distillation
+    began at ``start`` (so the first update's α is 1, as in BG-PBT's code, which reads the schedule
+    before counting the update's rollout)."""
+
+    def __init__(self, start: int, total_steps: int):
+        super().__init__()
+        self.start = int(start)
+        self.total_steps = int(total_steps)
+
+    def _on_rollout_start(self) -> None:
+        self.model.distill_coef = distillation_weight(int(self.model.num_timesteps) - self.start, self.total_steps)
+
+    def _on_step(self) -> bool:
+        return True
 
 
 def training_callbacks(member: Exchangeable, should_stop, schedule=(), progress=None) -> CallbackList:

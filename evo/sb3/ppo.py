@@ -21,22 +21,35 @@ frames s and V(s) their current value, both targets without gradient (:func:`dra
 the paper's code it is computed per minibatch, on the minibatch's frames, and it goes through the
 microbatched path (whole minibatches are one piece). ``aug_coef`` 0 runs none of it.
 
+And BG-PBT's distillation (Wan et al. 2022; evo/core/distill.py): with a frozen ``teacher`` policy
+set on the model, each minibatch's loss gains ``distill_coef * (½ mean (V(s) - V_t(s))² + mean
+KL(π_t(·|s) ‖ π(·|s)))`` (:func:`distill_terms`), the teacher evaluated without gradient on the
+minibatch's observations (normalised as the student's rollout buffer holds them: the student takes
+the teacher's statistics when it starts). It goes through the microbatched path too, the teacher
+evaluated piece by piece, and adds to the PPO loss of the pass PPO's loss takes (no second pass of
+the student). The member's side (:meth:`PPOLearner.start_distillation`) builds the teacher and sets
+``distill_coef`` before each update. No teacher runs none of it.
+
 PPO's own ways for a value to reach the update (the rest are the generic reaches of
 evo/sb3/learner.py): ``gae_lambda`` is copied into the rollout buffer, which computes the
 advantages; ``n_minibatches`` sets ``batch_size`` to ceil(n_envs * n_steps / n_minibatches).
 ``train()`` reads ``n_epochs``, ``batch_size``, ``max_grad_norm``, ``target_kl``, ``ent_coef``,
-``vf_coef``, ``aug_coef`` and ``aug_type`` from the model at every call (SB3's and the microbatched
-one alike). What to re-check when SB3 changes: those attributes, the rollout buffer's
-``gae_lambda`` and the dtype of its observations (the frames' own, uint8 for images), ``train()``
-below against SB3's, and what :func:`policy_outputs` copies of ``ActorCriticPolicy.evaluate_actions``
-(``extract_features``, ``mlp_extractor``, ``_get_action_dist_from_latent``, ``value_net``) and
-:func:`sampled_actions` of SB3's distributions (their ``.distribution``).
+``vf_coef``, ``aug_coef``, ``aug_type``, ``teacher`` and ``distill_coef`` from the model at every
+call (SB3's and the microbatched one alike). What to re-check when SB3 changes: those attributes,
+the rollout buffer's ``gae_lambda`` and the dtype of its observations (the frames' own, uint8 for
+images), ``train()`` below against SB3's, and what :func:`policy_outputs` copies of
+``ActorCriticPolicy.evaluate_actions`` (``extract_features``, ``mlp_extractor``,
+``_get_action_dist_from_latent``, ``value_net``), :func:`sampled_actions` and :func:`policy_kl` of
+SB3's distributions (their ``.distribution``), and :meth:`PPOLearner.teacher_policy` of
+``OnPolicyAlgorithm._setup_model`` (the policy's constructor arguments) and of
+``_get_torch_save_params`` (the flat buffer's order).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from evo.sb3 import _quiet  # noqa: F401  (before SB3)
@@ -47,14 +60,19 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO as SB3PPO
+from stable_baselines3.common.callbacks import CallbackList
 from stable_baselines3.common.distributions import Distribution
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.preprocessing import get_action_dim
 from stable_baselines3.common.utils import explained_variance
 
 from evo.config.agent import AgentSettings
+from evo.core.distill import distillation_weight
 from evo.sb3.augment import AUGMENTATIONS, Augmentation
+from evo.sb3.callbacks import DistillationCallback, training_callbacks
+from evo.sb3.flat import bind_flat
 from evo.sb3.learner import SB3Learner, common_policy_kwargs
+from evo.sb3.normalize import load_statistics, renormalize_last_obs
 from evo.sb3.policies import EXTRACTORS, MixedPrecisionCnnPolicy, MixedPrecisionPolicy
 
 DRAC_STREAM = 23
@@ -69,7 +87,9 @@ class PPO(SB3PPO):
     ``train()`` unchanged. And ``precision`` ('fp32' or 'bf16'), handed to the policy: 'MlpPolicy'
     and 'CnnPolicy' name SB3's policies with a precision (evo/sb3/policies.py). And DrAC's
     ``aug_coef`` and ``aug_type`` (the module docstring): with ``aug_coef`` > 0 every update runs
-    the microbatched path, whole minibatches as one piece if ``microbatch_size`` is 0."""
+    the microbatched path, whole minibatches as one piece if ``microbatch_size`` is 0. And
+    BG-PBT's distillation: with a ``teacher`` policy (None by default) every update runs the
+    microbatched path and adds ``distill_coef`` (α) times the teacher's term (the module docstring)."""
 
     policy_aliases = {"MlpPolicy": MixedPrecisionPolicy, "CnnPolicy": MixedPrecisionCnnPolicy}
 
@@ -89,11 +109,17 @@ class PPO(SB3PPO):
         self.precision = precision
         self.aug_coef = float(aug_coef)
         self.aug_type = aug_type
+        self.teacher: ActorCriticPolicy | None = None
+        self.distill_coef = 0.0
         super().__init__(*args, policy_kwargs={**(policy_kwargs or {}), "precision": precision}, **kwargs)
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "teacher"]  # not the student's: never saved with it
 
     def train(self) -> None:
         drac = self.aug_coef > 0
-        if not drac and not 0 < self.microbatch_size < self.batch_size:
+        distill = self.teacher is not None
+        if not drac and not distill and not 0 < self.microbatch_size < self.batch_size:
             return super().train()
         piece = self.microbatch_size if 0 < self.microbatch_size < self.batch_size else self.batch_size
         generator = drac_generator(self.seed, self._n_updates) if drac else None
@@ -105,6 +131,8 @@ class PPO(SB3PPO):
         stats: dict[str, list[float]] = {"entropy": [], "policy": [], "value": [], "clip": []}
         if drac:
             stats.update(drac_policy=[], drac_value=[])
+        if distill:
+            stats.update(distill_kl=[], distill_value_mse=[])
         continue_training = True
         for epoch in range(self.n_epochs):
             approx_kl_divs = []
@@ -131,6 +159,10 @@ class PPO(SB3PPO):
         if drac:
             self.logger.record("train/drac_policy_loss", np.mean(stats["drac_policy"]))
             self.logger.record("train/drac_value_loss", np.mean(stats["drac_value"]))
+        if distill:
+            self.logger.record("train/distill_coef", self.distill_coef)
+            self.logger.record("train/distill_kl", np.mean(stats["distill_kl"]))
+            self.logger.record("train/distill_value_mse", np.mean(stats["distill_value_mse"]))
         self.logger.record("train/approx_kl", np.mean(approx_kl_divs))
         self.logger.record("train/clip_fraction", np.mean(stats["clip"]))
         self.logger.record("train/loss", loss)
@@ -152,7 +184,8 @@ class PPO(SB3PPO):
         the loss. With a ``generator``, DrAC's too: its draws are made for the whole minibatch
         first, so the pieces add up to the whole minibatch's gradient whatever their size; a
         piece's PPO loss is back-propagated before its augmented pass runs, so the two passes'
-        activations are not alive at once."""
+        activations are not alive at once. With a teacher, its term on the piece joins the piece's
+        PPO loss (the same pass of the student), as a sum over the piece divided by ``n``."""
         n = len(data.advantages)
         actions = data.actions
         if isinstance(self.action_space, spaces.Discrete):
@@ -163,17 +196,22 @@ class PPO(SB3PPO):
         if generator is not None:
             uniforms, augmented = drac_draws(self.policy, data.observations, AUGMENTATIONS[self.aug_type], generator)
 
+        teacher = self.teacher
         self.policy.optimizer.zero_grad()
-        totals = torch.zeros(7, dtype=torch.float64)  # policy, value, entropy, clipped, kl, drac policy, drac value
+        # policy, value, entropy, clipped, kl, drac policy, drac value, distill kl, distill squared value error
+        totals = torch.zeros(9, dtype=torch.float64)
         for start in range(0, n, piece):
             part = slice(start, start + piece)
-            if generator is None:
+            if generator is None and teacher is None:
                 values, log_prob, entropy = self.policy.evaluate_actions(data.observations[part], actions[part])
                 values = values.flatten()
             else:
                 distribution, values = policy_outputs(self.policy, data.observations[part])
                 log_prob, entropy = distribution.log_prob(actions[part]), distribution.entropy()
-                targets = drac_targets(distribution, values, uniforms[part])
+                if generator is not None:
+                    targets = drac_targets(distribution, values, uniforms[part])
+                if teacher is not None:
+                    distill_sums = distill_terms(teacher, data.observations[part], distribution, values)
             log_ratio = log_prob - data.old_log_prob[part]
             ratio = torch.exp(log_ratio)
             gain = advantages[part] * ratio
@@ -184,7 +222,10 @@ class PPO(SB3PPO):
                 values = old_values + torch.clamp(values - old_values, -clip_range_vf, clip_range_vf)
             value_sum = (data.returns[part] - values).square().sum()
             entropy_sum = log_prob.sum() if entropy is None else -entropy.sum()
-            ((policy_sum + self.ent_coef * entropy_sum + self.vf_coef * value_sum) / n).backward()
+            piece_loss = (policy_sum + self.ent_coef * entropy_sum + self.vf_coef * value_sum) / n
+            if teacher is not None:
+                piece_loss = piece_loss + self.distill_coef * (distill_sums[0] + 0.5 * distill_sums[1]) / n
+            piece_loss.backward()
             if generator is not None:
                 drac_sums = drac_terms(self.policy, augmented[part], *targets)
                 (self.aug_coef * (drac_sums[0] + drac_sums[1]) / n).backward()
@@ -198,13 +239,18 @@ class PPO(SB3PPO):
                 ]
                 totals[: len(sums)] += torch.stack(sums).double()
                 if generator is not None:
-                    totals[5:] += torch.stack(drac_sums).double()
-        policy, value, entropy, clipped, kl, drac_policy, drac_value = (totals / n).tolist()
+                    totals[5:7] += torch.stack(drac_sums).double()
+                if teacher is not None:
+                    totals[7:] += torch.stack(distill_sums).double()
+        policy, value, entropy, clipped, kl, drac_policy, drac_value, distill_kl, distill_mse = (totals / n).tolist()
         means = {"policy": policy, "value": value, "entropy": entropy, "clip": clipped, "kl": kl}
         loss = policy + self.ent_coef * entropy + self.vf_coef * value
         if generator is not None:
             means.update(drac_policy=drac_policy, drac_value=drac_value)
             loss += self.aug_coef * (drac_policy + drac_value)
+        if teacher is not None:
+            means.update(distill_kl=distill_kl, distill_value_mse=distill_mse)
+            loss += self.distill_coef * (distill_kl + 0.5 * distill_mse)
         return means, loss
 
 
@@ -305,6 +351,63 @@ def drac_loss(
     return policy_sum / len(observations), value_sum / len(observations)
 
 
+# ---------------------------------------------------------------------------------------
+# BG-PBT's distillation
+
+
+def policy_kl(teacher: Distribution, student: Distribution) -> torch.Tensor:
+    """KL(π_t(·|s) ‖ π_s(·|s)) per sample, the teacher's distribution first: torch's closed form on
+    SB3's distributions' ``.distribution``, a Categorical's for Discrete actions, a diagonal
+    Gaussian's summed over the action dimensions for Box actions (gSDE's included: its marginal at
+    s is that Gaussian). Other action spaces are not built."""
+    inner_teacher, inner_student = teacher.distribution, student.distribution
+    if isinstance(inner_teacher, torch.distributions.Categorical) and isinstance(
+        inner_student, torch.distributions.Categorical
+    ):
+        return torch.distributions.kl_divergence(inner_teacher, inner_student)
+    if isinstance(inner_teacher, torch.distributions.Normal) and isinstance(inner_student, torch.distributions.Normal):
+        return torch.distributions.kl_divergence(inner_teacher, inner_student).sum(dim=-1)
+    raise TypeError(
+        f"distillation's KL is built for Discrete (Categorical) and Box (diagonal Gaussian) actions; got "
+        f"{type(teacher).__name__} and {type(student).__name__}"
+    )
+
+
+def distill_terms(
+    teacher: ActorCriticPolicy, observations: torch.Tensor, distribution: Distribution, values: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sums over a batch of KL(π_t(·|s) ‖ π(·|s)) and (V(s) - V_t(s))², for the student's
+    ``distribution`` π(·|s) and ``values`` V(s) on ``observations``; the teacher's π_t and V_t are
+    computed here without gradient (targets: nothing of the teacher moves or keeps a graph)."""
+    with torch.no_grad():
+        teacher_distribution, teacher_values = policy_outputs(teacher, observations)
+    kl = policy_kl(teacher_distribution, distribution)
+    return kl.sum(), (values - teacher_values).square().sum()
+
+
+@dataclass(frozen=True)
+class Distillation:
+    """A member's distillation under way (:meth:`PPOLearner.start_distillation`)."""
+
+    teacher: ActorCriticPolicy
+    """The frozen teacher policy (its own copy of the teacher's weights)."""
+    start: int
+    """The student's env steps when it began."""
+    total_steps: int
+    """The distillation's length in env steps (α's schedule: evo/core/distill.py)."""
+
+
+class FrozenPolicy:
+    """What :func:`evo.sb3.flat.bind_flat` needs to lay a PPO member's flat buffer onto a bare policy:
+    the names PPO's ``_get_torch_save_params`` gives (the policy, then its optimizer's state)."""
+
+    def __init__(self, policy: ActorCriticPolicy):
+        self.policy = policy
+
+    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
+        return SB3PPO._get_torch_save_params(self)
+
+
 def rollout_size(model: PPO) -> int:
     return int(model.n_steps * model.n_envs)
 
@@ -336,7 +439,8 @@ def policy_arguments(
 
 
 class PPOLearner(SB3Learner):
-    """A PPO member: on-policy, its state the policy and its Adam optimizer."""
+    """A PPO member: on-policy, its state the policy and its Adam optimizer. It can be distilled
+    from a teacher (:meth:`start_distillation`)."""
 
     algorithm = PPO
     custom = {"gae_lambda": set_gae_lambda, "n_minibatches": set_n_minibatches}
@@ -363,6 +467,114 @@ class PPOLearner(SB3Learner):
 
     def policy_kwargs(self) -> dict[str, Any]:
         return policy_arguments(self.agent, self.setup.channels_last, self.architecture)[1]
+
+    # --- distillation (BG-PBT) ------------------------------------------------------------
+
+    distillation: Distillation | None = None
+    """The distillation under way, or None."""
+
+    def start_distillation(
+        self,
+        teacher_state: np.ndarray,
+        teacher_hparams: Mapping[str, Any],
+        total_steps: int,
+        teacher_normalization: np.ndarray | None = None,
+    ) -> None:
+        """From the next update on, learn from a teacher as BG-PBT's students do: PPO's loss on the
+        member's own rollouts plus α (½ MSE(V, V_t) + KL(π_t ‖ π)), α = ``distillation_weight``(env
+        steps since now, ``total_steps``) set before each update (1 at the first, 0.05 from 80 % of
+        ``total_steps`` on; it stays there until :meth:`stop_distillation`).
+
+        ``teacher_state``: the teacher's flat weights buffer (its ``exploit_state()['weights']``, of
+        a PPO member of this run); ``teacher_hparams``: its settings, whose architecture
+        (``pi_layers`` ...) shapes the teacher policy, which may differ from the member's. The
+        teacher is a copy, frozen (no gradient, evaluation mode): the given buffer is never
+        written. ``teacher_normalization``: its VecNormalize statistics, required if the run
+        normalises: the member takes them (its own are replaced), so both read the same
+        normalised observations; they keep updating as the member trains, as its own would.
+
+        The teacher is in neither the member's flat state, its exploit state nor its checkpoints:
+        a member restored from a checkpoint is not distilling, and resuming a run during a
+        distillation is a later item; so are BG-PBT's stages and their successive halving."""
+        distillation_weight(0, total_steps)  # refuses a non-positive length now, not at the first update
+        if self.stats is not None and teacher_normalization is None:
+            raise ValueError(
+                f"member {self.member_id}: the run normalises observations; give the teacher's statistics "
+                "(its exploit_state()['normalization']) as teacher_normalization"
+            )
+        if self.stats is None and teacher_normalization is not None:
+            raise ValueError(
+                f"member {self.member_id}: the run does not normalise; a teacher has no statistics to give"
+            )
+        if self.stats is not None and teacher_normalization.size != self.stats.size:
+            raise ValueError(
+                f"member {self.member_id}: the teacher's statistics hold {teacher_normalization.size} values, "
+                f"this env's {self.stats.size}"
+            )
+        teacher = self.teacher_policy(teacher_state, teacher_hparams)
+        if self.stats is not None:
+            np.copyto(self.stats, teacher_normalization)
+            load_statistics(self.normalizer, self.stats)
+            renormalize_last_obs(self.model, self.normalizer)
+        self.distillation = Distillation(teacher, self.env_steps, int(total_steps))
+        self.model.teacher, self.model.distill_coef = teacher, distillation_weight(0, total_steps)
+
+    def stop_distillation(self) -> None:
+        """Drop the teacher: the next updates are PPO's own."""
+        self.distillation = None
+        self.model.teacher, self.model.distill_coef = None, 0.0
+
+    def teacher_policy(self, state: np.ndarray, hparams: Mapping[str, Any]) -> ActorCriticPolicy:
+        """A frozen policy of the architecture ``hparams`` give holding a copy of the flat ``state``
+        (a PPO member's of that architecture), built as PPO builds its policy; its construction's
+        random initialisation (overwritten) does not advance torch's global random stream, which
+        samples the member's actions."""
+        architecture = self.architecture_of({**self.agent.settings, **hparams})
+        kwargs = policy_arguments(self.agent, self.setup.channels_last, architecture)[1]
+        model = self.model
+        with torch.random.fork_rng(devices=[]):
+            policy = model.policy_class(
+                model.observation_space,
+                model.action_space,
+                model.lr_schedule,
+                use_sde=model.use_sde,
+                precision=self.setup.precision,
+                **kwargs,
+            )
+        flat = np.array(state, dtype=np.float32, copy=True)
+        try:
+            bind_flat(FrozenPolicy(policy), flat, keep=False)
+        except ValueError as error:
+            raise ValueError(
+                f"member {self.member_id}: the teacher's state does not fit its architecture: {error}"
+            ) from error
+        policy.requires_grad_(False)
+        policy.set_training_mode(False)
+        return policy
+
+    def train(self, steps: int, should_stop=None, schedule=(), progress=None, callback=None) -> None:
+        """SB3Learner's, and while distilling, α set before each rollout (so before its update)."""
+        if self.distillation is not None:
+            callback = CallbackList(
+                [
+                    callback or training_callbacks(self, should_stop or (lambda: False), schedule, progress),
+                    DistillationCallback(self.distillation.start, self.distillation.total_steps),
+                ]
+            )
+        super().train(steps, should_stop, schedule, progress, callback)
+
+    def rebuild(self, hparams: Mapping[str, Any], state: np.ndarray | None = None) -> None:
+        """SB3Learner's; a distilling member keeps its teacher and α on the new model (whether a
+        stage's students exploit each other is the stages' business)."""
+        coef = self.model.distill_coef
+        super().rebuild(hparams, state)
+        if self.distillation is not None:
+            self.model.teacher, self.model.distill_coef = self.distillation.teacher, coef
+
+    def restore(self, payload: Mapping[str, Any]) -> str | None:
+        """SB3Learner's; a checkpoint holds no teacher, so the restored member is not distilling."""
+        self.stop_distillation()
+        return super().restore(payload)
 
 
 LEARNER = PPOLearner
