@@ -112,6 +112,6 @@ def hidden_sizes(module) -> list[int]:
 
 
 @pytest.mark.parametrize("extra", [[], ["--asynchronous"]], ids=["point-to-point", "asynchronous"])
-def test_the_point_to_point_and_asynchronous_exchanges_move_members_of_any_size(tmp_path, script, extra):
+def test_the_point_to_point_and_asynchronous_exchanges_move_members_of_any_size(tmp_path, extra):
     run_dir = run(tmp_path, "pbt_rl_truct.py", 3, "--truncation-fraction", "0.5", *extra)
     assert_architecture_goes_with_the_weights(run_dir)
