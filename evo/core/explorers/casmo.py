@@ -281,6 +281,26 @@ class Posterior:
         return labels
 
 
+def fit_posterior(
+    X: np.ndarray, targets: Sequence[float], categorical: Sequence[int], rng: np.random.Generator
+) -> Posterior:
+    """A GP with BG-PBT's kernel fitted by marginal likelihood to the rows of ``X`` (unit values, then
+    the time; ``categorical``: the columns holding categories) and the copula-standardised ``targets``."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
+
+    y = copula_standardise(targets)
+    kernel = ConstantKernel(1.0, SIGNAL_BOUNDS) * casmo_kernel(categorical, X.shape[1] - 1) + WhiteKernel(
+        1e-3, NOISE_BOUNDS
+    )
+    gp = GaussianProcessRegressor(kernel, n_restarts_optimizer=1, random_state=int(rng.integers(2**31 - 1)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a bound reached is still a usable fit
+        gp.fit(X, y)
+    return Posterior(gp.kernel_.k1, float(gp.kernel_.k2.noise_level), X, y)
+
+
 def maximise_in_region(posterior: Posterior, region: Region, time: float, rng: np.random.Generator) -> np.ndarray:
     """The UCB's best point in ``region`` found by interleaved local search (see the module docstring)."""
     from scipy.optimize import minimize
@@ -393,20 +413,9 @@ class Casmo(PB2):
         recent = self.observations[-HISTORY:]
         if len(recent) < self.minimum_data:
             return None
-        from sklearn.exceptions import ConvergenceWarning
-        from sklearn.gaussian_process import GaussianProcessRegressor
-        from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
 
         X = np.array([list(x) + [float(t)] for t, x, _ in recent], dtype=float)
-        y = copula_standardise([dy for _, _, dy in recent])
-        kernel = ConstantKernel(1.0, SIGNAL_BOUNDS) * casmo_kernel(self.category_columns, len(self.space)) + (
-            WhiteKernel(1e-3, NOISE_BOUNDS)
-        )
-        gp = GaussianProcessRegressor(kernel, n_restarts_optimizer=1, random_state=int(rng.integers(2**31 - 1)))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)  # a bound reached is still a usable fit
-            gp.fit(X, y)
-        posterior = Posterior(gp.kernel_.k1, float(gp.kernel_.k2.noise_level), X, y)
+        posterior = fit_posterior(X, [dy for _, _, dy in recent], self.category_columns, rng)
         if self.pending:
             posterior.add_pending(np.column_stack([np.array(self.pending), np.full(len(self.pending), generation)]))
         return posterior
