@@ -94,14 +94,13 @@ def test_without_two_distinct_scores_the_bo_half_is_random():
 
 
 def test_bo_goes_where_the_scores_were_high():
-    """Scores rise with depth: BO's picks are deeper than random draws, over seeds."""
-    bo, drawn = [], []
+    """Scores rise with depth: BO's picks are deep (a uniform draw of 1-5 layers averages 3), over seeds."""
+    bo = []
     for seed in range(6):
         rng = np.random.default_rng(seed)
         reached = []
         for _ in range(16):
             arch = {n: k.sample(rng) for n, k in SPACE.items()}
             reached.append((arch, float(arch["pi_layers"]) + 0.1 * rng.standard_normal(), 0))
-        for arch, how in propose_architectures(SPACE, 4, reached, [], rng):
-            (bo if how == "bo" else drawn).append(arch["pi_layers"])
-    assert np.mean(bo) >= 4.0 and np.mean(bo) > np.mean(drawn) + 1.0, (bo, drawn)
+        bo += [arch["pi_layers"] for arch, how in propose_architectures(SPACE, 4, reached, [], rng) if how == "bo"]
+    assert len(bo) == 12 and np.mean(bo) >= 4.0, bo  # measured: 4.9 (seeds 6-11: 5.0, 12-17: 4.7)
