@@ -51,8 +51,7 @@ def stage_due(
         return None
     if every is not None and steps_in_stage >= every:
         return f"the stage has trained {steps_in_stage} env steps per member (at most {every})"
-    scored = [b for b in bests if not math.isnan(b)]
-    if len(bests) > patience and scored:
+    if len(bests) > patience:
         before = [b for b in bests[:-patience] if not math.isnan(b)]
         recent = [b for b in bests[-patience:] if not math.isnan(b)]
         if before and (not recent or max(recent) <= max(before)):

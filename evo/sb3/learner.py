@@ -263,9 +263,9 @@ class SB3Learner:
         buffer (none of which depends on the networks). ``state`` (its flat size): the networks'
         and optimizers' state it takes as it is (received from a donor: no copy); without it, the
         new model's own initialisation."""
-        old = self.model
-        self.architecture = self.architecture_of({**self.agent.settings, **hparams})
-        model = self.build_model(old.env, {**self.agent.settings, **hparams}, seed=None)  # None: no global reseed
+        old, values = self.model, {**self.agent.settings, **hparams}
+        self.architecture = self.architecture_of(values)
+        model = self.build_model(old.env, values, seed=None)  # None: no global reseed
         for name in CARRIED:
             if hasattr(old, name):
                 setattr(model, name, getattr(old, name))

@@ -496,7 +496,7 @@ class PPOLearner(SB3Learner):
         The teacher is in neither the member's flat state, its exploit state nor its checkpoints:
         a member restored from a checkpoint is not distilling, and resuming a run during a
         distillation is a later item; so are BG-PBT's stages and their successive halving."""
-        distillation_weight(0, total_steps)  # refuses a non-positive length now, not at the first update
+        first = distillation_weight(0, total_steps)  # refuses a non-positive length now, not at the first update
         if self.stats is not None and teacher_normalization is None:
             raise ValueError(
                 f"member {self.member_id}: the run normalises observations; give the teacher's statistics "
@@ -517,7 +517,7 @@ class PPOLearner(SB3Learner):
             load_statistics(self.normalizer, self.stats)
             renormalize_last_obs(self.model, self.normalizer)
         self.distillation = Distillation(teacher, self.env_steps, int(total_steps))
-        self.model.teacher, self.model.distill_coef = teacher, distillation_weight(0, total_steps)
+        self.model.teacher, self.model.distill_coef = teacher, first
 
     def stop_distillation(self) -> None:
         """Drop the teacher: the next updates are PPO's own."""
