@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -33,6 +34,7 @@ def train(env_id: str, steps: int, seed: int, folder: Path) -> Path:
     """rl_zoo3's train with zoo's own hyperparameters for ``env_id``: the experiment's folder."""
     experiment = folder / "ppo" / f"{env_id}_1"
     if not (experiment / f"{env_id}.zip").is_file():
+        shutil.rmtree(folder, ignore_errors=True)  # an interrupted training: zoo would number the next one _2
         command = [
             sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", env_id, "-n", str(steps),
             "--seed", str(seed), "-f", str(folder), "--eval-freq", "-1", "--num-threads", "1", "--device", "cpu",
