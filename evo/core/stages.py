@@ -10,20 +10,23 @@ from :func:`propose_architectures`; each student is distilled from a top teacher
 evo/sb3/ppo.py), and successive halving keeps the best of them (:func:`halving_rungs`,
 :func:`survivors`) until the population's size remains.
 
-Not built yet: the loop that runs a stage (where the students live while they outnumber the
-population, their records, resume during a distillation).
+The bookkeeping a run carries from generation to generation and into its checkpoints
+(:class:`StageBook`: the stage's bests, the architectures that ran and the best each reached, the
+distillation under way) and a new stage's students (:func:`plan_students`) are here too; the MPI side
+that trains the students is evo/stagerun.py.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from evo.core.kinds import SearchSpace
+from evo.core.kinds import SearchSpace, sample_hparams
+from evo.core.result import MemberResult
 from evo.core.selection import ranking
 
 ETA = 2
@@ -138,3 +141,225 @@ def propose_architectures(
     while len(chosen) < count:
         chosen.append(({n: space[n].sample(rng) for n in names}, "random"))
     return chosen
+
+
+# ---------------------------------------------------------------------------------------
+# A run's stages: its bookkeeping, and a new stage's students
+
+
+@dataclass(frozen=True)
+class Student:
+    """One of a stage's candidate students: its member id, the population member it is distilled
+    from, its explored hyperparameters (its architecture included) and how its architecture was
+    chosen (``kept``, ``bo`` or ``random``)."""
+
+    member: int
+    teacher: int
+    hparams: dict[str, Any]
+    how: str
+
+    def to_json(self, space: SearchSpace) -> dict[str, Any]:
+        return {
+            "member": self.member,
+            "teacher": self.teacher,
+            "how": self.how,
+            "hparams": {name: space[name].json(value) for name, value in self.hparams.items()},
+        }
+
+    @classmethod
+    def from_json(cls, entry: Mapping[str, Any], space: SearchSpace) -> Student:
+        hparams = {name: space[name].coerce(value) for name, value in entry["hparams"].items()}
+        return cls(int(entry["member"]), int(entry["teacher"]), hparams, str(entry["how"]))
+
+
+def student_ids(population: int, students: int, stage: int) -> range:
+    """The member ids of stage ``stage``'s (1, 2, ...) students: after the population's 0 .. N-1 and
+    every earlier stage's, so that no two learners of a run ever share an id (nor a TensorBoard
+    folder)."""
+    first = population + (stage - 1) * students
+    return range(first, first + students)
+
+
+def top_members(population: Sequence[MemberResult], fraction: float) -> list[int]:
+    """The teachers: the best max(1, int(N · ``fraction``)) members by their last score (BG-PBT's
+    ``quantile_fraction``), best first."""
+    count = max(1, int(len(population) * fraction))
+    order = ranking([result.score for result in population])
+    return [population[i].member for i in order[:count]]
+
+
+def plan_students(
+    stage: int,
+    population: Sequence[MemberResult],
+    space: SearchSpace,
+    architecture: Sequence[str],
+    count: int,
+    reached: Sequence[tuple[Mapping[str, Any], float, int]],
+    kept: Sequence[Mapping[str, Any]],
+    fraction: float,
+    rng: np.random.Generator,
+) -> list[Student]:
+    """Stage ``stage``'s ``count`` students, as BG-PBT's ``search_init`` makes them: architectures
+    from :func:`propose_architectures` over the ``architecture`` dimensions of ``space``; a kept or
+    BO architecture comes with the hyperparameters of a population member drawn at random, a random
+    one with hyperparameters drawn from ``space``; each student's teacher is drawn from
+    :func:`top_members`. ``population``: the last generation's results, sorted by member."""
+    arch_space = {name: space[name] for name in architecture}
+    rest = {name: kind for name, kind in space.items() if name not in arch_space}
+    teachers = top_members(population, fraction)
+    students = []
+    ids = student_ids(len(population), count, stage)
+    for member, (arch, how) in zip(ids, propose_architectures(arch_space, count, reached, kept, rng), strict=True):
+        if how == "random":
+            base = sample_hparams(rest, rng)
+        else:
+            donor = population[int(rng.integers(len(population)))]
+            base = {name: donor.hparams[name] for name in rest}
+        teacher = teachers[int(rng.integers(len(teachers)))]
+        students.append(Student(member, teacher, {**base, **arch}, how))
+    return students
+
+
+@dataclass(frozen=True)
+class StageBook:
+    """What a run knows of its stages, carried into every checkpoint (:meth:`to_json`).
+
+    ``stage``: stages started so far (0: the first population's); ``began``: the generation after
+    which the current stage began (0 for the first); ``steps_at_start``: env steps per member then;
+    ``bests``: the population's best score at each generation of the stage; ``reached``: each
+    architecture that ran, with the best score it reached and its stage (the BO's data); ``kept``:
+    the best architecture of each finished stage; ``distilling``: the distillation under way (None
+    outside one): its students, its rungs, the next rung to run and the students still in."""
+
+    stage: int = 0
+    began: int = 0
+    steps_at_start: int = 0
+    bests: tuple[float, ...] = ()
+    reached: tuple[tuple[dict[str, Any], float, int], ...] = ()
+    kept: tuple[dict[str, Any], ...] = ()
+    distilling: Distilling | None = None
+
+    def after_generation(self, population: Sequence[MemberResult], architecture: Sequence[str]) -> StageBook:
+        """The book once a generation of the population is scored."""
+        scores = [result.score for result in population if not math.isnan(result.score)]
+        reached = list(self.reached)
+        for result in population:
+            if math.isnan(result.score):
+                continue
+            arch = {name: result.hparams[name] for name in architecture}
+            for i, (known, score, stage) in enumerate(reached):
+                if known == arch and stage == self.stage:
+                    reached[i] = (known, max(score, result.score), stage)
+                    break
+            else:
+                reached.append((arch, result.score, self.stage))
+        best = max(scores) if scores else math.nan
+        return replace(self, bests=(*self.bests, best), reached=tuple(reached))
+
+    def due(self, steps_per_member: int, patience: int, every: int | None, max_stages: int) -> str | None:
+        """Why a new stage starts now (:func:`stage_due`), or None."""
+        steps = steps_per_member - self.steps_at_start
+        return stage_due(self.bests, patience, steps, every, self.stage, max_stages)
+
+    def best_architecture(self) -> dict[str, Any] | None:
+        """The architecture that reached the best score in the current stage."""
+        current = [(score, arch) for arch, score, stage in self.reached if stage == self.stage]
+        return max(current, key=lambda item: item[0])[1] if current else None
+
+    def start(self, distilling: Distilling) -> StageBook:
+        """A new stage begins with its distillation; the stage that ends leaves its best architecture."""
+        best = self.best_architecture()
+        kept = (*self.kept, best) if best is not None else self.kept
+        return replace(self, stage=self.stage + 1, kept=kept, bests=(), distilling=distilling)
+
+    def finish(self, generation: int, steps_per_member: int) -> StageBook:
+        """The distillation is over at ``generation``: the new stage's PBT begins."""
+        return replace(self, distilling=None, began=generation, steps_at_start=steps_per_member)
+
+    def to_json(self, space: SearchSpace) -> dict[str, Any]:
+        def arch(values):
+            return {name: space[name].json(value) for name, value in values.items()}
+
+        return {
+            "stage": self.stage,
+            "began": self.began,
+            "steps_at_start": self.steps_at_start,
+            "bests": [None if math.isnan(b) else b for b in self.bests],
+            "reached": [[arch(a), score, stage] for a, score, stage in self.reached],
+            "kept": [arch(a) for a in self.kept],
+            "distilling": self.distilling.to_json(space) if self.distilling is not None else None,
+        }
+
+    @classmethod
+    def from_json(cls, entry: Mapping[str, Any] | None, space: SearchSpace) -> StageBook:
+        if not entry:
+            return cls()
+
+        def arch(values):
+            return {name: space[name].coerce(value) for name, value in values.items()}
+
+        distilling = entry.get("distilling")
+        return cls(
+            stage=int(entry["stage"]),
+            began=int(entry["began"]),
+            steps_at_start=int(entry["steps_at_start"]),
+            bests=tuple(math.nan if b is None else float(b) for b in entry["bests"]),
+            reached=tuple((arch(a), float(score), int(stage)) for a, score, stage in entry["reached"]),
+            kept=tuple(arch(a) for a in entry["kept"]),
+            distilling=Distilling.from_json(distilling, space) if distilling is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class Distilling:
+    """A distillation under way: its students, its rungs (:func:`halving_rungs`), the next rung to
+    run (``rung``), the ids of the students still in (``alive``), the generation after which it began
+    and the env steps per member then (the students' counters start there)."""
+
+    students: tuple[Student, ...]
+    rungs: tuple[Rung, ...]
+    began: int
+    steps_at_start: int
+    rung: int = 0
+    alive: tuple[int, ...] = field(default=())
+
+    def __post_init__(self):
+        if not self.alive:
+            object.__setattr__(self, "alive", tuple(s.member for s in self.students))
+
+    @property
+    def living(self) -> list[Student]:
+        return [s for s in self.students if s.member in self.alive]
+
+    def cut(self, scores: Mapping[int, float]) -> tuple[Distilling, list[int]]:
+        """After rung ``rung``: the students it keeps (by ``scores``, {student: score}), best first,
+        and the book moved to the next rung."""
+        alive = list(self.alive)
+        order = survivors([scores[m] for m in alive], self.rungs[self.rung].keep)
+        kept = [alive[i] for i in order]
+        return replace(self, rung=self.rung + 1, alive=tuple(kept)), kept
+
+    @property
+    def done(self) -> bool:
+        return self.rung >= len(self.rungs)
+
+    def to_json(self, space: SearchSpace) -> dict[str, Any]:
+        return {
+            "students": [s.to_json(space) for s in self.students],
+            "rungs": [[r.students, r.steps, r.keep] for r in self.rungs],
+            "began": self.began,
+            "steps_at_start": self.steps_at_start,
+            "rung": self.rung,
+            "alive": list(self.alive),
+        }
+
+    @classmethod
+    def from_json(cls, entry: Mapping[str, Any], space: SearchSpace) -> Distilling:
+        return cls(
+            students=tuple(Student.from_json(s, space) for s in entry["students"]),
+            rungs=tuple(Rung(*r) for r in entry["rungs"]),
+            began=int(entry["began"]),
+            steps_at_start=int(entry["steps_at_start"]),
+            rung=int(entry["rung"]),
+            alive=tuple(int(m) for m in entry["alive"]),
+        )

@@ -391,6 +391,10 @@ class Distillation:
 
     teacher: ActorCriticPolicy
     """The frozen teacher policy (its own copy of the teacher's weights)."""
+    state: np.ndarray
+    """The teacher's flat buffer the policy holds (what a checkpoint keeps of it)."""
+    hparams: Mapping[str, Any]
+    """The teacher's settings (its architecture shapes the policy)."""
     start: int
     """The student's env steps when it began."""
     total_steps: int
@@ -493,9 +497,10 @@ class PPOLearner(SB3Learner):
         normalises: the member takes them (its own are replaced), so both read the same
         normalised observations; they keep updating as the member trains, as its own would.
 
-        The teacher is in neither the member's flat state, its exploit state nor its checkpoints:
-        a member restored from a checkpoint is not distilling, and resuming a run during a
-        distillation is a later item; so are BG-PBT's stages and their successive halving."""
+        The teacher is in neither the member's flat state nor its exploit state (a student's donor
+        at an exploit would hand over weights, not its teacher); the member's checkpoint holds it
+        (:meth:`member_state`), so a member restored during a distillation goes on distilling, α
+        where it was."""
         first = distillation_weight(0, total_steps)  # refuses a non-positive length now, not at the first update
         if self.stats is not None and teacher_normalization is None:
             raise ValueError(
@@ -516,7 +521,9 @@ class PPOLearner(SB3Learner):
             np.copyto(self.stats, teacher_normalization)
             load_statistics(self.normalizer, self.stats)
             renormalize_last_obs(self.model, self.normalizer)
-        self.distillation = Distillation(teacher, self.env_steps, int(total_steps))
+        kept = {name: teacher_hparams[name] for name in self.spec.architecture if name in teacher_hparams}
+        copy = np.array(teacher_state, dtype=np.float32, copy=True)
+        self.distillation = Distillation(teacher, copy, kept, self.env_steps, int(total_steps))
         self.model.teacher, self.model.distill_coef = teacher, first
 
     def stop_distillation(self) -> None:
@@ -571,10 +578,36 @@ class PPOLearner(SB3Learner):
         if self.distillation is not None:
             self.model.teacher, self.model.distill_coef = self.distillation.teacher, coef
 
+    def member_state(self, replay: bool = True) -> dict[str, Any]:
+        """SB3Learner's, with the distillation under way (its teacher's buffer and settings, where it
+        began, its length and α now), or None."""
+        state = super().member_state(replay)
+        distillation = self.distillation
+        state["distillation"] = None
+        if distillation is not None:
+            state["distillation"] = {
+                "teacher": torch.from_numpy(distillation.state.copy()),
+                "hparams": dict(distillation.hparams),
+                "start": distillation.start,
+                "total_steps": distillation.total_steps,
+                "coef": float(self.model.distill_coef),
+            }
+        return state
+
     def restore(self, payload: Mapping[str, Any]) -> str | None:
-        """SB3Learner's; a checkpoint holds no teacher, so the restored member is not distilling."""
+        """SB3Learner's; a member saved during a distillation goes on with the same teacher, α where
+        it was (checkpoints from before teachers were kept hold none: not distilling)."""
         self.stop_distillation()
-        return super().restore(payload)
+        note = super().restore(payload)
+        saved = payload.get("distillation")
+        if saved is not None:
+            state = saved["teacher"].numpy()
+            teacher = self.teacher_policy(state, saved["hparams"])
+            self.distillation = Distillation(
+                teacher, np.array(state), dict(saved["hparams"]), int(saved["start"]), int(saved["total_steps"])
+            )
+            self.model.teacher, self.model.distill_coef = teacher, float(saved["coef"])
+        return note
 
 
 LEARNER = PPOLearner

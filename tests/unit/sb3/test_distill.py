@@ -298,9 +298,10 @@ def test_the_teachers_weights_never_change(cartpole_teacher):
     student.close()
 
 
-def test_a_rebuilt_student_keeps_its_teacher_and_a_restored_one_drops_it(narrow_teacher):
+def test_a_rebuilt_student_keeps_its_teacher_and_a_restored_one_goes_on_distilling(narrow_teacher):
     """A distilling member rebuilt to another architecture (an exploit's recipient) keeps its teacher
-    and α; one restored from a checkpoint, which holds no teacher, is no longer distilling."""
+    and α; its checkpoint holds the teacher apart from its own state, and a member restored from it,
+    in the same learner or a fresh one, goes on distilling from the same teacher, α where it was."""
     student = member_of(narrow_teacher.config, 1, WEAK)
     narrow_teacher.teach(student, 2048)
     teacher = student.distillation.teacher
@@ -308,13 +309,23 @@ def test_a_rebuilt_student_keeps_its_teacher_and_a_restored_one_drops_it(narrow_
     student.rebuild(deeper)  # as load() does for a donor of another architecture, then set_hparams
     student.set_hparams(deeper)
     assert student.model.teacher is teacher and student.model.distill_coef == 1.0
+    student.model.distill_coef = 0.5  # as if some updates had run
     saved = student.member_state()
-    same_shape = member_of(narrow_teacher.config, 2, deeper)
-    assert saved["state"].numel() == student.buffer.size == same_shape.buffer.size  # no teacher in its state
-    same_shape.close()
-    student.restore(saved)
-    assert student.distillation is None and student.model.teacher is None
+    same_shape = member_of(narrow_teacher.config, 1, deeper)
+    assert saved["state"].numel() == student.buffer.size == same_shape.buffer.size  # the teacher is apart
+    teacher_flat = torch.cat([p.detach().flatten() for p in teacher.parameters()])
+    for restored in (student, same_shape):
+        restored.restore(saved)
+        again = restored.distillation
+        assert again is not None and again.teacher is not teacher
+        assert (again.start, again.total_steps) == (student.distillation.start, student.distillation.total_steps)
+        assert restored.model.teacher is again.teacher and restored.model.distill_coef == 0.5
+        assert torch.equal(torch.cat([p.detach().flatten() for p in again.teacher.parameters()]), teacher_flat)
+        assert not any(p.requires_grad for p in again.teacher.parameters())
+    student.stop_distillation()
+    assert student.member_state()["distillation"] is None
     student.close()
+    same_shape.close()
 
 
 # --- microbatches, and what is refused -----------------------------------------------------------
