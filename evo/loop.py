@@ -88,6 +88,9 @@ class Hooks:
     restarted: Callable[[Any, Restart], None] | None = None
     best: Callable[[int, list[MemberResult]], MemberResult | None] | None = None
     keep_best: Callable[[int, MemberResult, Any], None] | None = None
+    pause: Callable[[GenerationReport], bool] | None = None
+    """Every rank (collective), after a generation's checkpoint step: whether the loop hands back
+    now (its boundary written), as a run with stages does when a stage is due."""
 
 
 @dataclass(frozen=True)
@@ -135,11 +138,13 @@ class GenerationReport:
 
 @dataclass(frozen=True)
 class LoopOutcome:
-    """``completed``: the last generation finished (``start`` if none); ``last``: its report."""
+    """``completed``: the last generation finished (``start`` if none); ``last``: its report;
+    ``paused``: handed back by ``hooks.pause`` before the last generation."""
 
     stopped: bool
     completed: int
     last: GenerationReport | None
+    paused: bool = False
 
 
 def run_generations(
@@ -166,6 +171,10 @@ def run_generations(
         last = report
         run_state = hooks.records(report) if hooks.records is not None else None
         pending = checkpoint(hooks, settings, generation, run_state)
+        if generation < settings.total and hooks.pause is not None and hooks.pause(report):
+            if pending is not None:
+                hooks.save(pending)
+            return LoopOutcome(stopped=False, completed=generation, last=report, paused=True)
     return LoopOutcome(stopped=False, completed=last.generation if last else settings.start, last=last)
 
 

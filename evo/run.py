@@ -7,6 +7,7 @@ checkpoints. Nothing here names an algorithm: members are built through the lear
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 import time
@@ -49,6 +50,7 @@ from evo.rundir.records import RankTiming, RunRecords, tb_dir
 from evo.sb3.cputune import tune_allocator
 from evo.sb3.learner import EnvSettings, MemberSetup, build_member, member_seed
 from evo.sb3.rng import rng_state, set_rng_state
+from evo.stagerun import Stages
 from evo.stopping import EXIT_STOPPED, StopRequest
 
 logger = logging.getLogger("evo")
@@ -301,12 +303,32 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
             per_member, config.total_generations, config.progress_interval, start, len(members)
         )
     best = KeptBest(config.run_id, checkpoint)
-    hooks = run_hooks(comm, config, members, records, explorer, reporter, best)
-    settings = LoopSettings(
-        start, config.total_generations, config.transport, config.checkpoint_every, config.max_member_failures
-    )
+    stages = Stages(comm, config, checkpoint, records) if config.max_distillations else None
+    hooks = run_hooks(comm, config, members, records, explorer, reporter, best, stages)
     stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
-    outcome = run_generations(comm, members, config.owner, hooks, settings, stopper)
+    while True:
+        if stages is not None and stages.ready(start):
+            save = functools.partial(save_checkpoint, comm)
+            outcome = stages.distil(members, start, stopper, checkpoint, target, best, save)
+            if outcome.stopped:
+                break
+            start = outcome.completed
+            explorer = make_explorer(  # a new stage's explorer starts afresh (BG-PBT resets its GP's data)
+                config.explore,
+                config.agent.explored_space,
+                config.perturb_factors,
+                config.resample_probability,
+                rounds=config.total_generations,
+                population=config.num_agents,
+            )
+            hooks = run_hooks(comm, config, members, records, explorer, reporter, best, stages)
+        settings = LoopSettings(
+            start, config.total_generations, config.transport, config.checkpoint_every, config.max_member_failures
+        )
+        outcome = run_generations(comm, members, config.owner, hooks, settings, stopper)
+        if not outcome.paused:
+            break
+        start, checkpoint = outcome.completed, None
     finish(comm, config, members, records, outcome, stop_request)
     stop_request.uninstall()
     return EXIT_STOPPED if outcome.stopped else 0
@@ -437,10 +459,12 @@ def run_hooks(
     explorer: Explorer,
     reporter: ProgressReporter | None = None,
     best: KeptBest | None = None,
+    stages: Stages | None = None,
 ) -> Hooks:
     """The run's steps of the generation loop: train, score, plan, records, checkpoints;
     with ``reporter`` (rank 0), the generation's progress while its members train; with ``best``,
-    the best member so far kept and checkpointed."""
+    the best member so far kept and checkpointed; with ``stages``, the stages' book kept and the
+    loop paused when a distillation is due."""
     target = checkpoint_target(config)
     first = min(members)
 
@@ -487,8 +511,8 @@ def run_hooks(
         train=train,
         score=score,
         plan=plan,
-        records=lambda report: after_exchange(
-            comm, config.total_generations, members, records, explorer, report, reporter
+        records=lambda report: with_stages(
+            stages, report, after_exchange(comm, config.total_generations, members, records, explorer, report, reporter)
         ),
         snapshot=lambda generation, run_state: snapshot(
             config.run_id, members, generation, run_state, config.checkpoint_buffers
@@ -499,7 +523,13 @@ def run_hooks(
         restarted=lambda member, planned: member.carry_score(planned.donor_score_train),
         best=best.beats if best is not None else None,
         keep_best=best.keep if best is not None else None,
+        pause=(lambda report: stages.ready(report.generation)) if stages is not None else None,
     )
+
+
+def with_stages(stages: Stages | None, report: GenerationReport, run_state: dict | None) -> dict | None:
+    """The run state for the checkpoint, with the stages' book once it took the generation."""
+    return stages.record(report.population, run_state) if stages is not None else run_state
 
 
 def rebuild_member(config: Config, failed: Learner, restart: Restart, env_steps: int) -> Learner:

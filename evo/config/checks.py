@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +250,36 @@ def run_dir_problems(run_dir: Path) -> list[str]:
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         return [f"--run-dir {run_dir}: cannot create it, {parent} is not a writable directory"]
     return []
+
+
+def stages(args: Any, spec: Any, search_space: Mapping[str, Any], num_agents: int, problems: list[str]) -> None:
+    """``--max-distillations N`` (BG-PBT's stages): synchronous PPO runs with the networks'
+    architecture in the search space and at least as many students as members."""
+    if not args.max_distillations:
+        return
+    flag = f"--max-distillations {args.max_distillations}"
+    if args.asynchronous:
+        problems.append(
+            f"{flag} --asynchronous: a stage replaces the whole population at once (BG-PBT refuses asynchronous "
+            "runs); drop --asynchronous, or --max-distillations"
+        )
+    if spec.name != "ppo":
+        problems.append(
+            f"{flag} --algo {spec.name}: a stage's students are distilled with PPO's loss (KL to the teacher's "
+            "policy and its value's MSE); SAC and TD3 would need a distillation of their critics and replay "
+            "buffers, not built; use --algo ppo, or drop --max-distillations"
+        )
+        return
+    architecture = [name for name in search_space if name in spec.architecture]
+    if not architecture:
+        problems.append(
+            f"{flag}: a stage proposes new architectures, and the search space has none of {', '.join(spec.architecture)}; "
+            "add them to the YAML's search_space, e.g. pi_layers: {low: 1, high: 5} and pi_width: {low: 32, high: 256}"
+        )
+    if args.schedule is not None:
+        problems.append(f"{flag} --schedule FILE: a replayed schedule trains one fixed agent; drop one of them")
+    students = args.students if args.students is not None else 3 * num_agents
+    if students < num_agents:
+        problems.append(
+            f"--students {students}: a stage needs at least as many students as the {num_agents} members it replaces"
+        )

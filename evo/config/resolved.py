@@ -307,6 +307,43 @@ class Config:
         type=int,
         check=must(lambda n: n >= 0, "must be >= 0 (0: the first failure ends the job)"),
     )
+    max_distillations: int = option(
+        "BG-PBT's stages (Wan et al. 2022): at most this many times, when the best score has not improved for "
+        "--patience generations (or after --stage-steps), a new stage's --students students with new "
+        "architectures (the search space's pi_layers, pi_width, vf_layers, vf_width) are distilled from the top "
+        "members and cut by successive halving to the population; 0: no stages (PPO, synchronous runs)",
+        RESTORED,
+        default=0,
+        type=int,
+        check=must(lambda n: n >= 0, "must be >= 0 (0: no stages)"),
+    )
+    patience: int = option(
+        "generations without a new best score after which a new stage starts (--max-distillations; BG-PBT's 20)",
+        RESTORED,
+        default=20,
+        type=int,
+        check=must(lambda n: n >= 1, "must be at least 1 generation"),
+    )
+    stage_steps: int | None = option(
+        "env steps per member after which a stage ends even while the best improves (BG-PBT's distill_every; "
+        "default: no such limit)",
+        RESTORED,
+        type=int,
+        check=must(lambda n: n >= 1, "must be a positive number of env steps"),
+    )
+    students: int | None = option(
+        "a stage's candidate students, cut by successive halving (eta 2) to the population "
+        "(default: 3 per member, BG-PBT's 24 for 8)",
+        FIXED,
+        type=int,
+    )
+    distillation_steps: int | None = option(
+        "env steps each surviving student is distilled for (alpha's schedule; the rungs' steps add up to it); "
+        "a stage's rungs count as generations of --total-generations (default: 4 generations' env steps)",
+        RESTORED,
+        type=int,
+        check=must(lambda n: n >= 1, "must be a positive number of env steps"),
+    )
     asynchronous: bool = option(
         "asynchronous PBT (pbt_rl_truct.py and pbt_rl_wta.py): no generation shared "
         "by the population and no rank waiting for another; each member is ranked at its own ready points (every "
@@ -376,6 +413,16 @@ class Config:
     @property
     def procgen_game(self) -> str | None:
         return procgen_game(self.env_id)
+
+    @property
+    def stage_students(self) -> int:
+        """A stage's candidate students (``--students``, default 3 per member)."""
+        return self.students if self.students is not None else 3 * self.num_agents
+
+    @property
+    def stage_distillation_steps(self) -> int:
+        """Env steps each surviving student is distilled for (default: 4 generations')."""
+        return self.distillation_steps if self.distillation_steps is not None else 4 * self.agent_training_steps
 
     def members_of(self, rank: int) -> range:
         """Member ids held by ``rank`` (contiguous blocks: rank r holds r*k .. r*k+k-1)."""

@@ -10,7 +10,12 @@
   and ``donor`` (the member it copied at the end of the generation; empty when it kept its
   own weights); ``score_train_stale`` is 1 when ``score_train`` was carried over, not
   measured (no training episode finished since the member's weights last changed hands).
-- ``lineage.jsonl``: one JSON object per exploit, and per restart of a failed member (``"event": "restart"``).
+  A run with stages (``--max-distillations``) has two more columns: ``stage`` (0 for the first
+  population, then 1, 2 ... from each distillation on) and ``teacher`` (a student's teacher during
+  a distillation, whose rows are the students' own, under their ids; empty for members).
+- ``lineage.jsonl``: one JSON object per exploit, and per restart of a failed member (``"event": "restart"``);
+  with stages, per student of a stage (``"event": "student"``), per rung's cut (``"event": "rung"``)
+  and per member taking a surviving student's place (``"event": "survivor"``).
 - ``generations.csv``: per generation, wall time, env steps per second, and the slowest
   rank's seconds training, scoring, waiting for the other ranks and exchanging weights.
 - ``tb/population``: TensorBoard aggregates (``pbt/best_score`` ...); members' own
@@ -50,7 +55,11 @@ ASYNCHRONOUS_FIELDS = ("wall_s", "donor_interval")
 and the donor's own interval whose weights the member copied there."""
 
 
-def population_fields(names: Sequence[str], asynchronous: bool = False) -> list[str]:
+STAGE_FIELDS = ("stage", "teacher")
+"""A run with stages' extra population.csv columns."""
+
+
+def population_fields(names: Sequence[str], asynchronous: bool = False, stages: bool = False) -> list[str]:
     """population.csv's columns for a run exploring ``names`` (in the learner's declaration order)."""
     return [
         "generation",
@@ -59,6 +68,7 @@ def population_fields(names: Sequence[str], asynchronous: bool = False) -> list[
         "env_steps",
         "score",
         "donor",
+        *(STAGE_FIELDS if stages else ()),
         *names,
         "score_train",
         "score_test",
@@ -182,6 +192,7 @@ class RunRecords:
         lineage: list[dict] | None = None,
         population_step: int | None = None,
         ready_records: Sequence[Mapping[str, Any]] | None = None,
+        stages: bool = False,
     ):
         """Create the run directory (``new_run``: the config to save and the command line), or, with
         ``resume_generation``, continue its records from that generation (later rows, written after
@@ -199,7 +210,9 @@ class RunRecords:
         self.lineage: list[dict] = list(lineage or [])
         self.names = tuple(names)
         self.space = space
-        self.fields = population_fields(self.names, asynchronous)
+        self.fields = population_fields(self.names, asynchronous, stages)
+        self.stage: int | None = 0 if stages else None
+        """The stage the population's rows belong to (None: a run without stages)."""
         self.population_step = population_step or 0
         if resume_generation is None:
             saved_config, command_line = new_run if new_run is not None else ({}, command_line)
@@ -254,6 +267,7 @@ class RunRecords:
             lineage=lineage,
             population_step=population_step,
             ready_records=(ready_records or []) if config.asynchronous else None,
+            stages=config.max_distillations > 0,
         )
 
     def _rebuild(self, ready_records: Sequence[Mapping[str, Any]]) -> None:
@@ -303,6 +317,8 @@ class RunRecords:
             writer = csv.DictWriter(handle, self.fields, lineterminator=LINE_END)
             for result in population:
                 row = population_row(generation, result, donors.get(result.member, ""), self.space, self.names)
+                if self.stage is not None:
+                    row.update(stage=self.stage, teacher="")
                 writer.writerow(row)
         self._append_lineage([exploit.to_json(self.space) for exploit in [*restarts, *exploits]])
         self.population_step = max(result.env_steps for result in population)
@@ -310,6 +326,41 @@ class RunRecords:
         if self.writer is not None:
             self.writer.add_scalar("pbt/exploits", len(exploits), self.population_step)
             self.writer.add_scalar("pbt/generation", generation, self.population_step)
+            self.writer.flush()
+
+    def write_rung(
+        self,
+        generation: int,
+        students: Sequence[MemberResult],
+        teachers: Mapping[int, int],
+        lineage: Sequence[dict],
+    ) -> None:
+        """A distillation's rung (stage ``self.stage``): each student's row under its own id, with its
+        teacher; the rung's lineage lines; in TensorBoard the students' best and mean score and the
+        stage."""
+        with self.population_path.open("a", newline="") as handle:
+            writer = csv.DictWriter(handle, self.fields, lineterminator=LINE_END)
+            for result in students:
+                row = population_row(generation, result, "", self.space, self.names)
+                row.update(stage=self.stage, teacher=teachers[result.member])
+                writer.writerow(row)
+        self._append_lineage(lineage)
+        self.population_step = max(self.population_step, *(result.env_steps for result in students))
+        scores = [result.score for result in students if result.scored]
+        if self.writer is not None:
+            if scores:
+                self.writer.add_scalar("stage/best_student_score", max(scores), self.population_step)
+                self.writer.add_scalar("stage/mean_student_score", sum(scores) / len(scores), self.population_step)
+            self.writer.add_scalar("stage/students", len(students), self.population_step)
+            self.writer.add_scalar("pbt/generation", generation, self.population_step)
+            self.writer.flush()
+
+    def write_stage(self, stage: int, lineage: Sequence[dict]) -> None:
+        """A new stage begins (its students' lineage lines) or ends (its survivors')."""
+        self.stage = stage
+        self._append_lineage(lineage)
+        if self.writer is not None:
+            self.writer.add_scalar("pbt/stage", stage, self.population_step)
             self.writer.flush()
 
     def write_ready(self, record: Mapping[str, Any], latest_scores: Sequence[float]) -> None:

@@ -1,0 +1,170 @@
+"""BG-PBT's stages in real runs under mpiexec (``--max-distillations``): a stage's students are planned,
+distilled from the top members, cut by successive halving, and the survivors take the members' places
+with their architectures; a run stopped in the middle of a distillation resumes there and records what
+the uninterrupted run records; HalfCheetah on 4 ranks with --explore casmo reaches its second stage."""
+
+import signal
+
+import pytest
+import torch
+
+from evo.rundir.checkpoint import load_payload
+from tests.e2e.runs import running, scalar_tags, wait_for
+from tests.gated_env import gate_flags, held
+from tests.support import last_manifest, mpiexec, need_mujoco, read_lineage, read_population, write_hyperparams
+
+ARCHITECTURE = ("pi_layers", "pi_width", "vf_layers")
+SPACE = """default:
+  n_envs: 2
+  n_steps: 64
+  n_minibatches: 2
+  n_epochs: 2
+  search_space:
+    learning_rate: {low: 1.0e-4, high: 1.0e-3, scale: log}
+    pi_layers: {low: 1, high: 3, type: int}
+    pi_width: {choices: [16, 32, 64]}
+    vf_layers: {low: 1, high: 3, type: int}
+"""
+MEMBERS, STUDENTS, STEPS, DISTILLATION = 4, 12, 256, 1024
+"""12 students for 4 members: rungs of 12 -> 6 (256 env steps each) and 6 -> 4 (768): generations 2 and 3,
+the stage being due after generation 1 (--stage-steps 256)."""
+GATE = 200
+"""The gate's env step (per env, 2 envs a learner): a member's envs are at 128 when the stage starts, a
+student's reach 128 in its first rung and pass 200 in its second."""
+
+
+def stage_flags(tmp_path, run_dir, *extra) -> list[str]:
+    return [
+        "pbt_rl_truct.py",
+        *("--num-agents", str(MEMBERS), "--total-generations", "4", "--agent-training-steps", str(STEPS)),
+        *("--hyperparams", str(write_hyperparams(tmp_path, SPACE)), "--seed", "3", "--run-dir", str(run_dir)),
+        *("--max-distillations", "1", "--stage-steps", str(STEPS), "--patience", "100"),
+        *("--distillation-steps", str(DISTILLATION)),
+        *extra,
+    ]
+
+
+def gated(gate_at: int, gate) -> list[str]:
+    """Pendulum behind tests/gated_env.py's gate (0: none), its episodes cut to 50 steps so that every
+    learner finishes some in each generation and rung."""
+    return [*gate_flags("Pendulum-v1", gate_at, gate), "max_episode_steps:50"]
+
+
+def shape(row) -> tuple[int, ...]:
+    return tuple(int(float(row[name])) for name in ARCHITECTURE)
+
+
+def assert_one_stage(run_dir) -> None:
+    """The records of a run whose one stage ran after generation 1, as its rungs 2 and 3."""
+    rows = read_population(run_dir)
+    lineage = read_lineage(run_dir)
+    by_key = {(int(r["generation"]), int(r["member"])): r for r in rows}
+    students = [e for e in lineage if e.get("event") == "student"]
+    rungs = [e for e in lineage if e.get("event") == "rung"]
+    survivors = [e for e in lineage if e.get("event") == "survivor"]
+    assert [e["member"] for e in students] == list(range(MEMBERS, MEMBERS + STUDENTS))
+    assert {e["generation"] for e in students} == {1} and {e["stage"] for e in students} == {1}
+    assert {e["how"] for e in students} <= {"bo", "random", "kept"}
+    # the teachers: the top quarter of generation 1 (one member of 4), by score
+    best = max(range(MEMBERS), key=lambda m: float(by_key[(1, m)]["score"]))
+    assert {e["teacher"] for e in students} == {best}
+    # the rungs: every student in the first, the kept ones in the second, each rung keeping the best
+    assert [(e["generation"], len(e["kept"]), len(e["dropped"])) for e in rungs] == [(2, 6, 6), (3, 4, 2)]
+    for e in rungs:
+        kept_scores = [e["scores"][str(m)] for m in e["kept"]]
+        assert kept_scores == sorted(kept_scores, reverse=True)
+        assert min(kept_scores) >= max(e["scores"][str(m)] for m in e["dropped"])
+    assert [int(r["member"]) for r in rows if r["generation"] == "2"] == [e["member"] for e in students]
+    assert sorted(int(r["member"]) for r in rows if r["generation"] == "3") == sorted(rungs[0]["kept"])
+    planned = {e["member"]: e for e in students}
+    for r in rows:
+        generation, member = int(r["generation"]), int(r["member"])
+        if generation in (2, 3):  # a student's row: its teacher, its stage, its planned architecture
+            assert (r["stage"], int(r["teacher"])) == ("1", planned[member]["teacher"])
+            assert shape(r) == tuple(planned[member]["hparams"][name] for name in ARCHITECTURE)
+            assert int(r["env_steps"]) == STEPS + (256 if generation == 2 else DISTILLATION)
+        else:
+            assert r["teacher"] == "" and r["stage"] == ("0" if generation == 1 else "1")
+    # member i takes survivor i (best first): its architecture and hyperparameters, its env steps
+    assert [(e["member"], e["student"]) for e in survivors] == list(enumerate(rungs[1]["kept"]))
+    for e in survivors:
+        after = by_key[(4, e["member"])]
+        student = by_key[(3, e["student"])]
+        assert shape(after) == shape(student)
+        assert int(after["env_steps"]) == STEPS + DISTILLATION + STEPS
+        assert after["learning_rate"] == student["learning_rate"]  # what member i trained with in generation 4
+
+
+def test_a_stage_distils_students_cuts_them_and_resumes_in_the_middle_of_its_distillation(tmp_path):
+    """The uninterrupted run goes through the gated env's ungated twin; the stopped one is held in its
+    distillation's second rung (a student's env at step GATE) until SIGUSR1, then resumed."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    whole_dir = tmp_path / "whole"
+    whole = mpiexec(2, stage_flags(tmp_path, whole_dir, *gated(0, gate)), timeout=600)
+    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-3000:]
+    assert_one_stage(whole_dir)
+    assert "stage 1 after generation 1 (the stage has trained 256 env steps per member" in whole.stdout + whole.stderr
+
+    run_dir = tmp_path / "stopped"
+    with running(2, stage_flags(tmp_path, run_dir, *gated(GATE, gate))) as job:
+        wait_for(lambda: len(held(gate, range(2))) >= 1, 400, "a student at the gate in the second rung")
+        job.send_signal(signal.SIGUSR1)
+        output, errors = job.communicate(timeout=300)
+    assert job.returncode == 75, output[-2000:] + errors[-3000:]
+    # the checkpoint of the first rung: the members, the 6 students still in, each with its teacher
+    manifest = last_manifest(run_dir)
+    assert manifest["generation"] == 2
+    distilling = manifest["stages"]["distilling"]
+    assert distilling["rung"] == 1 and len(distilling["alive"]) == 6
+    assert sorted(int(m) for m in manifest["members"]) == sorted([*range(MEMBERS), *distilling["alive"]])
+    directory = run_dir / "checkpoints" / "gen_000002"
+    for student in distilling["alive"]:
+        payload = load_payload(directory / f"member_{student}.pt")
+        saved = payload["distillation"]
+        assert saved is not None and saved["total_steps"] == DISTILLATION and 0.05 <= saved["coef"] <= 1.0
+        assert saved["start"] == STEPS and payload["num_timesteps"] == STEPS + 256
+        assert isinstance(saved["teacher"], torch.Tensor) and saved["teacher"].numel() > 0
+    for member in range(MEMBERS):
+        assert load_payload(directory / f"member_{member}.pt")["distillation"] is None
+
+    resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"], timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout + resumed.stderr
+    assert_one_stage(run_dir)
+    assert read_population(run_dir) == read_population(whole_dir)
+    assert read_lineage(run_dir) == read_lineage(whole_dir)
+
+
+def test_halfcheetah_on_4_ranks_with_casmo_reaches_its_second_stage(tmp_path):
+    """The issue's configuration, short: ``mpiexec -n 4 pbt_rl_truct.py --env-id HalfCheetah-v5
+    --explore casmo`` with the architecture in the space and normalisation; the stage due by its env
+    steps (a stage due by patience depends on the scores, which differ between hosts: the rule is
+    tested in tests/unit/core/test_stages.py); records, checkpoints and TensorBoard."""
+    need_mujoco()
+    space = SPACE.replace("default:", "HalfCheetah-v5:\n  normalize: true").replace("[16, 32, 64]", "[32, 64, 256]")
+    run_dir = tmp_path / "run"
+    args = [
+        "pbt_rl_truct.py",
+        *("--env-id", "HalfCheetah-v5", "--env-kwargs", "max_episode_steps:100", "--explore", "casmo"),
+        *("--num-agents", "4", "--total-generations", "5", "--agent-training-steps", "256"),
+        *("--hyperparams", str(write_hyperparams(tmp_path, space)), "--seed", "1", "--run-dir", str(run_dir)),
+        *("--max-distillations", "1", "--stage-steps", "512", "--students", "8", "--distillation-steps", "512"),
+    ]
+    result = mpiexec(4, args, timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    lineage = read_lineage(run_dir)
+    students = [e for e in lineage if e.get("event") == "student"]
+    assert len(students) == 8 and "has trained 512 env steps per member" in students[0]["reason"]
+    began = students[0]["generation"]
+    assert began == 2
+    rows = read_population(run_dir)
+    assert {r["stage"] for r in rows if int(r["generation"]) > began} == {"1"}
+    assert {int(r["member"]) for r in rows if int(r["generation"]) == began + 1} == set(range(4, 12))
+    assert len([e for e in lineage if e.get("event") == "survivor"]) == 4
+    manifest = last_manifest(run_dir)
+    assert manifest["stages"]["stage"] == 1 and manifest["stages"]["distilling"] is None
+    _, tags = scalar_tags(run_dir / "tb" / "population")
+    assert {"pbt/stage", "stage/best_student_score", "stage/students"} <= tags
+    _, student_tags = scalar_tags(run_dir / "tb" / f"member_{students[0]['member']}")
+    assert {"train/distill_kl", "train/distill_coef", "train/distill_value_mse"} <= student_tags
