@@ -415,3 +415,29 @@ def test_pb2_refuses_named_choices_and_names_the_papers_explorers():
     for explorer in ("pb2-mix", "pb2-rand"):  # and the paper's explorers run asynchronously too
         config = parse_config(["--explore", explorer, "--asynchronous"], world_size=2)
         assert config.asynchronous and config.explore == explorer
+
+
+ARCH_SPACE = "search_space:{learning_rate: {low: 1.0e-4, high: 1.0e-3, scale: log}, pi_layers: {low: 1, high: 3, type: int}}"
+
+
+def test_stages_resolve_bg_pbts_defaults(tmp_path):
+    config = parse(["--env-id", "Pendulum-v1", "--max-distillations", "2", "--hyperparams", ARCH_SPACE], tmp_path,
+                   world_size=4)  # fmt: skip
+    assert (config.max_distillations, config.patience, config.stage_steps) == (2, 20, None)
+    assert config.stage_students == 12 and config.stage_distillation_steps == 4 * config.agent_training_steps
+    assert parse([], tmp_path, world_size=2).max_distillations == 0
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--asynchronous", "--hyperparams", ARCH_SPACE], "BG-PBT refuses asynchronous runs"),
+        (["--algo", "sac"], "SAC and TD3 would need a distillation of their critics"),
+        ([], "the search space has none of pi_layers, pi_width, vf_layers, vf_width"),
+        (["--students", "3", "--hyperparams", ARCH_SPACE], "--students 3: a stage needs at least as many students"),
+        (["--patience", "0", "--hyperparams", ARCH_SPACE], "--patience 0: must be at least 1"),
+    ],
+)
+def test_stages_refuse_what_they_cannot_run_naming_the_fix(tmp_path, argv, said):
+    found = problems(["--env-id", "Pendulum-v1", "--max-distillations", "1", *argv], tmp_path, world_size=4)
+    assert any(said in problem for problem in found), found

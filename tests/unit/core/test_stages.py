@@ -1,13 +1,27 @@
 """BG-PBT's stages, pure: when one is due, successive halving's rungs and survivors, and the
 architectures proposed for a new stage's students (kept, by BO, at random)."""
 
+import json
 import math
 
 import numpy as np
 import pytest
 
-from evo.core.kinds import Choice, Integer
-from evo.core.stages import Rung, halving_rungs, propose_architectures, stage_due, survivors
+from evo.core.kinds import Choice, Integer, LogFloat
+from evo.core.result import MemberResult
+from evo.core.stages import (
+    Distilling,
+    Rung,
+    StageBook,
+    Student,
+    halving_rungs,
+    plan_students,
+    propose_architectures,
+    stage_due,
+    student_ids,
+    survivors,
+    top_members,
+)
 
 NAN = math.nan
 
@@ -104,3 +118,82 @@ def test_bo_goes_where_the_scores_were_high():
             reached.append((arch, float(arch["pi_layers"]) + 0.1 * rng.standard_normal(), 0))
         bo += [arch["pi_layers"] for arch, how in propose_architectures(SPACE, 4, reached, [], rng) if how == "bo"]
     assert len(bo) == 12 and np.mean(bo) >= 4.0, bo  # measured: 4.9 (seeds 6-11: 5.0, 12-17: 4.7)
+
+
+# --- a run's bookkeeping and a stage's students ---------------------------------------------------
+
+HP_SPACE = {
+    "learning_rate": LogFloat(1e-4, 1e-2),
+    "pi_layers": Integer(1, 5),
+    "pi_width": Choice([32, 64, 128, 256]),
+}
+ARCH = ["pi_layers", "pi_width"]
+
+
+def population(scores, layers=(1, 2, 3, 4), steps=1000):
+    return [
+        MemberResult(m, 0, steps, s, hparams={"learning_rate": 1e-3 * (m + 1), "pi_layers": layers[m], "pi_width": 64})
+        for m, s in enumerate(scores)
+    ]
+
+
+def test_the_book_keeps_each_architectures_best_per_stage_and_is_due_by_steps_or_patience():
+    book = StageBook().after_generation(population([1.0, 2.0, NAN, 0.5]), ARCH)
+    book = book.after_generation(population([3.0, 1.0, 0.0, 0.5], layers=(1, 1, 3, 4)), ARCH)
+    assert book.bests == (2.0, 3.0)
+    reached = {(a["pi_layers"], stage): score for a, score, stage in book.reached}
+    assert reached == {(1, 0): 3.0, (2, 0): 2.0, (4, 0): 0.5, (3, 0): 0.0}
+    assert book.best_architecture() == {"pi_layers": 1, "pi_width": 64}
+    assert book.due(1000, patience=5, every=1000, max_stages=1) is not None  # 1000 steps since the start
+    assert book.due(999, patience=1, every=1000, max_stages=1) is None  # improved at its last generation
+    flat = book.after_generation(population([1.0, 1.0, 1.0, 1.0]), ARCH)
+    assert "has not improved for 1 generations" in flat.due(0, patience=1, every=None, max_stages=1)
+    started = flat.start(Distilling((), (Rung(4, 10, 4),), began=3, steps_at_start=1000))
+    assert (started.stage, started.bests, started.kept) == (1, (), ({"pi_layers": 1, "pi_width": 64},))
+    assert started.due(10**9, patience=1, every=1, max_stages=1) is None  # no stage past the maximum
+    finished = started.finish(5, 2000)
+    assert (finished.distilling, finished.began, finished.steps_at_start) == (None, 5, 2000)
+    assert finished.due(2999, 1, every=1000, max_stages=2) is None
+    assert finished.due(3000, 1, every=1000, max_stages=2) is not None
+
+
+def test_a_distillation_cuts_to_the_best_students_rung_by_rung():
+    students = tuple(Student(m, 0, {}, "random") for m in (4, 5, 6, 7, 8))
+    distilling = Distilling(students, tuple(halving_rungs(5, 2, 100)), began=1, steps_at_start=0)
+    assert distilling.alive == (4, 5, 6, 7, 8) and [r.keep for r in distilling.rungs] == [2]
+    after, kept = distilling.cut({4: 1.0, 5: NAN, 6: 3.0, 7: 2.0, 8: 3.0})
+    assert kept == [6, 8] and after.alive == (6, 8) and after.done  # ties: the lower id first; NaN last
+    assert [s.member for s in after.living] == [6, 8]
+
+
+def test_the_book_and_its_distillation_go_through_json_unchanged():
+    rng = np.random.default_rng(0)
+    pop = population([1.0, 2.0, 3.0, 4.0])
+    book = StageBook().after_generation(pop, ARCH)
+    students = plan_students(1, pop, HP_SPACE, ARCH, 6, book.reached, book.kept, 0.25, rng)
+    book = book.start(Distilling(tuple(students), tuple(halving_rungs(6, 4, 100)), began=1, steps_at_start=1000))
+    text = json.loads(json.dumps(book.to_json(HP_SPACE)))
+    assert StageBook.from_json(text, HP_SPACE) == book
+    assert StageBook.from_json(None, HP_SPACE) == StageBook()
+
+
+def test_a_stages_students_as_bg_pbt_makes_them():
+    """Ids after the population's and every earlier stage's; teachers from the top quarter; a kept or BO
+    architecture comes with a population member's hyperparameters, a random one with drawn ones."""
+    assert list(student_ids(4, 6, 1)) == [4, 5, 6, 7, 8, 9] and list(student_ids(4, 6, 2)) == list(range(10, 16))
+    pop = population([1.0, 4.0, 3.0, 2.0] * 2, layers=(1, 2, 3, 4, 5, 1, 2, 3))
+    pop = [MemberResult(m, 0, 1000, r.score, hparams=r.hparams) for m, r in enumerate(pop)]
+    assert top_members(pop, 0.25) == [1, 5]
+    book = StageBook().after_generation(pop, ARCH)
+    for seed in range(5):
+        students = plan_students(2, pop, HP_SPACE, ARCH, 12, book.reached, ({"pi_layers": 2, "pi_width": 64},), 0.25,
+                                 np.random.default_rng(seed))  # fmt: skip
+        assert [s.member for s in students] == list(student_ids(8, 12, 2))
+        assert {s.teacher for s in students} <= {1, 5}
+        assert [s.how for s in students] == ["kept"] + ["bo"] * 6 + ["random"] * 5
+        assert students[0].hparams["pi_layers"] == 2
+        rates = {r.hparams["learning_rate"] for r in pop}
+        for s in students:
+            assert all(HP_SPACE[n].contains(s.hparams[n]) for n in HP_SPACE)
+        assert all(s.hparams["learning_rate"] in rates for s in students if s.how != "random")
+        assert sum(s.hparams["learning_rate"] in rates for s in students if s.how == "random") == 0
