@@ -36,6 +36,7 @@ from evo.rundir.history import (  # noqa: E402
     copy_sources,
     load_run,
     restart_sources,
+    stage_starts,
 )
 
 DPI = 110
@@ -81,6 +82,11 @@ def plot_scores(history: RunHistory):
         mean.append(finite.mean() if finite.size else math.nan)
     ax.plot(steps, best, color="black", linewidth=2.6, label="population best", gid="best")
     ax.plot(steps, mean, color="dimgray", linewidth=2.2, linestyle="--", label="population mean", gid="mean")
+    for stage, began in stage_starts(history).items():  # BG-PBT's stages: where each distillation began
+        at = max(r.env_steps for r in history.rows if r.generation == began)
+        ax.axvline(at, color="tab:purple", linewidth=1.0, linestyle=":", gid=f"stage-{stage}")
+        ax.annotate(f"stage {stage}", (at, 1.0), xycoords=("data", "axes fraction"), fontsize=8, color="tab:purple",
+                    xytext=(3, -10), textcoords="offset points")  # fmt: skip
     env = history.config.get("env_id", "")
     ax.set_title(f"Score per member — {env}, {len(history.members)} members, {history.generations[-1]} generations")
     ax.set_xlabel(STEPS_LABEL)
@@ -107,7 +113,7 @@ def plot_hparams(history: RunHistory):
         position = _choice_position(choices)
         for index, member in enumerate(history.members):
             series = history.series(member)
-            starts = [history.row(r.generation - 1, member).env_steps if r.generation > 1 else 0 for r in series]
+            starts = [history.started_at(r) for r in series]
             xs = [x for r, start in zip(series, starts, strict=True) for x in (start, r.env_steps)]
             ys = [position(r.hparams[name]) for r in series for _ in (0, 1)]
             ax.plot(xs, ys, color=colours[index], linewidth=1.2, label=f"member {member}", gid=f"member-{member}")
@@ -212,7 +218,19 @@ def plot_lineage(history: RunHistory):
             edgecolors="black",
             linewidths=0.3,
         )
-    survivors = sorted({founders[history.last_generation(m)][m] for m in members})
+    teachers = {}  # a stage's student: its teacher, at the generation its stage began
+    for row in history.rows:
+        if row.teacher is not None and not history.has(row.generation - 1, row.member):
+            teachers[row.member] = (row.generation, row.teacher)
+    for student, (generation, teacher) in teachers.items():
+        ax.plot([generation - 1, generation], [teacher, student], color="tab:purple", linewidth=0.8, linestyle=":")
+    if teachers:
+        handles_extra = [Line2D([], [], color="tab:purple", linestyle=":", label="a stage's student and its teacher")]
+    else:
+        handles_extra = []
+    last = generations[-1]
+    ended = [m for m in members if history.has(last, m)] if not history.asynchronous else members
+    survivors = sorted({founders[history.last_generation(m)][m] for m in ended})
     ax.set_yticks(members, [f"member {m}" for m in members])
     ax.invert_yaxis()
     ax.set_xlabel("interval of each member (asynchronous PBT)" if history.asynchronous else "generation")
@@ -232,6 +250,7 @@ def plot_lineage(history: RunHistory):
         ax.scatter([generation], [member], marker="x", color="red", s=60, zorder=4)
     if restarts:
         handles.append(Line2D([], [], color="red", marker="x", linestyle="", label="restarted after a failure"))
+    handles += handles_extra
     legend_right(ax, handles, [h.get_label() for h in handles], title="descends from")
     fig.tight_layout()
     return fig

@@ -35,6 +35,10 @@ class Row:
     donor_interval: int | None = None
     """The donor's own interval whose weights the member copied (an asynchronous run's); None: the
     same generation (a synchronous run's copy)."""
+    stage: int | None = None
+    """The stage the row belongs to (a run with stages; None without)."""
+    teacher: int | None = None
+    """A stage's student's teacher (its rows during a distillation), else None."""
 
     @property
     def source(self) -> tuple[int, int] | None:
@@ -71,6 +75,16 @@ class RunHistory:
     def series(self, member: int) -> list[Row]:
         """``member``'s rows in generation order."""
         return sorted((row for row in self.rows if row.member == member), key=lambda row: row.generation)
+
+    def started_at(self, row: Row) -> int:
+        """The env steps ``row``'s member had when its generation began: its own previous row's (across a
+        stage's distillation too), 0 in generation 1, and a stage's student at its first rung the
+        population's as the stage began."""
+        earlier = [r for r in self.series(row.member) if r.generation < row.generation]
+        if earlier:
+            return earlier[-1].env_steps
+        before = [r.env_steps for r in self.rows if r.generation == row.generation - 1]
+        return max(before) if before and row.teacher is not None else 0
 
     def last_generation(self, member: int) -> int:
         """``member``'s last recorded generation (an asynchronous run's members may differ)."""
@@ -126,7 +140,7 @@ def kinds_of(config: dict) -> dict[str, Kind]:
 
 
 FIXED_COLUMNS = ("generation", "member", "rank", "env_steps", "score", "donor", "score_train", "score_test")
-OTHER_COLUMNS = ("score_train_stale", "wall_s", "donor_interval")
+OTHER_COLUMNS = ("score_train_stale", "wall_s", "donor_interval", "stage", "teacher")
 
 
 def parse_value(kinds: dict[str, Kind], algo: str, name: str, text: str) -> object:
@@ -176,6 +190,8 @@ def load_run(run_dir: str | Path) -> RunHistory:
                     donor=int(line["donor"]) if line["donor"] not in ("", None) else None,
                     hparams={name: parse_value(kinds, algo, name, line[name]) for name in names},
                     donor_interval=int(line["donor_interval"]) if line.get("donor_interval") else None,
+                    stage=int(line["stage"]) if line.get("stage") else None,
+                    teacher=int(line["teacher"]) if line.get("teacher") else None,
                 )
             )
     if not rows:
@@ -198,8 +214,19 @@ def copies_by_generation(history: RunHistory) -> dict[int, dict[int, int]]:
 
 
 def copy_sources(history: RunHistory) -> dict[tuple[int, int], tuple[int, int]]:
-    """``{(generation, recipient): (donor, donor's generation)}``: the weights each copy took."""
-    return {(row.generation, row.member): row.source for row in history.rows if row.source is not None}
+    """``{(generation, recipient): (donor, donor's generation)}``: the weights each copy took, and
+    with stages, each member taking a surviving student's place after a distillation's last rung."""
+    found = {(row.generation, row.member): row.source for row in history.rows if row.source is not None}
+    for entry in history.lineage:
+        if entry.get("event") == "survivor":
+            generation = int(entry["generation"])
+            found[(generation, int(entry["member"]))] = (int(entry["student"]), generation)
+    return found
+
+
+def stage_starts(history: RunHistory) -> dict[int, int]:
+    """``{stage: the generation after which it began}`` of a run with stages (empty without)."""
+    return {int(e["stage"]): int(e["generation"]) for e in history.lineage if e.get("event") == "student"}
 
 
 def restart_sources(history: RunHistory) -> dict[tuple[int, int], tuple[int, int] | None]:
@@ -293,6 +320,13 @@ def schedule_of(history: RunHistory, member: int) -> list[dict]:
         origin = _origin(history, copies, restarts, generation, followed)
         point = (origin[1], origin[0]) if origin is not None else None
     segments.reverse()
+    first = history.row(segments[0][0], segments[0][1])
+    if first.teacher is not None:
+        raise RunDirError(
+            f"member {member}'s weights began as student {first.member} of stage {first.stage}, distilled from "
+            f"member {first.teacher} (BG-PBT's stages): a schedule cannot replay a distillation; replay a run "
+            "without --max-distillations, or a member's line before its first stage"
+        )
     schedule: list[dict] = []
     start = 0  # env steps the line's weights had trained when the generation began
     for generation, owner, hparams in segments:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from evo.rundir.checkpoint import load_payload
-from tests.e2e.runs import running, scalar_tags, wait_for
+from evo.rundir.history import ancestry, copy_sources, load_run, stage_starts
+from tests.e2e.runs import plots, python, running, scalar_tags, wait_for
 from tests.gated_env import gate_flags, held
 from tests.support import last_manifest, mpiexec, need_mujoco, read_lineage, read_population, write_hyperparams
 
@@ -134,6 +135,24 @@ def test_a_stage_distils_students_cuts_them_and_resumes_in_the_middle_of_its_dis
     assert_one_stage(run_dir)
     assert read_population(run_dir) == read_population(whole_dir)
     assert read_lineage(run_dir) == read_lineage(whole_dir)
+    assert_history_and_tools(run_dir, tmp_path / "plots")
+
+
+def assert_history_and_tools(run_dir, out) -> None:
+    """Reading the run back: each member after the stage descends from the student whose place it took;
+    the plots draw the stage; a replay of a line that went through a distillation is refused."""
+    history = load_run(run_dir)
+    assert "stage" not in history.names and "teacher" not in history.names
+    survivors = {e["member"]: e["student"] for e in read_lineage(run_dir) if e.get("event") == "survivor"}
+    founders = ancestry(history)
+    for member, student in survivors.items():
+        assert copy_sources(history)[(3, member)] == (student, 3)
+        assert founders[4][member] == student  # a student's line starts at its first rung
+    assert stage_starts(history) == {1: 1}
+    figures = plots(run_dir, out)
+    assert all(path.stat().st_size > 0 for path in figures.values())
+    replay = python("-m", "evo.replay", str(run_dir), "--member", "0", "--out", str(out / "schedule.yml"))
+    assert replay.returncode == 2 and "a schedule cannot replay a distillation" in replay.stderr
 
 
 def test_halfcheetah_on_4_ranks_with_casmo_reaches_its_second_stage(tmp_path):
