@@ -136,6 +136,7 @@ def test_the_resume_classes_of_the_issue():
         "distribution_mode",
         "num_levels",
         "start_level",
+        "students",  # a stage's students' member ids follow from it
     }
     assert own == {"resume", "run_dir", "log_level", "cpu_tuning"}
     assert set(FIXED_ON_RESUME) == {OPTION_BY_NAME[name].field_name for name in fixed} | {"agent"}
@@ -213,6 +214,11 @@ def examples(tmp_path):
         "progress_interval": ["--progress-interval", "5"],
         "exploit_buffer": ["--exploit-buffer", "copy", *sac],
         "checkpoint_buffers": ["--no-checkpoint-buffers", *sac],
+        "max_distillations": ["--max-distillations", "2", "--hyperparams", "search_space:{pi_layers: {low: 1, high: 3, type: int}}"],
+        "patience": ["--patience", "5"],
+        "stage_steps": ["--stage-steps", "10000"],
+        "students": ["--students", "9"],
+        "distillation_steps": ["--distillation-steps", "5000"],
     }
 
 
