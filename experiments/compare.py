@@ -4,6 +4,7 @@ env-step budget per member, over several seeds. Three studies:
     python experiments/compare.py                      # or: make compare  (~30 min on 2 cores)
     python experiments/compare.py --study continuous   # or: make compare-continuous  (~2 h)
     python experiments/compare.py --study ties         # the tie rule where ties happen (~15 min)
+    python experiments/compare.py --study bgpbt        # BG-PBT against PBT and PB2 on HalfCheetah-v5
     python experiments/compare.py --study sac          # SAC: PBT vs zoo's tuned agent on Pendulum-v1
     python experiments/compare.py --seeds 0 --envs CartPole-v1 --generations 4   # a quick look
 
@@ -100,6 +101,13 @@ class Method:
 
 
 DEFAULTS = ("--strategy", "none", "--initial-hparams", "defaults")
+# BG-PBT at the continuous study's HalfCheetah budget (8 generations of 6144 env steps, 4 members): one
+# stage, due after 4 generations (or 2 without a new best), 8 students distilled for one generation's
+# env steps and cut to 4 in one rung (generation 5 or earlier), then PBT with Casmo to the end
+BGPBT_STAGES = (
+    "--max-distillations", "1", "--stage-steps", str(4 * 6144), "--patience", "2",
+    "--students", "8", "--distillation-steps", "6144",
+)  # fmt: skip
 METHODS = {
     "pbt": Method("pbt_rl_truct.py"),
     "pbt-ties-copy": Method("pbt_rl_truct.py", ("--ties", "copy")),
@@ -113,6 +121,7 @@ METHODS = {
     "zoo": Method("pbt_rl_truct.py", DEFAULTS, single=True),
     "zoo-total": Method("pbt_rl_truct.py", DEFAULTS, single=True, total=True),
     "rl-zoo3": Method("experiments/zoo_crosscheck.py", single=True, envs=("Pendulum-v1",), zoo=True),
+    "bgpbt": Method("pbt_rl_truct.py", ("--explore", "casmo", *BGPBT_STAGES)),
     "sb3-default": Method("pbt_rl_truct.py", (*DEFAULTS, "--conf-file", "experiments/sb3-defaults.yml"), single=True),
 }
 
@@ -145,6 +154,11 @@ class Study:
     """Procgen: (first level, count) of the levels of the fresh episodes, disjoint from the
     training and the selection levels."""
     test_episodes: int = 20
+    runs_in: str | None = None
+    """Another study's ``out`` whose runs directory this one shares: the runs of methods both have
+    (same commands) are run once."""
+    method_space_flags: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    """Per method and env, instead of the env's space flags (BG-PBT's space with the architecture)."""
 
 
 # A categorical next to the six floats: PB2 over a mixed space, and the same space for PBT and
@@ -160,6 +174,12 @@ HALFCHEETAH_SPACE = (
 # rate, clip range, aug_coef, aug_type) with SB3's NatureCNN, on three disjoint level ranges: train on
 # levels 0-199, select on 200-299 (10 deterministic episodes per member and generation), report on
 # 20 fresh episodes of levels 10000-10999 from every member of the last checkpoint.
+# BG-PBT: the same space with the networks' depth and width, its ranges (1-5 layers of 32-256 units)
+BGPBT_SPACE = (
+    "--hyperparams",
+    HALFCHEETAH_SPACE[1][:-1] + ", pi_layers: {low: 1, high: 5, type: int}, pi_width: {choices: [32, 64, 128, 256]}, "
+    "vf_layers: {low: 1, high: 5, type: int}, vf_width: {choices: [32, 64, 128, 256]}}",
+)
 PROCGEN_LEVELS = (
     "--param-set", "autorl", "--hyperparams", "policy:nature",
     "--num-levels", "200", "--start-level", "0", "--eval-start-level", "200", "--eval-num-levels", "100",
@@ -184,6 +204,18 @@ STUDIES = {
         fresh=True,
         # Pendulum has no threshold in gymnasium; HalfCheetah's 4800 is for 1e6 steps and more
         thresholds={"Pendulum-v1": -200.0, "HalfCheetah-v5": 1000.0},
+    ),
+    "bgpbt": Study(
+        envs=("HalfCheetah-v5",),
+        methods=("pbt", "pb2", "bgpbt"),
+        seeds=(0, 1, 2),
+        budgets={"HalfCheetah-v5": Budget(8, 6144, 3)},  # the continuous study's
+        out="compare-bgpbt",
+        runs_in="compare-continuous",  # its pbt and pb2 runs of seeds 0-2 are these
+        env_space_flags={"HalfCheetah-v5": HALFCHEETAH_SPACE},
+        method_space_flags={"bgpbt": {"HalfCheetah-v5": BGPBT_SPACE}},
+        fresh=True,
+        thresholds={"HalfCheetah-v5": 1000.0},
     ),
     "sac": Study(
         envs=("Pendulum-v1",),
@@ -299,6 +331,7 @@ def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
                 ranks = 1 if spec.single else args.ranks
                 steps = budget.steps * args.members if spec.total else budget.steps
                 space = args.study.env_space_flags.get(env_id, args.study.space_flags)
+                space = args.study.method_space_flags.get(method, {}).get(env_id, space)
                 flags = [
                     "--env-id",
                     env_id,
@@ -425,17 +458,19 @@ def summarise(job: Job, threshold: float | None, study: Study | None = None) -> 
     if not job.mpi:
         return zoo_result(job)
     history = load_run(job.run_dir)
-    members = len(history.members)
-    curve, reached = [], None
+    final_members = [m for m in history.members if history.has(history.generations[-1], m)]
+    members = len(final_members)  # a run with stages also has its students' rows
+    curve, reached, total = [], None, 0
     for generation in history.generations:
         rows = [history.row(generation, m) for m in history.members if history.has(generation, m)]
         scores = [row.score for row in rows if row.score == row.score]
-        total = sum(row.env_steps for row in rows)
+        # the env steps every learner trained so far: a stage's students' distillation counts too
+        total += sum(row.env_steps - history.started_at(row) for row in rows)
         best = max(scores) if scores else float("nan")
         curve.append((total, best))
         if reached is None and threshold is not None and best >= threshold:
             reached = total
-    last = [history.row(history.generations[-1], m).score for m in history.members]
+    last = [history.row(history.generations[-1], m).score for m in final_members]
     wall_file = job.run_dir / "wall_s"
     ties, copies = lineage_counts(job.run_dir / "lineage.jsonl")
     tested = {}
@@ -443,7 +478,7 @@ def summarise(job: Job, threshold: float | None, study: Study | None = None) -> 
         from experiments.reevaluate import reevaluated
 
         fresh = reevaluated(job.run_dir, study.test_episodes, study.test_levels)
-        final = {m: history.row(history.generations[-1], m).score for m in history.members}
+        final = {m: history.row(history.generations[-1], m).score for m in final_members}
         selected = max(sorted(final), key=lambda m: final[m])  # the member the selection score ranks first
         means = [statistics.mean(fresh.members[m]) for m in sorted(fresh.members)]
         tested = {
@@ -725,7 +760,7 @@ def run_jobs(args: argparse.Namespace, jobs: list[Job]) -> int | list[str]:
     budgets = ", ".join(f"{env} {b.generations} x {b.steps}" for env in args.envs for b in [budget_of(args, env)])
     print(
         f"{len(jobs)} runs: {', '.join(args.methods)} on {', '.join(args.envs)}, seeds {args.seeds}; "
-        f"generations x env steps per member: {budgets}; runs in {args.out / 'runs'}",
+        f"generations x env steps per member: {budgets}; runs in {runs_dir(args)}",
         flush=True,
     )
     started = time.perf_counter()
@@ -756,9 +791,15 @@ def report(args: argparse.Namespace, jobs: list[Job]) -> list[Result]:
     return results
 
 
+def runs_dir(args: argparse.Namespace) -> Path:
+    """Where the study's runs are: its own out's ``runs``, or the study it shares them with."""
+    shared = args.study.runs_in
+    return ROOT / "runs" / shared / "runs" if shared else args.out / "runs"
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    jobs = jobs_for(args, args.out / "runs")
+    jobs = jobs_for(args, runs_dir(args))
     if args.list:
         list_jobs(jobs)
         return 0

@@ -377,8 +377,11 @@ def is_file_form(tokens: Sequence[str] | None) -> bool:
     if not tokens or len(tokens) != 1:
         return False
     token = tokens[0]
-    if Path(token).is_file():
-        return True
+    try:
+        if Path(token).is_file():
+            return True
+    except OSError:  # a key:value longer than a file name may be (ENAMETOOLONG) is no file
+        return False
     return ":" not in token and (token.endswith((".yml", ".yaml", ".json")) or os.sep in token)
 
 

@@ -441,3 +441,13 @@ def test_stages_resolve_bg_pbts_defaults(tmp_path):
 def test_stages_refuse_what_they_cannot_run_naming_the_fix(tmp_path, argv, said):
     found = problems(["--env-id", "Pendulum-v1", "--max-distillations", "1", *argv], tmp_path, world_size=4)
     assert any(said in problem for problem in found), found
+
+
+def test_a_hyperparams_value_longer_than_a_file_name_is_read_as_key_value(tmp_path):
+    """One ``--hyperparams`` token is first tried as a file: one longer than a file name may be
+    (ENAMETOOLONG) is a key:value, not an OSError."""
+    names = ", ".join(f"{n}: {{low: 1, high: 5, type: int}}" for n in ("pi_layers", "vf_layers"))
+    long = "search_space:{" + names + ", learning_rate: {low: 1.0e-5, high: 1.0e-3, scale: log}" + " " * 200 + "}"
+    assert len(long) > 255
+    config = parse(["--env-id", "Pendulum-v1", "--hyperparams", long], tmp_path, world_size=2)
+    assert {"pi_layers", "vf_layers", "learning_rate"} <= set(config.agent.search_space)

@@ -234,3 +234,26 @@ def test_sb3_defaults_file_gives_a_stock_sb3_ppo():
         assert str(getattr(ours.policy.mlp_extractor, net)) == str(getattr(stock.policy.mlp_extractor, net))
     assert torch.allclose(ours.policy.log_std, stock.policy.log_std)
     assert [p.shape for p in ours.policy.parameters()] == [p.shape for p in stock.policy.parameters()]
+
+
+def test_the_bgpbt_study_shares_the_continuous_studys_pbt_and_pb2_runs_and_adds_bg_pbt(tmp_path):
+    from experiments.compare import runs_dir
+
+    args = parse_args(["--study", "bgpbt"])
+    continuous = parse_args(["--study", "continuous", "--seeds", "0", "1", "2", "--envs", "HalfCheetah-v5"])
+    assert runs_dir(args) == runs_dir(continuous)
+    jobs = {(job.method, job.seed): job for job in jobs_for(args, runs_dir(args))}
+    shared = {(job.method, job.seed): job for job in jobs_for(continuous, runs_dir(continuous))}
+    assert sorted(jobs) == sorted((m, s) for m in ("pbt", "pb2", "bgpbt") for s in (0, 1, 2))
+    for key in [k for k in jobs if k[0] != "bgpbt"]:
+        assert jobs[key] == shared[key]  # the same command and run directory: run once
+    for seed in (0, 1, 2):
+        flags = list(jobs[("bgpbt", seed)].command)
+        config = parse_config(flags[1:], world_size=2, check_run_dir=False)
+        assert config.explore == "casmo" and config.max_distillations == 1 and config.stage_students == 8
+        assert config.total_generations == 8 and config.agent_training_steps == 6144
+        space = config.agent.search_space
+        assert {"pi_layers", "pi_width", "vf_layers", "vf_width", "n_epochs"} <= set(space)
+        assert (space["learning_rate"].low, space["learning_rate"].high) == (2.0e-6, 2.0e-3)
+        # its stage fits: due after generation 4 at the latest, one rung, then PBT to generation 8
+        assert config.stage_steps == 4 * 6144 and config.stage_distillation_steps == 6144
