@@ -531,7 +531,7 @@ def lineage_counts(path: Path) -> tuple[int, int]:
         return 0, 0
     for line in path.read_text().splitlines():
         exploit = json.loads(line)
-        if exploit.get("event") == "restart":  # a failed member's restart, not an exploit
+        if "event" in exploit:  # a failed member's restart, a stage's student, rung or survivor: no exploit
             continue
         ties += exploit["recipient_score"] == exploit["donor_score"]
         copies += exploit["recipient"] != exploit["donor"]
