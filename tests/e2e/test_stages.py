@@ -51,6 +51,13 @@ def gated(gate_at: int, gate) -> list[str]:
     return [*gate_flags("Pendulum-v1", gate_at, gate), "max_episode_steps:50"]
 
 
+def open_gates(gate, ranks: int) -> None:
+    """The gate is for the stopped run: a rank that was not held there (the signal stopped it first)
+    would be held by its resumed run (tests/gated_env.py opens a rank's gate once it released it)."""
+    for rank in range(ranks):
+        (gate / f"released-{rank}").touch()
+
+
 def shape(row) -> tuple[int, ...]:
     return tuple(int(float(row[name])) for name in ARCHITECTURE)
 
@@ -113,6 +120,7 @@ def test_a_stage_distils_students_cuts_them_and_resumes_in_the_middle_of_its_dis
         job.send_signal(signal.SIGUSR1)
         output, errors = job.communicate(timeout=300)
     assert job.returncode == 75, output[-2000:] + errors[-3000:]
+    open_gates(gate, 2)
     # the checkpoint of the first rung: the members, the 6 students still in, each with its teacher
     manifest = last_manifest(run_dir)
     assert manifest["generation"] == 2
@@ -155,31 +163,56 @@ def assert_history_and_tools(run_dir, out) -> None:
     assert replay.returncode == 2 and "a schedule cannot replay a distillation" in replay.stderr
 
 
-def test_halfcheetah_on_4_ranks_with_casmo_reaches_its_second_stage(tmp_path):
+def test_halfcheetah_on_4_ranks_with_casmo_reaches_its_second_stage_and_resumes_within_it(tmp_path):
     """The issue's configuration, short: ``mpiexec -n 4 pbt_rl_truct.py --env-id HalfCheetah-v5
-    --explore casmo`` with the architecture in the space and normalisation; the stage due by its env
+    --explore casmo`` with the architecture in the space and normalisation, the stage due by its env
     steps (a stage due by patience depends on the scores, which differ between hosts: the rule is
-    tested in tests/unit/core/test_stages.py); records, checkpoints and TensorBoard."""
+    tested in tests/unit/core/test_stages.py). Stopped during the stage's one rung (a student's env at
+    step 300; the members' are at 256 when the stage starts), it resumes from the stage's start and plans,
+    distils and cuts the same students as the uninterrupted run; TensorBoard."""
     need_mujoco()
-    space = SPACE.replace("default:", "HalfCheetah-v5:\n  normalize: true").replace("[16, 32, 64]", "[32, 64, 256]")
+    space = SPACE.replace("default:", "default:\n  normalize: true").replace("[16, 32, 64]", "[32, 64, 256]")
+    hyperparams = write_hyperparams(tmp_path, space)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+
+    def args(run_dir, gate_at):
+        return [
+            "pbt_rl_truct.py",
+            *gate_flags("HalfCheetah-v5", gate_at, gate), "max_episode_steps:100",
+            *("--explore", "casmo", "--num-agents", "4", "--total-generations", "4", "--agent-training-steps", "256"),
+            *("--hyperparams", str(hyperparams), "--seed", "1", "--run-dir", str(run_dir)),
+            *("--max-distillations", "1", "--stage-steps", "512", "--students", "8", "--distillation-steps", "1024"),
+        ]  # fmt: skip
+
+    whole = mpiexec(4, args(tmp_path / "whole", 0), timeout=900)
+    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-3000:]
     run_dir = tmp_path / "run"
-    args = [
-        "pbt_rl_truct.py",
-        *("--env-id", "HalfCheetah-v5", "--env-kwargs", "max_episode_steps:100", "--explore", "casmo"),
-        *("--num-agents", "4", "--total-generations", "5", "--agent-training-steps", "256"),
-        *("--hyperparams", str(write_hyperparams(tmp_path, space)), "--seed", "1", "--run-dir", str(run_dir)),
-        *("--max-distillations", "1", "--stage-steps", "512", "--students", "8", "--distillation-steps", "512"),
-    ]
-    result = mpiexec(4, args, timeout=900)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    with running(4, args(run_dir, 300)) as job:
+        wait_for(lambda: len(held(gate, range(4))) >= 1, 600, "a student at the gate in the stage's rung")
+        job.send_signal(signal.SIGUSR1)
+        output, errors = job.communicate(timeout=300)
+    assert job.returncode == 75, output[-2000:] + errors[-3000:]
+    manifest = last_manifest(run_dir)
+    assert manifest["generation"] == 2 and manifest["stages"]["distilling"] is None  # the stage's start
+    open_gates(gate, 4)
+    resumed = mpiexec(4, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"], timeout=900)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    # the same students, distilled alike, the same survivors; after the stage the members' MuJoCo envs
+    # start fresh episodes (their simulator state is not in a checkpoint: evo/sb3/envstate.py)
+    rows, whole_rows = read_population(run_dir), read_population(tmp_path / "whole")
+    assert [r for r in rows if int(r["generation"]) <= 3] == [r for r in whole_rows if int(r["generation"]) <= 3]
+    assert len(rows) == len(whole_rows)
     lineage = read_lineage(run_dir)
+    assert [e for e in lineage if "event" in e] == [e for e in read_lineage(tmp_path / "whole") if "event" in e]
+
     students = [e for e in lineage if e.get("event") == "student"]
     assert len(students) == 8 and "has trained 512 env steps per member" in students[0]["reason"]
-    began = students[0]["generation"]
-    assert began == 2
+    assert students[0]["generation"] == 2
     rows = read_population(run_dir)
-    assert {r["stage"] for r in rows if int(r["generation"]) > began} == {"1"}
-    assert {int(r["member"]) for r in rows if int(r["generation"]) == began + 1} == set(range(4, 12))
+    assert {r["stage"] for r in rows if int(r["generation"]) > 2} == {"1"}
+    assert {int(r["member"]) for r in rows if int(r["generation"]) == 3} == set(range(4, 12))
+    assert {int(r["member"]) for r in rows if int(r["generation"]) == 4} == set(range(4))
     assert len([e for e in lineage if e.get("event") == "survivor"]) == 4
     manifest = last_manifest(run_dir)
     assert manifest["stages"]["stage"] == 1 and manifest["stages"]["distilling"] is None
