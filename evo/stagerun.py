@@ -28,6 +28,7 @@ each one's teacher drawn from the top members) and every rank learns the plan. T
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -166,7 +167,13 @@ class Stages:
             )
         if self.records is not None:
             lineage = [
-                {"event": "student", "generation": generation, "stage": stage, "reason": reason, **s.to_json(self.space)}
+                {
+                    "event": "student",
+                    "generation": generation,
+                    "stage": stage,
+                    "reason": reason,
+                    **s.to_json(self.space),
+                }
                 for s in students
             ]
             self.records.write_stage(stage, lineage)
@@ -224,8 +231,8 @@ class Stages:
             everyone = gather(self.comm, results)
             for result in results:
                 students[result.member].log_generation(result, False)
-            outcome = exchange.decide_on_root(self.comm, lambda: self.cut(generation, everyone, started))
-            distilling, survivors = outcome
+            cut = functools.partial(self.cut, generation, everyone, started)
+            distilling, survivors = exchange.decide_on_root(self.comm, cut)
             for member in [m for m in students if m not in distilling.alive]:
                 students.pop(member).close()
             if distilling.done:
@@ -340,7 +347,7 @@ class Stages:
             change = f"stage {self.book.stage}: student {student} of member {plan.teacher} ({plan.how})"
             moves.append(Exploit(generation, slot, student, math.nan, math.nan, dict(before), plan.hparams, (change,)))
         exchange.apply_exploits(self.comm, moves, {**members, **students}, self.config.transport, self.owner, {})
-        for slot, (student, env_steps, score_train) in enumerate(survivors):
+        for slot, (_, env_steps, score_train) in enumerate(survivors):
             member = members.get(slot)
             if member is not None:
                 member.continue_counts(env_steps, member.scores)

@@ -273,8 +273,9 @@ def stages(args: Any, spec: Any, search_space: Mapping[str, Any], num_agents: in
     architecture = [name for name in search_space if name in spec.architecture]
     if not architecture:
         problems.append(
-            f"{flag}: a stage proposes new architectures, and the search space has none of {', '.join(spec.architecture)}; "
-            "add them to the YAML's search_space, e.g. pi_layers: {low: 1, high: 5, type: int} and pi_width: {choices: [64, 128, 256]}"
+            f"{flag}: a stage proposes new architectures, and the search space has none of "
+            f"{', '.join(spec.architecture)}; add them to the YAML's search_space, e.g. "
+            "pi_layers: {low: 1, high: 5, type: int} and pi_width: {choices: [64, 128, 256]}"
         )
     if args.schedule is not None:
         problems.append(f"{flag} --schedule FILE: a replayed schedule trains one fixed agent; drop one of them")

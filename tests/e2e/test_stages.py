@@ -5,7 +5,6 @@ the uninterrupted run records; HalfCheetah on 4 ranks with --explore casmo reach
 
 import signal
 
-import pytest
 import torch
 
 from evo.rundir.checkpoint import load_payload

@@ -417,7 +417,9 @@ def test_pb2_refuses_named_choices_and_names_the_papers_explorers():
         assert config.asynchronous and config.explore == explorer
 
 
-ARCH_SPACE = "search_space:{learning_rate: {low: 1.0e-4, high: 1.0e-3, scale: log}, pi_layers: {low: 1, high: 3, type: int}}"
+ARCH_SPACE = (
+    "search_space:{learning_rate: {low: 1.0e-4, high: 1.0e-3, scale: log}, pi_layers: {low: 1, high: 3, type: int}}"
+)
 
 
 def test_stages_resolve_bg_pbts_defaults(tmp_path):

@@ -214,7 +214,12 @@ def examples(tmp_path):
         "progress_interval": ["--progress-interval", "5"],
         "exploit_buffer": ["--exploit-buffer", "copy", *sac],
         "checkpoint_buffers": ["--no-checkpoint-buffers", *sac],
-        "max_distillations": ["--max-distillations", "2", "--hyperparams", "search_space:{pi_layers: {low: 1, high: 3, type: int}}"],
+        "max_distillations": [
+            "--max-distillations",
+            "2",
+            "--hyperparams",
+            "search_space:{pi_layers: {low: 1, high: 3, type: int}}",
+        ],
         "patience": ["--patience", "5"],
         "stage_steps": ["--stage-steps", "10000"],
         "students": ["--students", "9"],
