@@ -10,21 +10,13 @@ import torch
 from evo.rundir.checkpoint import load_payload
 from evo.rundir.history import ancestry, copy_sources, load_run, stage_starts
 from tests.e2e.runs import plots, python, running, scalar_tags, wait_for
+from tests.e2e.test_architecture_runs import ARCHITECTURE, shape
+from tests.e2e.test_architecture_runs import SPACE as ARCHITECTURE_SPACE
 from tests.gated_env import gate_flags, held
 from tests.support import last_manifest, mpiexec, need_mujoco, read_lineage, read_population, write_hyperparams
 
-ARCHITECTURE = ("pi_layers", "pi_width", "vf_layers")
-SPACE = """default:
-  n_envs: 2
-  n_steps: 64
-  n_minibatches: 2
-  n_epochs: 2
-  search_space:
-    learning_rate: {low: 1.0e-4, high: 1.0e-3, scale: log}
-    pi_layers: {low: 1, high: 3, type: int}
-    pi_width: {choices: [16, 32, 64]}
-    vf_layers: {low: 1, high: 3, type: int}
-"""
+SPACE = ARCHITECTURE_SPACE.replace("Pendulum-v1:", "default:")
+"""test_architecture_runs.py's space (the learning rate and three architecture dimensions) for any env."""
 MEMBERS, STUDENTS, STEPS, DISTILLATION = 4, 12, 256, 1024
 """12 students for 4 members: rungs of 12 -> 6 (256 env steps each) and 6 -> 4 (768): generations 2 and 3,
 the stage being due after generation 1 (--stage-steps 256)."""
@@ -55,10 +47,6 @@ def open_gates(gate, ranks: int) -> None:
     would be held by its resumed run (tests/gated_env.py opens a rank's gate once it released it)."""
     for rank in range(ranks):
         (gate / f"released-{rank}").touch()
-
-
-def shape(row) -> tuple[int, ...]:
-    return tuple(int(float(row[name])) for name in ARCHITECTURE)
 
 
 def assert_one_stage(run_dir) -> None:
