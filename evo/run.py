@@ -7,7 +7,6 @@ checkpoints. Nothing here names an algorithm: members are built through the lear
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import sys
 import time
@@ -50,7 +49,7 @@ from evo.rundir.records import RankTiming, RunRecords, tb_dir
 from evo.sb3.cputune import tune_allocator
 from evo.sb3.learner import EnvSettings, MemberSetup, build_member, member_seed
 from evo.sb3.rng import rng_state, set_rng_state
-from evo.stagerun import Stages
+from evo.stagerun import RunTools, Stages
 from evo.stopping import EXIT_STOPPED, StopRequest
 
 logger = logging.getLogger("evo")
@@ -303,13 +302,20 @@ def run(config: Config, comm, command: Sequence[str] | None = None, checkpoint: 
             per_member, config.total_generations, config.progress_interval, start, len(members)
         )
     best = KeptBest(config.run_id, checkpoint)
-    stages = Stages(comm, config, checkpoint, records) if config.max_distillations else None
+    stages = None
+    if config.max_distillations:
+        tools = RunTools(
+            make_member=make_member,
+            restore_member=restore_member,
+            payloads=lambda learners, g: snapshot(config.run_id, learners, g, None, config.checkpoint_buffers)[1],
+            save=lambda g, payloads, state: save_checkpoint(comm, target, g, payloads, state, best=best),
+        )
+        stages = Stages(comm, config, checkpoint, records, tools)
     hooks = run_hooks(comm, config, members, records, explorer, reporter, best, stages)
     stopper = exchange.StopNotifier(comm, lambda: stop_request.requested)
     while True:
         if stages is not None and stages.ready(start):
-            save = functools.partial(save_checkpoint, comm)
-            outcome = stages.distil(members, start, stopper, checkpoint, target, best, save)
+            outcome = stages.distil(members, start, stopper, checkpoint)
             if outcome.stopped:
                 break
             start = outcome.completed

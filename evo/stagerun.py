@@ -32,7 +32,8 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from evo.core.stages import Distilling, StageBook, Student, halving_rungs, plan_
 from evo.learners.interface import Learner
 from evo.loop import LoopOutcome, gather, score
 from evo.mpi import exchange
-from evo.rundir.checkpoint import Checkpoint, Target
+from evo.rundir.checkpoint import Checkpoint
 from evo.rundir.records import RunRecords, tb_dir
 from evo.sb3.learner import member_seed
 
@@ -54,12 +55,31 @@ STAGE_STREAM = 0x57A6E
 """The random stream of a stage's plan: seeded by the run's seed and the stage's number."""
 
 
+@dataclass(frozen=True)
+class RunTools:
+    """What a distillation asks of the run (evo.run's functions, handed in so that this module does
+    not import evo.run): build a learner, restore one from a checkpoint, its checkpoint payloads, and
+    write a checkpoint (collective)."""
+
+    make_member: Callable[..., Learner]
+    """(config, member, hparams, env_seed=None, tensorboard=True) -> a new learner."""
+    restore_member: Callable[[Config, int, Learner, Checkpoint], None]
+    """(config, rank, learner, checkpoint): the learner becomes its file in the checkpoint."""
+    payloads: Callable[[Mapping[int, Learner], int], dict[int, bytes]]
+    """(learners, generation) -> {member: its checkpoint file's bytes}."""
+    save: Callable[[int, dict[int, bytes], dict | None], None]
+    """(generation, payloads, run state on rank 0): write the checkpoint (collective)."""
+
+
 class Stages:
     """A run's stages, on every rank: the book (rank 0's is the truth; every rank gets it when a
     stage starts or advances), rank 0's last population, and the stage's students on this rank."""
 
-    def __init__(self, comm, config: Config, checkpoint: Checkpoint | None, records: RunRecords | None):
+    def __init__(
+        self, comm, config: Config, checkpoint: Checkpoint | None, records: RunRecords | None, tools: RunTools
+    ):
         self.comm = comm
+        self.tools = tools
         self.config = config
         self.space = config.agent.search_space
         self.architecture = [name for name in self.space if name in config.agent.spec.architecture]
@@ -188,21 +208,12 @@ class Stages:
         return ((member - config.num_agents) % self.count) % config.world_size
 
     def distil(
-        self,
-        members: MutableMapping[int, Learner],
-        generation: int,
-        stopper,
-        checkpoint: Checkpoint | None,
-        target: Target,
-        best,
-        save,
+        self, members: MutableMapping[int, Learner], generation: int, stopper, checkpoint: Checkpoint | None
     ) -> LoopOutcome:
         """Collective: the distillation under way, from its next rung to its end (each rung a generation
-        after ``generation``); ``checkpoint``: the run's, when resumed after a rung. ``save(target,
-        generation, payloads, run_state, best)`` writes a checkpoint. Stopped: the last rung's (or the
-        stage's start's) checkpoint is on disk."""
-        from evo.run import make_member, restore_member, snapshot
-
+        after ``generation``); ``checkpoint``: the run's, when resumed after a rung. Stopped: the last
+        rung's (or the stage's start's) checkpoint is on disk."""
+        tools = self.tools
         rank = self.comm.Get_rank()
         distilling = self.book.distilling
         mine = [s for s in distilling.living if self.owner(s.member) == rank]
@@ -210,8 +221,8 @@ class Stages:
             students = {}
             for plan in mine:
                 seed = member_seed(self.config.seed, plan.member, stream=2 + checkpoint.generation)
-                students[plan.member] = make_member(self.config, plan.member, plan.hparams, env_seed=seed)
-                restore_member(self.config, rank, students[plan.member], checkpoint)
+                students[plan.member] = tools.make_member(self.config, plan.member, plan.hparams, env_seed=seed)
+                tools.restore_member(self.config, rank, students[plan.member], checkpoint)
         else:
             teachers = self.teachers(members, sorted({s.teacher for s in distilling.students}))
             students = {plan.member: self.student(plan, teachers[plan.teacher], distilling) for plan in mine}
@@ -248,10 +259,7 @@ class Stages:
                     "population_step": self.records.population_step,
                     **self.state(),
                 }
-            _, payloads, _ = snapshot(
-                self.config.run_id, {**members, **students}, generation, None, self.config.checkpoint_buffers
-            )
-            save(target, generation, payloads, run_state, best)
+            tools.save(generation, tools.payloads({**members, **students}, generation), run_state)
         return LoopOutcome(stopped=False, completed=generation, last=None)
 
     def teachers(self, members: Mapping[int, Learner], teachers: list[int]) -> dict[int, tuple]:
@@ -275,11 +283,9 @@ class Stages:
     def student(self, plan: Student, teacher: tuple, distilling: Distilling) -> Learner:
         """A new student on this rank: built with its hyperparameters and architecture, its env-step
         count starting where the population's stood, distilling from its teacher."""
-        from evo.run import make_member
-
         config = self.config
         weights, normalization, hparams = teacher
-        student = make_member(config, plan.member, plan.hparams, tensorboard=False)
+        student = self.tools.make_member(config, plan.member, plan.hparams, tensorboard=False)
         student.continue_counts(distilling.steps_at_start, [])
         student.set_tensorboard(tb_dir(config.run_dir, plan.member, config.tb_writer), distilling.steps_at_start + 1)
         student.start_distillation(weights, hparams, config.stage_distillation_steps, normalization)

@@ -310,7 +310,7 @@ class Config:
     max_distillations: int = option(
         "BG-PBT's stages (Wan et al. 2022): at most this many times, when the best score has not improved for "
         "--patience generations (or after --stage-steps), a new stage's --students students with new "
-        "architectures (the search space's pi_layers, pi_width, vf_layers, vf_width) are distilled from the top "
+        "architectures (the search space's layers and widths of each network) are distilled from the top "
         "members and cut by successive halving to the population; 0: no stages (PPO, synchronous runs)",
         RESTORED,
         default=0,
