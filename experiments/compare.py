@@ -539,6 +539,11 @@ def lineage_counts(path: Path) -> tuple[int, int]:
 
 
 def _mean_std(values: list[float]) -> str:
+    """Mean ± standard deviation of the values measured ("—" if none is: the rl_zoo3 cross-check has
+    no selection scores)."""
+    values = [v for v in values if v == v]
+    if not values:
+        return "—"
     if len(values) == 1:
         return f"{values[0]:.1f}"
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
@@ -599,6 +604,8 @@ def comparisons(results: list[Result], envs, methods, reference: str) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for env_id, method, rows, runs in method_rows(results, envs, methods):
+        if all(math.isnan(r.final_best) for r in rows):
+            continue  # no selection score (the rl_zoo3 cross-check): only in the fresh table
         best = _ci(*t_interval([r.final_best for r in rows]))
         auc = _ci(*t_interval([r.auc for r in rows]))
         paired = [(r.final_best, runs[(reference, r.seed)].final_best) for r in rows if (reference, r.seed) in runs]

@@ -257,3 +257,18 @@ def test_the_bgpbt_study_shares_the_continuous_studys_pbt_and_pb2_runs_and_adds_
         assert (space["learning_rate"].low, space["learning_rate"].high) == (2.0e-6, 2.0e-3)
         # its stage fits: due after generation 4 at the latest, one rung, then PBT to generation 8
         assert config.stage_steps == 4 * 6144 and config.stage_distillation_steps == 6144
+
+
+def test_a_method_without_selection_scores_is_left_out_of_their_tables():
+    """The rl_zoo3 cross-check has fresh returns only: "—" in the mean ± std table, no row of NaNs
+    (nor a p of 0) among the selection scores' paired comparisons."""
+    from experiments.compare import _mean_std, comparisons
+
+    assert _mean_std([math.nan, math.nan]) == "—" and _mean_std([1.0, math.nan, 3.0]) == "2.0 ± 1.4"
+    nan = math.nan
+    results = [
+        Result("Pendulum-v1", "pbt", seed, 4, -100.0 - seed, -200.0, None, 1.0, [], -150.0, 0, 1, nan)
+        for seed in range(3)
+    ] + [Result("Pendulum-v1", "rl-zoo3", seed, 1, nan, nan, None, 1.0, [], nan, 0, 0, nan) for seed in range(3)]
+    text = comparisons(results, ["Pendulum-v1"], ["pbt", "rl-zoo3"], "pbt")
+    assert "| pbt |" in text and "rl-zoo3" not in text
