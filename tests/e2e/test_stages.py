@@ -3,6 +3,7 @@ distilled from the top members, cut by successive halving, and the survivors tak
 with their architectures; a run stopped in the middle of a distillation resumes there and records what
 the uninterrupted run records; HalfCheetah on 4 ranks with --explore casmo reaches its second stage."""
 
+import json
 import signal
 
 import torch
@@ -102,8 +103,14 @@ def test_a_stage_distils_students_cuts_them_and_resumes_in_the_middle_of_its_dis
     assert "stage 1 after generation 1 (the stage has trained 256 env steps per member" in whole.stdout + whole.stderr
 
     run_dir = tmp_path / "stopped"
+    first_rung = run_dir / "checkpoints" / "gen_000002" / "manifest.json"
     with running(2, stage_flags(tmp_path, run_dir, *gated(GATE, gate))) as job:
-        wait_for(lambda: len(held(gate, range(2))) >= 1, 400, "a student at the gate in the second rung")
+        # every rank holding a student in the second rung reaches the gate: wait for all of them, so
+        # that the signal finds each one held (a rank stopped before its gate would not be released)
+        wait_for(first_rung.exists, 400, "the first rung's checkpoint")
+        alive = json.loads(first_rung.read_text())["stages"]["distilling"]["alive"]
+        ranks = {((member - MEMBERS) % STUDENTS) % 2 for member in alive}
+        wait_for(lambda: set(held(gate, range(2))) >= ranks, 400, f"the students of ranks {sorted(ranks)} at the gate")
         job.send_signal(signal.SIGUSR1)
         output, errors = job.communicate(timeout=300)
     assert job.returncode == 75, output[-2000:] + errors[-3000:]
@@ -176,7 +183,7 @@ def test_halfcheetah_on_4_ranks_with_casmo_reaches_its_second_stage_and_resumes_
     assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-3000:]
     run_dir = tmp_path / "run"
     with running(4, args(run_dir, 300)) as job:
-        wait_for(lambda: len(held(gate, range(4))) >= 1, 600, "a student at the gate in the stage's rung")
+        wait_for(lambda: len(held(gate, range(4))) == 4, 600, "a student of every rank at the gate in the stage's rung")
         job.send_signal(signal.SIGUSR1)
         output, errors = job.communicate(timeout=300)
     assert job.returncode == 75, output[-2000:] + errors[-3000:]
