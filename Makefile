@@ -38,7 +38,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot compare compare-continuous compare-ties compare-sac compare-procgen test test-fast lint bench bench-peers zoo-venv clean
+.PHONY: install run toy plot compare compare-continuous compare-bgpbt compare-ties compare-sac compare-procgen test test-fast lint bench bench-peers zoo-venv clean
 
 install: $(STAMP)
 
@@ -76,6 +76,13 @@ compare-continuous:
 	$(MAKE) install EXTRAS=mujoco
 	$(MAKE) zoo-venv EXTRAS=mujoco
 	$(MPI_ENV) $(BIN)/python experiments/compare.py --study continuous $(ARGS)
+
+# BG-PBT (--explore casmo, one stage of distilled architectures) against PBT and PB2 on HalfCheetah-v5,
+# 5 seeds at the continuous study's budget, sharing its pbt and pb2 runs (installs the mujoco extra):
+# runs/compare-bgpbt
+compare-bgpbt:
+	$(MAKE) install EXTRAS=mujoco
+	$(MPI_ENV) $(BIN)/python experiments/compare.py --study bgpbt $(ARGS)
 
 # the tie rule (--ties explore vs copy) under winner-takes-all and truncation on Acrobot-v1, 5 seeds
 compare-ties: install

@@ -208,10 +208,10 @@ STUDIES = {
     "bgpbt": Study(
         envs=("HalfCheetah-v5",),
         methods=("pbt", "pb2", "bgpbt"),
-        seeds=(0, 1, 2),
+        seeds=(0, 1, 2, 3, 4),  # the continuous study's five: its pbt and pb2 runs are shared
         budgets={"HalfCheetah-v5": Budget(8, 6144, 3)},  # the continuous study's
         out="compare-bgpbt",
-        runs_in="compare-continuous",  # its pbt and pb2 runs of seeds 0-2 are these
+        runs_in="compare-continuous",  # its pbt and pb2 runs are these
         env_space_flags={"HalfCheetah-v5": HALFCHEETAH_SPACE},
         method_space_flags={"bgpbt": {"HalfCheetah-v5": BGPBT_SPACE}},
         fresh=True,

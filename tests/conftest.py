@@ -84,3 +84,22 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture
 def tiny_hyperparams(tmp_path) -> Path:
     return write_hyperparams(tmp_path)
+
+
+RUNS = TESTS.parent / "runs"
+"""Where a run goes without --run-dir (runs/<exp-name>, relative to the working directory, which is
+the checkout for the suite): no test may write there, since a user's own runs live in it."""
+
+
+def _runs_here() -> set[str]:
+    return set(os.listdir(RUNS)) if RUNS.is_dir() else set()
+
+
+@pytest.fixture(autouse=True)
+def no_run_in_the_checkout():
+    """Fails the test that left a new run directory in the checkout's runs/ (give it --run-dir, or
+    ``check_run_dir=False`` and no TensorBoard)."""
+    before = _runs_here()
+    yield
+    new = sorted(_runs_here() - before)
+    assert not new, f"the test wrote {', '.join(f'runs/{name}' for name in new)} in the checkout: give it a --run-dir"

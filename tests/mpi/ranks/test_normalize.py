@@ -14,6 +14,8 @@ from evo.loop import LoopSettings, run_generations
 from evo.sb3.normalize import statistics
 
 NORMALIZED_PENDULUM = [
+    "--tb-writer",
+    "False",  # no run directory: no event files (runs/ of the checkout is the users')
     "--env-id",
     "Pendulum-v1",
     "--hyperparams",

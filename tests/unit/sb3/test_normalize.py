@@ -73,7 +73,9 @@ def test_statistics_move_with_the_weights_through_the_real_loop(transport):
     from evo.run import build_members, run_hooks
 
     config = config_of(
-        [*NORMALIZED, "--num-agents", "2", "--agent-training-steps", "512"], strategy="wta", transport=transport
+        [*NORMALIZED, "--num-agents", "2", "--agent-training-steps", "512", "--tb-writer", "False"],
+        strategy="wta",
+        transport=transport,
     )
     members = build_members(config, 0, None)
     explorer = make_explorer(
