@@ -50,6 +50,7 @@ indices, ``--job N`` runs just job N (in a SLURM array: ``--job $SLURM_ARRAY_TAS
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -291,6 +292,7 @@ class Result:
     fresh_best_ever: float = math.nan  # the kept best (the highest selection score of the run)
     fresh_selected_member: int = -1
     fresh_best_ever_member: int = -1
+    stages: list[dict] = field(default_factory=list)  # a run with --max-distillations: stage_facts
 
 
 def reward_threshold(env_id: str, study: Study | None = None) -> float | None:
@@ -503,8 +505,80 @@ def summarise(job: Job, threshold: float | None, study: Study | None = None) -> 
         ties=ties,
         copies=copies,
         equal_total=best_within(curve, curve[-1][0] / members) if curve else math.nan,
+        stages=stage_facts(job.run_dir),
         **tested,
     )
+
+
+def stage_facts(run_dir: Path) -> list[dict]:
+    """Per BG-PBT stage of a run (none without ``--max-distillations``), from its population.csv and
+    lineage.jsonl: after which generation and why it started, the members' best score then, its
+    teachers, each rung's best student, how each survivor was proposed (kept, bo, random), the
+    members' best in the generation after the stage and the env steps its students trained."""
+    path = run_dir / "lineage.jsonl"
+    lineage = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    planned = [e for e in lineage if e.get("event") == "student"]
+    if not planned:
+        return []
+    with open(run_dir / "population.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    best: dict[int, float] = {}
+    steps: dict[int, int] = {}
+    for row in rows:
+        generation, score = int(row["generation"]), float(row["score"])
+        if not row["teacher"]:  # a member's row (a student's has its teacher)
+            best[generation] = max(best.get(generation, -math.inf), score)
+        steps[int(row["member"])] = int(row["env_steps"])  # the last row's
+    facts = []
+    for stage in sorted({e["stage"] for e in planned}):
+        students = {e["member"]: e for e in planned if e["stage"] == stage}
+        started = next(iter(students.values()))["generation"]
+        at_start = max(int(r["env_steps"]) for r in rows if int(r["generation"]) == started and not r["teacher"])
+        rungs = [e for e in lineage if e.get("event") == "rung" and e["stage"] == stage]
+        survivors = [e for e in lineage if e.get("event") == "survivor" and e["stage"] == stage]
+        ended = rungs[-1]["generation"] if rungs else None
+        facts.append(
+            {
+                "stage": stage,
+                "after_generation": started,
+                "reason": next(iter(students.values()))["reason"],
+                "best_before": best.get(started, math.nan),
+                "teachers": sorted({e["teacher"] for e in students.values()}),
+                "students": len(students),
+                "rung_best": [max(v for v in e["scores"].values() if v is not None) for e in rungs],
+                "survivors_how": [students[e["student"]]["how"] for e in survivors],
+                "best_after": best.get(ended + 1, math.nan) if ended is not None else math.nan,
+                "student_env_steps": sum(steps[m] - at_start for m in students if m in steps),
+            }
+        )
+    return facts
+
+
+def stages_table(results: list[Result]) -> str:
+    """One row per stage of each run that had stages (empty without any)."""
+    staged = [r for r in results if r.stages]
+    if not staged:
+        return ""
+    lines = [
+        "BG-PBT's stages (selection scores): the members' best when the stage started, each rung's best "
+        "student, how the survivors were proposed, the members' best in the generation after the stage and "
+        "at the end; the env steps the students trained, and their share of the run's total.\n",
+        "| env | method | seed | stage after generation (why) | teachers | best before | best student per rung "
+        "| survivors | best the generation after | final best | students' env steps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(staged, key=lambda r: (r.env_id, r.method, r.seed)):
+        total = r.curve[-1][0] if r.curve else 0
+        for f in r.stages:
+            why = "patience" if "improved" in f["reason"] else "stage steps"
+            share = f["student_env_steps"] / total if total else math.nan
+            lines.append(
+                f"| {r.env_id} | {r.method} | {r.seed} | {f['after_generation']} ({why}) | "
+                f"{', '.join(map(str, f['teachers']))} | {f['best_before']:.1f} | "
+                f"{', '.join(f'{b:.1f}' for b in f['rung_best'])} | {', '.join(f['survivors_how'])} | "
+                f"{f['best_after']:.1f} | {r.final_best:.1f} | {f['student_env_steps']:,} ({share:.1%}) |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def zoo_result(job: Job) -> Result:
@@ -791,6 +865,8 @@ def report(args: argparse.Namespace, jobs: list[Job]) -> list[Result]:
     markdown += "\n" + comparisons(results, args.envs, args.methods, args.study.reference)
     if args.study.fresh:
         markdown += "\n" + fresh_table(results, args.envs, args.methods, args.study)
+    if any(r.stages for r in results):
+        markdown += "\n" + stages_table(results)
     (args.out / "results.md").write_text(markdown)
     plot(results, args.envs, args.methods, args.out / "compare.png", args.study)
     print(markdown)

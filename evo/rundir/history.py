@@ -71,15 +71,24 @@ class RunHistory:
 
     def __post_init__(self) -> None:
         self._index = {(row.generation, row.member): row for row in self.rows}
+        self._took = {
+            (int(e["generation"]), int(e["member"])): int(e["env_steps"])
+            for e in self.lineage
+            if e.get("event") == "survivor"
+        }
+        """{(a distillation's last generation, member): the env steps of the student whose place it took}"""
 
     def series(self, member: int) -> list[Row]:
         """``member``'s rows in generation order."""
         return sorted((row for row in self.rows if row.member == member), key=lambda row: row.generation)
 
     def started_at(self, row: Row) -> int:
-        """The env steps ``row``'s member had when its generation began: its own previous row's (across a
-        stage's distillation too), 0 in generation 1, and a stage's student at its first rung the
-        population's as the stage began."""
+        """The env steps ``row``'s member had when its generation began: its own previous row's, 0 in
+        generation 1; a stage's student at its first rung the population's as the stage began, and a
+        member right after a stage its survivor's (the student's steps are the student's rows')."""
+        took = self._took.get((row.generation - 1, row.member))
+        if took is not None:
+            return took
         earlier = [r for r in self.series(row.member) if r.generation < row.generation]
         if earlier:
             return earlier[-1].env_steps

@@ -22,6 +22,7 @@ from experiments.compare import (
     lineage_counts,
     parse_args,
     reward_threshold,
+    stages_table,
     summarise,
     table,
 )
@@ -272,3 +273,52 @@ def test_a_method_without_selection_scores_is_left_out_of_their_tables():
     ] + [Result("Pendulum-v1", "rl-zoo3", seed, 1, nan, nan, None, 1.0, [], nan, 0, 0, nan) for seed in range(3)]
     text = comparisons(results, ["Pendulum-v1"], ["pbt", "rl-zoo3"], "pbt")
     assert "| pbt |" in text and "rl-zoo3" not in text
+
+
+def test_a_run_with_a_stage_reports_it_and_counts_its_env_steps_once(tmp_path):
+    """2 members of 100 env steps a generation; a stage after generation 1 (3 students, teacher 0,
+    50 env steps each in one rung, generation 2); students 4 and 2 take members 0 and 1's places."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    header = "generation,member,rank,env_steps,score,donor,stage,teacher," + ",".join(PPO_SIX) + ",score_train\n"
+    rows = [(1, 0, 100, 5.0, 0, ""), (1, 1, 100, 3.0, 0, "")]
+    rows += [(2, s, 150, 10.0 * s, 1, "0") for s in (2, 3, 4)]
+    rows += [(3, 0, 250, 45.0, 1, ""), (3, 1, 250, 30.0, 1, "")]
+    lines = [f"{g},{m},0,{steps},{score},,{stage},{teacher}," + ",".join(["0.5"] * 6) + ",\n"
+             for g, m, steps, score, stage, teacher in rows]  # fmt: skip
+    (run_dir / "population.csv").write_text(header + "".join(lines))
+    reason = "the stage has trained 100 env steps per member (at most 100)"
+    lineage = [
+        {"event": "student", "stage": 1, "generation": 1, "member": s, "teacher": 0, "how": how, "reason": reason}
+        for s, how in ((2, "bo"), (3, "random"), (4, "random"))
+    ]
+    lineage.append({"event": "rung", "stage": 1, "generation": 2, "kept": [4, 2], "dropped": [3],
+                    "scores": {"2": 20.0, "3": 30.0, "4": 40.0}})  # fmt: skip
+    lineage += [
+        {"event": "survivor", "stage": 1, "generation": 2, "member": m, "student": s, "teacher": 0, "env_steps": 150}
+        for m, s in ((0, 4), (1, 2))
+    ]
+    (run_dir / "lineage.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lineage))
+    result = summarise(Job("Pendulum-v1", "bgpbt", 0, 2, (), run_dir), None)
+    assert result.members == 2  # the students are not members
+    assert [total for total, _ in result.curve] == [200, 350, 550]  # every env step once
+    assert result.curve[1][1] == 40.0  # the rung's best is a student's
+    assert result.stages == [
+        {
+            "stage": 1,
+            "after_generation": 1,
+            "reason": reason,
+            "best_before": 5.0,
+            "teachers": [0],
+            "students": 3,
+            "rung_best": [40.0],
+            "survivors_how": ["random", "bo"],
+            "best_after": 45.0,
+            "student_env_steps": 150,
+        }
+    ]
+    row = stages_table([result]).splitlines()[-1]
+    assert (
+        row == "| Pendulum-v1 | bgpbt | 0 | 1 (stage steps) | 0 | 5.0 | 40.0 | random, bo | 45.0 | 45.0 | 150 (27.3%) |"
+    )  # noqa: E501
+    assert stages_table([replace(result, stages=[])]) == ""

@@ -137,3 +137,27 @@ def test_an_asynchronous_copy_takes_the_donors_own_interval():
     ]
     assert best_member(run) == 1 and [r.member for r in run.at(3)] == [0, 1, 2]
     assert run.last_generation(2) == 2
+
+
+def staged_run() -> RunHistory:
+    """2 members, 100 env steps a generation; a stage after generation 1 whose 3 students (ids 2-4,
+    teacher 0) distil in generation 2 from the population's 100 steps to 150; students 4 and 2 survive
+    into members 0 and 1, which train on in generation 3."""
+    rows = [Row(1, 0, 100, 5.0, None, hp(1.0), stage=0), Row(1, 1, 100, 3.0, None, hp(1.0), stage=0)]
+    rows += [Row(2, s, 150, float(s), None, hp(1.0), stage=1, teacher=0) for s in (2, 3, 4)]
+    rows += [Row(3, 0, 250, 9.0, None, hp(1.0), stage=1), Row(3, 1, 250, 8.0, None, hp(1.0), stage=1)]
+    lineage = [{"event": "student", "stage": 1, "generation": 1, "member": s, "teacher": 0} for s in (2, 3, 4)]
+    lineage += [
+        {"event": "survivor", "stage": 1, "generation": 2, "member": m, "student": s, "env_steps": 150}
+        for m, s in ((0, 4), (1, 2))
+    ]
+    return RunHistory(Path("run"), {"env_id": "Pendulum-v1"}, rows, lineage)
+
+
+def test_each_env_step_of_a_stage_is_counted_once():
+    """A student starts from the population's steps; a member after the stage from its survivor's (the
+    student's 50 steps are the student's rows', not the member's again)."""
+    run = staged_run()
+    trained = {(r.generation, r.member): r.env_steps - run.started_at(r) for r in run.rows}
+    assert trained == {(1, 0): 100, (1, 1): 100, (2, 2): 50, (2, 3): 50, (2, 4): 50, (3, 0): 100, (3, 1): 100}
+    assert sum(trained.values()) == 2 * 100 + 3 * 50 + 2 * 100
