@@ -27,6 +27,9 @@ random             ``pbt_rl_truct.py --strategy none``: the same population, no 
 single, zoo        one agent with the env's YAML hyperparameters (zoo's tuned ones for continuous
                    control), ``--num-agents 1 --initial-hparams defaults``
 sb3-default        one agent with SB3's own PPO defaults (``experiments/sb3-defaults.yml``)
+bgpbt              ``pbt_rl_truct.py --explore casmo --max-distillations 1``: BG-PBT, the architecture
+                   in the space, one stage of 8 students distilled for a generation's env steps
+bgpbt-long         the same with BG-PBT's proportions: the stage after 2 generations, distilled as long
 =================  ==============================================================================
 
 All are scored the same way: ``--eval-episodes`` deterministic episodes per member and
@@ -96,6 +99,8 @@ class Method:
     """A single agent given a whole population's env steps (``--members`` times a member's)."""
     envs: tuple[str, ...] = ()
     """Only on these envs (empty: every env of the study)."""
+    generations: int | None = None
+    """Instead of the study's generations (a run whose rung trains two generations' env steps in one)."""
     zoo: bool = False
     """Not an evo run: ``script`` runs in the evo-less virtualenv (rl_zoo3's own train, then played on
     the study's fresh episodes), with ``--env/--steps/--seed/--eval-seed/--episodes/--run-dir``."""
@@ -108,6 +113,13 @@ DEFAULTS = ("--strategy", "none", "--initial-hparams", "defaults")
 BGPBT_STAGES = (
     "--max-distillations", "1", "--stage-steps", str(4 * 6144), "--patience", "2",
     "--students", "8", "--distillation-steps", "6144",
+)  # fmt: skip
+# The same with BG-PBT's own proportions (its code distils 30M env steps after at most 40M): the stage after
+# 2 generations, distilled for as long (2 generations' env steps in its one rung), so 7 generations give
+# each member's line the same 49,152 env steps
+BGPBT_LONG_STAGES = (
+    "--max-distillations", "1", "--stage-steps", str(2 * 6144), "--patience", "2",
+    "--students", "8", "--distillation-steps", str(2 * 6144),
 )  # fmt: skip
 METHODS = {
     "pbt": Method("pbt_rl_truct.py"),
@@ -123,6 +135,7 @@ METHODS = {
     "zoo-total": Method("pbt_rl_truct.py", DEFAULTS, single=True, total=True),
     "rl-zoo3": Method("experiments/zoo_crosscheck.py", single=True, envs=("Pendulum-v1",), zoo=True),
     "bgpbt": Method("pbt_rl_truct.py", ("--explore", "casmo", *BGPBT_STAGES)),
+    "bgpbt-long": Method("pbt_rl_truct.py", ("--explore", "casmo", *BGPBT_LONG_STAGES), generations=7),
     "sb3-default": Method("pbt_rl_truct.py", (*DEFAULTS, "--conf-file", "experiments/sb3-defaults.yml"), single=True),
 }
 
@@ -208,13 +221,13 @@ STUDIES = {
     ),
     "bgpbt": Study(
         envs=("HalfCheetah-v5",),
-        methods=("pbt", "pb2", "bgpbt"),
+        methods=("pbt", "pb2", "bgpbt", "bgpbt-long"),
         seeds=(0, 1, 2, 3, 4),  # the continuous study's five: its pbt and pb2 runs are shared
         budgets={"HalfCheetah-v5": Budget(8, 6144, 3)},  # the continuous study's
         out="compare-bgpbt",
         runs_in="compare-continuous",  # its pbt and pb2 runs are these
         env_space_flags={"HalfCheetah-v5": HALFCHEETAH_SPACE},
-        method_space_flags={"bgpbt": {"HalfCheetah-v5": BGPBT_SPACE}},
+        method_space_flags={m: {"HalfCheetah-v5": BGPBT_SPACE} for m in ("bgpbt", "bgpbt-long")},
         fresh=True,
         thresholds={"HalfCheetah-v5": 1000.0},
     ),
@@ -331,6 +344,7 @@ def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
                     jobs.append(zoo_job(args, env_id, method, seed, budget, run_dir))
                     continue
                 ranks = 1 if spec.single else args.ranks
+                generations = spec.generations or budget.generations
                 steps = budget.steps * args.members if spec.total else budget.steps
                 space = args.study.env_space_flags.get(env_id, args.study.space_flags)
                 space = args.study.method_space_flags.get(method, {}).get(env_id, space)
@@ -338,7 +352,7 @@ def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
                     "--env-id",
                     env_id,
                     "--total-generations",
-                    str(budget.generations),
+                    str(generations),
                     "--agent-training-steps",
                     str(steps),
                     "--eval-episodes",
@@ -353,7 +367,7 @@ def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
                     *spec.flags,
                 ]
                 command = (spec.script, *flags, "--run-dir", str(run_dir))
-                jobs.append(Job(env_id, method, seed, ranks, command, run_dir, budget.generations))
+                jobs.append(Job(env_id, method, seed, ranks, command, run_dir, generations))
     return jobs
 
 

@@ -245,8 +245,8 @@ def test_the_bgpbt_study_shares_the_continuous_studys_pbt_and_pb2_runs_and_adds_
     assert runs_dir(args) == runs_dir(continuous)
     jobs = {(job.method, job.seed): job for job in jobs_for(args, runs_dir(args))}
     shared = {(job.method, job.seed): job for job in jobs_for(continuous, runs_dir(continuous))}
-    assert sorted(jobs) == sorted((m, s) for m in ("pbt", "pb2", "bgpbt") for s in range(5))
-    for key in [k for k in jobs if k[0] != "bgpbt"]:
+    assert sorted(jobs) == sorted((m, s) for m in ("pbt", "pb2", "bgpbt", "bgpbt-long") for s in range(5))
+    for key in [k for k in jobs if not k[0].startswith("bgpbt")]:
         assert jobs[key] == shared[key]  # the same command and run directory: run once
     for seed in range(5):
         flags = list(jobs[("bgpbt", seed)].command)
@@ -258,6 +258,12 @@ def test_the_bgpbt_study_shares_the_continuous_studys_pbt_and_pb2_runs_and_adds_
         assert (space["learning_rate"].low, space["learning_rate"].high) == (2.0e-6, 2.0e-3)
         # its stage fits: due after generation 4 at the latest, one rung, then PBT to generation 8
         assert config.stage_steps == 4 * 6144 and config.stage_distillation_steps == 6144
+        # with BG-PBT's proportions: the stage after 2 generations, distilled as long in one rung of 7
+        # generations, so each member's line has the same env steps
+        long = parse_config(list(jobs[("bgpbt-long", seed)].command)[1:], world_size=2, check_run_dir=False)
+        assert (long.stage_steps, long.stage_distillation_steps, long.total_generations) == (2 * 6144, 2 * 6144, 7)
+        assert long.stage_steps + long.stage_distillation_steps + 4 * 6144 == 8 * 6144
+        assert jobs[("bgpbt-long", seed)].generations == 7
 
 
 def test_a_method_without_selection_scores_is_left_out_of_their_tables():
