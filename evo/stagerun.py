@@ -46,7 +46,7 @@ from evo.learners.interface import Learner
 from evo.loop import LoopOutcome, gather, score
 from evo.mpi import exchange
 from evo.rundir.checkpoint import Checkpoint
-from evo.rundir.records import RunRecords, tb_dir
+from evo.rundir.records import RankTiming, RunRecords, tb_dir
 from evo.sb3.learner import member_seed
 
 logger = logging.getLogger("evo")
@@ -230,16 +230,22 @@ class Stages:
             rung = distilling.rungs[rung_index]
             generation += 1
             started = time.perf_counter()
+            steps_before = sum(student.env_steps for student in students.values())
             for student in students.values():
                 if stopper.poll():
                     break
                 student.train(rung.steps, stopper.poll)
+            trained = time.perf_counter()
+            trained_steps = sum(student.env_steps for student in students.values()) - steps_before
             if stopper.agree():
                 for student in students.values():
                     student.close()
                 return LoopOutcome(stopped=True, completed=generation - 1, last=None)
+            agreed = time.perf_counter()
             results = score(rank, students, self._score)
+            scored = time.perf_counter()
             everyone = gather(self.comm, results)
+            gathered = time.perf_counter()
             for result in results:
                 students[result.member].log_generation(result, False)
             cut = functools.partial(self.cut, generation, everyone, started)
@@ -252,6 +258,14 @@ class Stages:
                 self.book = self.book.finish(generation, max(env_steps for _, env_steps, _ in survivors))
             else:
                 self.book = dataclasses.replace(self.book, distilling=distilling)
+            timing = RankTiming(
+                trained=trained_steps,
+                train_s=trained - started,
+                score_s=scored - agreed,
+                wait_s=(agreed - trained) + (gathered - scored),
+                exchange_s=time.perf_counter() - gathered,  # the cut, and the survivors' move at the end
+            )
+            self.write_timing(generation, started, timing)
             run_state = None
             if rank == 0:
                 run_state = {
@@ -261,6 +275,14 @@ class Stages:
                 }
             tools.save(generation, tools.payloads({**members, **students}, generation), run_state)
         return LoopOutcome(stopped=False, completed=generation, last=None)
+
+    def write_timing(self, generation: int, started: float, timing: RankTiming) -> None:
+        """Collective: the rung's row of generations.csv (rank 0), as a generation's: its wall time,
+        the students' env steps per second, and the slowest rank's parts."""
+        per_rank = exchange.gather_to_root(self.comm, [timing])
+        if self.records is not None and per_rank is not None:
+            trained = sum(t.trained for t in per_rank)
+            self.records.write_timing(generation, time.perf_counter() - started, trained, per_rank)
 
     def teachers(self, members: Mapping[int, Learner], teachers: list[int]) -> dict[int, tuple]:
         """Collective: each teacher's flat weights, statistics and hyperparameters, from its rank to

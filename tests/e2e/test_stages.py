@@ -3,6 +3,7 @@ distilled from the top members, cut by successive halving, and the survivors tak
 with their architectures; a run stopped in the middle of a distillation resumes there and records what
 the uninterrupted run records; HalfCheetah on 4 ranks with --explore casmo reaches its second stage."""
 
+import csv
 import json
 import signal
 
@@ -54,6 +55,10 @@ def assert_one_stage(run_dir) -> None:
     """The records of a run whose one stage ran after generation 1, as its rungs 2 and 3."""
     rows = read_population(run_dir)
     lineage = read_lineage(run_dir)
+    with (run_dir / "generations.csv").open(newline="") as handle:
+        timings = list(csv.DictReader(handle))
+    assert [int(t["generation"]) for t in timings] == [1, 2, 3, 4]  # the rungs 2 and 3 too
+    assert all(float(t["env_steps_per_s"]) > 0 for t in timings)
     by_key = {(int(r["generation"]), int(r["member"])): r for r in rows}
     students = [e for e in lineage if e.get("event") == "student"]
     rungs = [e for e in lineage if e.get("event") == "rung"]
