@@ -53,7 +53,6 @@ indices, ``--job N`` runs just job N (in a SLURM array: ``--job $SLURM_ARRAY_TAS
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -519,50 +518,44 @@ def summarise(job: Job, threshold: float | None, study: Study | None = None) -> 
         ties=ties,
         copies=copies,
         equal_total=best_within(curve, curve[-1][0] / members) if curve else math.nan,
-        stages=stage_facts(job.run_dir),
+        stages=stage_facts(history),
         **tested,
     )
 
 
-def stage_facts(run_dir: Path) -> list[dict]:
-    """Per BG-PBT stage of a run (none without ``--max-distillations``), from its population.csv and
-    lineage.jsonl: after which generation and why it started, the members' best score then, its
-    teachers, each rung's best student, how each survivor was proposed (kept, bo, random), the
-    members' best in the generation after the stage and the env steps its students trained."""
-    path = run_dir / "lineage.jsonl"
-    lineage = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
-    planned = [e for e in lineage if e.get("event") == "student"]
+def stage_facts(history) -> list[dict]:
+    """Per BG-PBT stage of a run (none without ``--max-distillations``), from its records (a
+    :class:`evo.rundir.history.RunHistory`): after which generation and why it started, the members'
+    best score then, its teachers, each rung's best student, how each survivor was proposed (kept,
+    bo, random), the members' best in the generation after the stage and the env steps its students
+    trained."""
+    planned = [e for e in history.lineage if e.get("event") == "student"]
     if not planned:
         return []
-    with open(run_dir / "population.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
     best: dict[int, float] = {}
-    steps: dict[int, int] = {}
-    for row in rows:
-        generation, score = int(row["generation"]), float(row["score"])
-        if not row["teacher"]:  # a member's row (a student's has its teacher)
-            best[generation] = max(best.get(generation, -math.inf), score)
-        steps[int(row["member"])] = int(row["env_steps"])  # the last row's
+    for row in history.rows:
+        if row.teacher is None:  # a member's row (a student's has its teacher)
+            best[row.generation] = max(best.get(row.generation, -math.inf), row.score)
     facts = []
     for stage in sorted({e["stage"] for e in planned}):
         students = {e["member"]: e for e in planned if e["stage"] == stage}
-        started = next(iter(students.values()))["generation"]
-        at_start = max(int(r["env_steps"]) for r in rows if int(r["generation"]) == started and not r["teacher"])
-        rungs = [e for e in lineage if e.get("event") == "rung" and e["stage"] == stage]
-        survivors = [e for e in lineage if e.get("event") == "survivor" and e["stage"] == stage]
+        first = next(iter(students.values()))
+        rungs = [e for e in history.lineage if e.get("event") == "rung" and e["stage"] == stage]
+        survivors = [e for e in history.lineage if e.get("event") == "survivor" and e["stage"] == stage]
         ended = rungs[-1]["generation"] if rungs else None
+        trained = [row.env_steps - history.started_at(row) for row in history.rows if row.member in students]
         facts.append(
             {
                 "stage": stage,
-                "after_generation": started,
-                "reason": next(iter(students.values()))["reason"],
-                "best_before": best.get(started, math.nan),
+                "after_generation": first["generation"],
+                "reason": first["reason"],
+                "best_before": best.get(first["generation"], math.nan),
                 "teachers": sorted({e["teacher"] for e in students.values()}),
                 "students": len(students),
                 "rung_best": [max(v for v in e["scores"].values() if v is not None) for e in rungs],
                 "survivors_how": [students[e["student"]]["how"] for e in survivors],
                 "best_after": best.get(ended + 1, math.nan) if ended is not None else math.nan,
-                "student_env_steps": sum(steps[m] - at_start for m in students if m in steps),
+                "student_env_steps": sum(trained),
             }
         )
     return facts
