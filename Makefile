@@ -1,4 +1,4 @@
-# evo: `make run` trains a small PBT population, `make test` runs every test tier.
+# evo: `make run` trains a small PBT population, `make test` runs the test tiers (all five as root).
 # Both install first (into .venv) if needed. Optional extras: make install EXTRAS=mujoco
 # (gymnasium's MuJoCo tasks), EXTRAS=video (--video: pygame, imageio, PyAV; as root also Mesa's
 # EGL); `make test EXTRAS=mujoco,video` also runs the tests that need them.

@@ -26,7 +26,7 @@ from experiments.compare import (
     summarise,
     table,
 )
-from tests.support import PPO_SIX, ROOT
+from tests.support import PPO_SIX, ROOT, need_mujoco
 
 
 def test_thresholds_come_from_gymnasium():
@@ -134,10 +134,6 @@ def test_the_continuous_study_runs_every_method_on_the_same_budget_per_member(tm
         # single agents keep their YAML's values
         space = [flag for flag in flags if flag.startswith("search_space:")]
         assert space == [MIXED_SPACE[1]] if job.env_id == "Pendulum-v1" and not single else True
-        if job.env_id == "HalfCheetah-v5" and not single:
-            config = parse_config(list(flags[1:]), world_size=2, check_run_dir=False)
-            rate = config.agent.search_space["learning_rate"]
-            assert (rate.low, rate.high) == (2.0e-6, 2.0e-3) and "n_epochs" in config.agent.search_space
         assert bool(space) == (not single)
         assert ("--initial-hparams" in flags) == single
     zoo = [job for job in jobs if not job.mpi]
@@ -149,6 +145,19 @@ def test_the_continuous_study_runs_every_method_on_the_same_budget_per_member(tm
     sb3 = [job for job in jobs if job.method == "sb3-default"]
     assert all("experiments/sb3-defaults.yml" in job.command for job in sb3)
     assert reward_threshold("Pendulum-v1", args.study) == -200 and reward_threshold("Pendulum-v1") is None
+
+
+def test_the_continuous_studys_halfcheetah_population_searches_the_wider_learning_rate(tmp_path):
+    """HalfCheetah's population methods: the mixed space with the wider learning rate and n_epochs, as the
+    run's own config reads it (which needs the MuJoCo extra)."""
+    need_mujoco()
+    args = parse_args(["--study", "continuous", "--envs", "HalfCheetah-v5", "--out", str(tmp_path)])
+    population = [job for job in jobs_for(args, tmp_path / "runs") if job.mpi and not METHODS[job.method].single]
+    assert {job.method for job in population} == {"pbt", "pb2", "random"}
+    for job in population:
+        config = parse_config(list(job.command)[1:], world_size=2, check_run_dir=False)
+        rate = config.agent.search_space["learning_rate"]
+        assert (rate.low, rate.high) == (2.0e-6, 2.0e-3) and "n_epochs" in config.agent.search_space
 
 
 def test_the_procgen_study_trains_selects_and_reports_on_disjoint_levels(tmp_path):
@@ -248,6 +257,15 @@ def test_the_bgpbt_study_shares_the_continuous_studys_pbt_and_pb2_runs_and_adds_
     assert sorted(jobs) == sorted((m, s) for m in ("pbt", "pb2", "bgpbt", "bgpbt-long") for s in range(5))
     for key in [k for k in jobs if not k[0].startswith("bgpbt")]:
         assert jobs[key] == shared[key]  # the same command and run directory: run once
+
+
+def test_the_bgpbt_studys_runs_have_one_stage_that_fits_their_budget():
+    """Each BG-PBT run's config as the run reads it (HalfCheetah: needs the MuJoCo extra)."""
+    from experiments.compare import runs_dir
+
+    need_mujoco()
+    args = parse_args(["--study", "bgpbt"])
+    jobs = {(job.method, job.seed): job for job in jobs_for(args, runs_dir(args))}
     for seed in range(5):
         flags = list(jobs[("bgpbt", seed)].command)
         config = parse_config(flags[1:], world_size=2, check_run_dir=False)
