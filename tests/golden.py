@@ -65,3 +65,94 @@ def same_value(expected: str, found: str) -> bool:
 
 def lineage(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# --- the runs whose records and final weights the restructuring of the run wing kept (issue 37) ----------
+
+STAGE_SPACE = """default:
+  n_envs: 2
+  n_steps: 64
+  n_minibatches: 2
+  n_epochs: 2
+  search_space:
+    learning_rate: {low: 1.0e-4, high: 1.0e-3, scale: log}
+    pi_layers: {low: 1, high: 3, type: int}
+    pi_width: {choices: [16, 32, 64]}
+    vf_layers: {low: 1, high: 3, type: int}
+"""
+"""The stage run's space: the learning rate and three architecture dimensions, tiny PPO settings."""
+
+TINY_SAC = [
+    *("--algo", "sac", "--env-id", "Pendulum-v1"),
+    *("--hyperparams", "learning_starts:50", "batch_size:32", "buffer_size:4000", "gradient_steps:1"),
+    "policy_kwargs:{net_arch: [64, 64]}",
+    "search_space:{batch_size: {choices: [32, 64]}}",
+]
+
+
+def golden_runs(directory: Path) -> dict[str, list[str]]:
+    """Each golden run's command (``python`` + these, on 2 ranks); ``directory`` holds the files they need."""
+    stage_file = directory / "stage.yml"
+    stage_file.write_text(STAGE_SPACE)
+    return {
+        "cartpole": COMMAND,
+        "pendulum-normalize": [
+            *("pbt_rl_truct.py", "--env-id", "Pendulum-v1", "--eval-episodes", "1", "--seed", "5"),
+            *("--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1", "normalize:true"),
+            *budget(4, 3, 256),
+        ],
+        "sac": ["pbt_rl_wta.py", *TINY_SAC, *budget(4, 3, 200), "--seed", "3"],
+        "stage": [
+            *("pbt_rl_truct_collective.py", "--env-id", "CartPole-v1", "--hyperparams", str(stage_file)),
+            *budget(4, 5, 256),
+            *("--seed", "3", "--max-distillations", "1", "--stage-steps", "256", "--patience", "100"),
+            *("--distillation-steps", "1024"),
+        ],
+    }
+
+
+def weights_digest(run_dir: Path) -> dict[str, dict[str, str]]:
+    """The sha256 of each member's flat buffers in the run's last checkpoint, by member: ``state`` (every
+    network, every optimizer's state and the algorithm's own tensors) and ``normalization`` (its
+    statistics, where it has them)."""
+    import hashlib
+
+    from evo.rundir.checkpoint import latest, load_payload
+
+    checkpoint, _ = latest(run_dir)
+    found = {}
+    for member in sorted(int(m) for m in checkpoint.manifest["members"]):
+        payload = load_payload(checkpoint.member_path(member))
+        found[str(member)] = {
+            name: hashlib.sha256(payload[name].numpy().tobytes()).hexdigest()
+            for name in ("state", "normalization")
+            if payload.get(name) is not None
+        }
+    return {"generation": checkpoint.generation, "members": found}
+
+
+def record(out: Path) -> None:
+    """Run every golden run and keep its population.csv, lineage.jsonl and weights digest in ``out``/<name>."""
+    import shutil
+
+    from tests.support import mpiexec
+
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / "work"
+    work.mkdir(exist_ok=True)
+    for name, command in golden_runs(work).items():
+        run_dir = work / name
+        result = mpiexec(2, [*command, "--run-dir", str(run_dir)], timeout=600, env={"MKL_CBWR": "COMPATIBLE"})
+        assert result.returncode == 0, result.stderr[-4000:]
+        target = out / name
+        target.mkdir(exist_ok=True)
+        for file in ("population.csv", "lineage.jsonl"):
+            shutil.copy(run_dir / file, target / file)
+        (target / "weights.json").write_text(json.dumps(weights_digest(run_dir), indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    import sys
+
+    record(Path(sys.argv[1]))
