@@ -77,10 +77,10 @@ def score(member):
 def lockstep(comm, config, intervals: int, steps: int, slow: bool) -> tuple[float, int]:
     from evo.core.explorers import make_explorer
     from evo.core.plan import generation_rng, plan_generation
-    from evo.loop import Hooks, LoopSettings, run_generations
-    from evo.run import make_member
+    from evo.runner.loop import Hooks, LoopSettings, run_generations
+    from evo.runner.session import member_factory
 
-    members = {m: make_member(config, m, tensorboard=False) for m in config.members_of(comm.Get_rank())}
+    members = {m: member_factory(config).make(m, tensorboard=False) for m in config.members_of(comm.Get_rank())}
     explorer = make_explorer("perturb", config.agent.search_space)
     train, trained = trainer(comm, steps, slow)
 
@@ -102,10 +102,10 @@ def asynchronous(comm, config, intervals: int, steps: int, slow: bool) -> tuple[
     from evo.core.asynchronous import Schedule, decide_at_ready, ready_rng
     from evo.core.explorers import make_explorer
     from evo.mpi.asynchronous import Coordination, WorkerHooks, run_workers
-    from evo.run import make_member
+    from evo.runner.session import member_factory
 
     rank = comm.Get_rank()
-    members = {m: make_member(config, m, tensorboard=False) for m in config.members_of(rank)}
+    members = {m: member_factory(config).make(m, tensorboard=False) for m in config.members_of(rank)}
     explorer = make_explorer("perturb", config.agent.search_space)
     train, trained = trainer(comm, steps, slow)
 
@@ -115,7 +115,7 @@ def asynchronous(comm, config, intervals: int, steps: int, slow: bool) -> tuple[
         return state
 
     def adopt(member_id, state):
-        member = make_member(config, member_id, state["hparams"], tensorboard=False)
+        member = member_factory(config).make(member_id, state["hparams"], tensorboard=False)
         member.restore(state)
         return member
 

@@ -41,7 +41,7 @@ DONE = 32301
 
 def build(comm, env_id: str, block: str):
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
 
     hp = Path(os.environ.get("TMPDIR", "/tmp")) / f"evo-bench-async-{os.getpid()}.yml"
     hp.write_text(f"{block}:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n")
@@ -49,7 +49,7 @@ def build(comm, env_id: str, block: str):
         ["--env-id", env_id, "--hyperparams", str(hp)], world_size=comm.Get_size(), check_run_dir=False
     )
     hp.unlink()
-    member = make_member(config, comm.Get_rank(), config.agent.defaults, tensorboard=False)
+    member = member_factory(config).make(comm.Get_rank(), config.agent.defaults, tensorboard=False)
     member.train(STEPS)  # real Adam state
     return member
 

@@ -46,7 +46,7 @@ def main() -> None:
     import torch
 
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
     from evo.sb3.augment import AUGMENTATIONS
 
     torch.set_num_threads(1)
@@ -56,7 +56,7 @@ def main() -> None:
         config = parse_config(
             ["--env-id", "bigfish", "--hyperparams", str(hp), "--tb-writer", "False"], check_run_dir=False
         )
-        member = make_member(config, 0, tensorboard=False)
+        member = member_factory(config).make(0, tensorboard=False)
     policy = member.model.policy
     generator = torch.Generator().manual_seed(0)
     frames = torch.randint(0, 256, (args.batch, 3, 64, 64), dtype=torch.uint8, generator=generator)
@@ -94,7 +94,7 @@ def drac_updates(batch: int, repeats: int) -> dict[str, float]:
     import numpy as np
 
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
 
     with tempfile.TemporaryDirectory() as tmp:
         hp = Path(tmp) / "bigfish.yml"
@@ -102,7 +102,7 @@ def drac_updates(batch: int, repeats: int) -> dict[str, float]:
         config = parse_config(
             ["--env-id", "bigfish", "--conf-file", str(hp), "--tb-writer", "False"], check_run_dir=False
         )
-        member = make_member(config, 0, tensorboard=False)
+        member = member_factory(config).make(0, tensorboard=False)
     model, rng = member.model, np.random.default_rng(0)
     buffer = model.rollout_buffer  # a rollout as collect_rollouts leaves it, of random frames
     buffer.reset()

@@ -88,11 +88,12 @@ class PhaseClock:
 def install_clock(clock: PhaseClock) -> None:
     """Wrap the steps of evo's generation loop in the clock (module attributes, which the loop
     looks up at every call), so the real code runs, timed."""
-    import evo.loop
-    import evo.run
+    import evo.runner.generation
+    import evo.runner.loop
+    import evo.runner.members
     from evo.mpi import exchange
 
-    run_generation, plan, apply_exploits = evo.loop.run_generation, evo.loop.plan, exchange.apply_exploits
+    run_generation, plan, apply_exploits = evo.runner.loop.run_generation, evo.runner.loop.plan, exchange.apply_exploits
 
     def begin_generation(comm, members, owner, hooks, generation, *args):
         clock.begin(generation)
@@ -115,18 +116,20 @@ def install_clock(clock: PhaseClock) -> None:
         clock.rows[-1]["donors"] = sorted(donors.items())
         return donors
 
-    evo.loop.run_generation = begin_generation
-    evo.loop.train = clock.timed("train", evo.loop.train, barrier=False)
+    evo.runner.loop.run_generation = begin_generation
+    evo.runner.loop.train = clock.timed("train", evo.runner.loop.train, barrier=False)
     exchange.StopNotifier.agree = clock.timed("agree", exchange.StopNotifier.agree, barrier=True)
-    evo.loop.score = clock.timed("score", evo.loop.score, barrier=False)
-    evo.loop.gather = clock.timed("gather", evo.loop.gather, barrier=True)
-    evo.loop.plan = clock.timed("plan", timed_plan, barrier=True)
+    evo.runner.loop.score = clock.timed("score", evo.runner.loop.score, barrier=False)
+    evo.runner.loop.gather = clock.timed("gather", evo.runner.loop.gather, barrier=True)
+    evo.runner.loop.plan = clock.timed("plan", timed_plan, barrier=True)
     exchange.apply_exploits = clock.timed("exchange", recorded_exchange, barrier=True)
-    evo.run.after_exchange = clock.timed("records", evo.run.after_exchange, barrier=True)
-    evo.loop.checkpoint = clock.timed("checkpoint", evo.loop.checkpoint, barrier=True)
+    generation = evo.runner.generation
+    generation.after_exchange = clock.timed("records", generation.after_exchange, barrier=True)
+    evo.runner.loop.checkpoint = clock.timed("checkpoint", evo.runner.loop.checkpoint, barrier=True)
     # inside the checkpoint: serialising the members, and writing them (files, fsync, manifest)
-    evo.run.snapshot = clock.timed("snapshot", evo.run.snapshot, barrier=False)
-    evo.run.save_checkpoint = clock.timed("write", evo.run.save_checkpoint, barrier=False)
+    factory = evo.runner.members.MemberFactory
+    factory.files = clock.timed("snapshot", factory.files, barrier=False)
+    generation.write_checkpoint = clock.timed("write", generation.write_checkpoint, barrier=False)
 
 
 def barrier_floor(comm, repeats: int) -> float:
@@ -243,7 +246,7 @@ def sizes_worker() -> None:
     """Bytes a member exchanges for each policy: weights + Adam state (float32), and the
     VecNormalize statistics (float64) where the env normalises; and the plan's sizes and cost."""
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
 
     sizes = {}
     for name, (env_id, block, extra) in POLICIES.items():
@@ -251,7 +254,7 @@ def sizes_worker() -> None:
             handle.write(f"{block}:\n  n_envs: 1\n  n_steps: 32\n{extra}")
             handle.flush()
             config = parse_config(["--env-id", env_id, "--hyperparams", handle.name], world_size=1, check_run_dir=False)
-            member = make_member(config, 0, config.agent.defaults, tensorboard=False)
+            member = member_factory(config).make(0, config.agent.defaults, tensorboard=False)
         stats = member.stats.nbytes if member.stats is not None else 0
         sizes[name] = {"env_id": env_id, "buffer": int(member.buffer.nbytes), "stats": int(stats)}
         member.close()

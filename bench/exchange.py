@@ -60,14 +60,14 @@ def measure_policy(comm, policy: str, env_id: str, block: str, repeats: int) -> 
 
     from evo.config import parse_config
     from evo.mpi import exchange
-    from evo.run import make_member
+    from evo.runner.session import member_factory
 
     rank, size = comm.Get_rank(), comm.Get_size()
     hp = Path(os.environ.get("TMPDIR", "/tmp")) / f"evo-bench-exchange-{os.getpid()}.yml"
     hp.write_text(f"{block}:\n  n_envs: 2\n  n_steps: 32\n  n_minibatches: 2\n")
     config = parse_config(["--env-id", env_id, "--hyperparams", str(hp)], world_size=size, check_run_dir=False)
     hp.unlink()
-    member = make_member(config, rank, config.agent.defaults, tensorboard=False)
+    member = member_factory(config).make(rank, config.agent.defaults, tensorboard=False)
     member.train(64)  # real Adam state
     donors = {size - 1: 0}  # truncation at f=0.25, n=2..4: the worst member copies the best
     scratch = np.empty_like(member.buffer)

@@ -33,13 +33,13 @@ def independent_worker(members: int, ranks: int, rank: int, generations: int, st
     import torch
 
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
     from evo.sb3.cputune import tune_allocator
 
     torch.set_num_threads(1)
     tune_allocator()
     config = parse_config(["--num-agents", str(members)], world_size=ranks, check_run_dir=False)
-    agents = [make_member(config, m, tensorboard=False) for m in config.members_of(rank)]
+    agents = [member_factory(config).make(m, tensorboard=False) for m in config.members_of(rank)]
     for _ in range(generations):
         for agent in agents:
             agent.train(steps)

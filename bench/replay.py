@@ -39,12 +39,12 @@ def member_with_full_buffer(env_id: str, transitions: int, exploit_buffer: str, 
     import numpy as np
 
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
 
     argv = ["--algo", "sac", "--env-id", env_id, "--exploit-buffer", exploit_buffer, "--hyperparams"]
     argv += [f"buffer_size:{transitions}", "learning_starts:0"]
     config = parse_config(argv, world_size=2, check_run_dir=False)
-    member = make_member(config, rank, config.agent.defaults, tensorboard=False)
+    member = member_factory(config).make(rank, config.agent.defaults, tensorboard=False)
     buffer = member.model.replay_buffer
     rng = np.random.default_rng(rank)
     for name in ("observations", "next_observations", "actions", "rewards", "dones", "timeouts"):
@@ -56,8 +56,7 @@ def member_with_full_buffer(env_id: str, transitions: int, exploit_buffer: str, 
 
 def measure(comm, env_id: str, transitions: int, repeats: int) -> dict:
     from evo.mpi import exchange
-    from evo.run import checkpoint_payload
-    from evo.rundir.checkpoint import atomic_write, dump_payload
+    from evo.rundir.checkpoint import atomic_write, dump_payload, member_payload
     from evo.sb3.rng import rng_state
 
     rank = comm.Get_rank()
@@ -82,7 +81,7 @@ def measure(comm, env_id: str, transitions: int, repeats: int) -> dict:
                     sizes, seconds = [], []
                     for _ in range(max(2, repeats // 2)):
                         start = time.perf_counter()
-                        data = dump_payload(checkpoint_payload(member, "bench", 1, rng_state(), replay=replay))
+                        data = dump_payload(member_payload(member, "bench", 1, rng_state(), replay=replay))
                         atomic_write(Path(tmp) / f"member_{rank}.pt", data)
                         seconds.append(time.perf_counter() - start)
                         sizes.append(len(data))

@@ -56,11 +56,11 @@ def build(case: str, variant: str):
     config = parse_config(argv, check_run_dir=False)
     hyperparams.unlink()
     if variant.startswith("evo"):
-        from evo.run import make_member
+        from evo.runner.session import member_factory
         from evo.sb3.cputune import tune_allocator
 
         tune_allocator()
-        return make_member(config, 0, config.agent.defaults, tensorboard=False).model, config
+        return member_factory(config).make(0, config.agent.defaults, tensorboard=False).model, config
     from stable_baselines3 import PPO
 
     from evo.sb3.envs import make_env

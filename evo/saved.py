@@ -247,12 +247,12 @@ def load(run: SavedRun, chosen: MemberFile, precision: str | None = None):
     The process takes the run's torch threads and CPU tuning, as each of the run's ranks did: with
     torch's default (every core) an IMPALA member's one-frame forward passes ran 2-6x slower on 2
     cores beside other work (2026-11-27), the threads waiting for each other."""
-    from evo.run import make_member, prepare_process
+    from evo.runner.session import member_factory, prepare_process
 
     prepare_process(run.config.torch_threads, run.config.cpu_tuning)
     config = run.config if precision is None else dataclasses.replace(run.config, precision=precision)
     payload = load_payload(chosen.path)
-    member = make_member(config, chosen.member, tensorboard=False)
+    member = member_factory(config).make(chosen.member, tensorboard=False)
     note = member.restore(payload)
     if note:
         logger.info("member %d: %s", chosen.member, note)

@@ -8,7 +8,7 @@ copying the better worker's θ (exploit) and changing h (explore) reaches the op
 
 :class:`ToyWorker` has the part of the learner interface the exchange uses
 (:class:`~evo.learners.interface.Exchangeable`), so the toy runs through the same generation
-loop (``evo.loop``: selection, explore and exchange) as the RL scripts; the communicator is
+loop (``evo.runner.loop``: selection, explore and exchange) as the RL scripts; the communicator is
 an argument (``main`` asks for ``COMM_WORLD``).
 """
 
@@ -28,8 +28,8 @@ from evo.core.kinds import Additive, Kind
 from evo.core.plan import Exploit, generation_rng, plan_generation
 from evo.core.result import MemberResult, Scores
 from evo.learners.interface import Layout, Payload, buffers_for
-from evo.loop import Hooks, LoopSettings, run_generations
 from evo.mpi import exchange
+from evo.runner.loop import Hooks, LoopSettings, run_generations
 
 Q_MAX = 1.2
 THETA0 = (0.9, 0.9)
@@ -112,7 +112,7 @@ class ToyWorker:
         self.hparams = {name: float(hparams[name]) for name in TOY_SPACE}
 
 
-# --- the run over MPI (through evo.loop; communication only through evo.mpi.exchange) ----------
+# --- the run over MPI (through evo.runner.loop; communication only through evo.mpi.exchange) ----------
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,7 @@ def main(argv=None) -> int:
             parsed = ("ok", parse_toy_args(argv, comm.Get_size()))
         except SystemExit as stop:
             parsed = ("exit", stop.code if isinstance(stop.code, int) else 2)
-    parsed = comm.bcast(parsed, root=0)
+    parsed = exchange.broadcast(comm, parsed)
     if parsed[0] != "ok":
         return parsed[1]
     settings, args = parsed[1]

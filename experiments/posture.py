@@ -61,15 +61,15 @@ def posture(run_dir: Path, episodes: int = 2, seed: int = 100) -> list[dict]:
     """One row per member of the run's last checkpoint."""
     import gymnasium
 
-    from evo.run import make_member
     from evo.rundir.checkpoint import load_payload
+    from evo.runner.session import member_factory
 
     config = run_config(run_dir)
     last = sorted((run_dir / "checkpoints").glob("gen_*"))[-1]
     rows = []
     for path in sorted(last.glob("member_*.pt"), key=lambda p: int(p.stem.split("_")[1])):
         payload = load_payload(path)
-        member = make_member(config, payload["member"], dict(config.agent.defaults), tensorboard=False)
+        member = member_factory(config).make(payload["member"], dict(config.agent.defaults), tensorboard=False)
         member.restore(payload)
         env = gymnasium.make(config.env_id)
         results = [episode(member, env, seed + i) for i in range(episodes)]

@@ -111,10 +111,10 @@ def started_run(tmp_path: Path, argv: list[str], record=lambda plain: plain):
 
 def member_of(config, member_id, hparams=None, **kwargs):
     """A member of ``config`` writing no TensorBoard files, with the YAML's values updated by ``hparams``."""
-    from evo.run import make_member
+    from evo.runner.session import member_factory
 
     hparams = config.agent.defaults if hparams is None else {**config.agent.defaults, **hparams}
-    return make_member(config, member_id, hparams, tensorboard=False, **kwargs)
+    return member_factory(config).make(member_id, hparams, tensorboard=False, **kwargs)
 
 
 def capture_logger():

@@ -32,8 +32,7 @@ from evo.core.kinds import SearchSpace
 from evo.core.plan import Exploit
 from evo.core.result import MemberResult
 from evo.core.selection import NO_PBT, STRATEGIES, TIE_RULES, ranking, tied, truncation_count
-
-ASYNC_STREAM = 0xA5_1C
+from evo.core.streams import ASYNC_STREAM
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
 from evo.core.result import MemberResult, by_member
 from evo.core.selection import TIE_RULES, keep_tied, select
-
-SELECTION_STREAM = 0x5E1EC7
+from evo.core.streams import SELECTION_STREAM
 
 
 @dataclass(frozen=True)

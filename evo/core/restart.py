@@ -32,8 +32,7 @@ from evo.core.kinds import SearchSpace
 from evo.core.plan import json_hparams
 from evo.core.result import MemberResult
 from evo.core.selection import NO_PBT, ranking
-
-RESTART_STREAM = 0x4E57A47
+from evo.core.streams import RESTART_STREAM
 
 
 @dataclass(frozen=True)

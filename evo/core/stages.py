@@ -13,7 +13,7 @@ evo/sb3/ppo.py), and successive halving keeps the best of them (:func:`halving_r
 The bookkeeping a run carries from generation to generation and into its checkpoints
 (:class:`StageBook`: the stage's bests, the architectures that ran and the best each reached, the
 distillation under way) and a new stage's students (:func:`plan_students`) are here too; the MPI side
-that trains the students is evo/stagerun.py.
+that trains the students is evo/runner/stages.py.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Three payloads leave a member:
   its envs, counters, episode statistics and scores, as plain data and tensors: what moving a
   member to another rank carries, and what a checkpoint holds;
 - its **checkpoint payload**: the whole member (its replay buffer left out on request) under the
-  run's id and generation (evo.run writes it; evo.rundir.checkpoint stores it).
+  run's id and generation (evo.rundir.checkpoint.member_payload makes it and stores it).
 
 The SB3 learners (evo/sb3/learner.py) and the toy's workers (evo/toy.py) implement it.
 """
@@ -89,7 +89,7 @@ class TrainingHooks(Protocol):
 
 @runtime_checkable
 class Learner(Exchangeable, Protocol):
-    """One member of the population, held by one rank: what evo.run asks of it."""
+    """One member of the population, held by one rank: what the run engine (evo.runner) asks of it."""
 
     scores: list[float]
     """Its score at the end of each generation so far."""
@@ -133,3 +133,22 @@ class Learner(Exchangeable, Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Distiller(Learner, Protocol):
+    """A learner that can be distilled from a teacher (BG-PBT's stages, evo/runner/stages.py): a learner
+    whose spec says ``distils``."""
+
+    def start_distillation(
+        self,
+        teacher_state: np.ndarray,
+        teacher_hparams: Mapping[str, Any],
+        total_steps: int,
+        teacher_normalization: np.ndarray | None = None,
+    ) -> None:
+        """From the next update on, learn from the teacher whose flat weights are ``teacher_state`` (of
+        the architecture ``teacher_hparams`` give) as well as from its own rollouts, for ``total_steps``
+        env steps; ``teacher_normalization``: the teacher's statistics, which it takes (if the run
+        normalises)."""
+        ...

@@ -333,7 +333,7 @@ class WorkerHooks:
     (the weights that earned its score); what it returns goes to rank 0's ``on_ready``;
     ``rebuild(member, restart, env_steps)``, a new member in a failed one's place (its env-step
     counter back at ``env_steps``, where the failed interval began) and ``restarted(member,
-    restart)`` once a donor's weights are in (as in evo.loop)."""
+    restart)`` once a donor's weights are in (as in evo.runner.loop)."""
 
     train: Callable[[Any, Callable[[], bool]], None]
     score: Callable[[Any], Scores]

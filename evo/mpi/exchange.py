@@ -257,7 +257,18 @@ def agree(comm, flag: bool) -> bool:
 
 
 def broadcast(comm, value: Any, root: int = 0) -> Any:
+    """``value`` from ``root`` to every rank (pickled: small metadata only)."""
     return comm.bcast(value, root=root)
+
+
+def barrier(comm) -> None:
+    """Every rank waits for all."""
+    comm.Barrier()
+
+
+def abort(comm, status: int = 1) -> None:
+    """End the whole job now, from any rank (no rank is left waiting in a collective or a receive)."""
+    comm.Abort(status)
 
 
 def world():

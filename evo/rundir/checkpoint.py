@@ -36,7 +36,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -125,6 +125,19 @@ def as_tensors(arrays: dict[str, Any]) -> dict[str, Any]:
 def as_arrays(tensors: dict[str, Any]) -> dict[str, Any]:
     """The arrays :func:`as_tensors` stored, as writable copies."""
     return {name: tensor.numpy().copy() for name, tensor in tensors.items()}
+
+
+def member_payload(member: Any, run_id: str, generation: int, rng: dict, replay: bool = True) -> dict:
+    """A member's file: the whole member (its ``member_state``; its replay buffer left out unless
+    ``replay``) under the run's id and the generation (an asynchronous run's: the member's interval),
+    with the rank's RNG states ``rng``."""
+    return {
+        "format": MEMBER_FORMAT,
+        "run_id": run_id,
+        "generation": generation,
+        "rng": rng,
+        **member.member_state(replay=replay),
+    }
 
 
 def load_payload(path: Path) -> dict[str, Any]:
@@ -285,3 +298,71 @@ def prune(run_dir: Path, keep: int, newest: int) -> None:
             complete += 1
             continue
         shutil.rmtree(directory, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Writing a checkpoint of the population (collective)
+
+
+class KeptFile(Protocol):
+    """What :func:`write_checkpoint` asks of the run's kept best (evo.runner.best.KeptBest)."""
+
+    def save(self, directory: Path) -> dict | None:
+        """This rank's part: writes ``best.pt`` if it holds a capture not yet written; its entry."""
+        ...
+
+    def saved(self, directory: Path, written: dict | None) -> dict | None:
+        """Rank 0, once every rank wrote its files: the manifest's ``best`` entry, or None."""
+        ...
+
+    def done(self) -> None:
+        """Every rank, after the checkpoint: its capture is on disk."""
+        ...
+
+
+def write_checkpoint(
+    comm,
+    target: Target,
+    generation: int,
+    payloads: dict[int, bytes],
+    run_state: dict | None,
+    best: KeptFile | None = None,
+) -> None:
+    """Collective: every rank writes its members' files (``payloads``: member -> its file's bytes; and,
+    the rank that captured a new best, ``best.pt``), then rank 0 writes the manifest (last) and prunes
+    old checkpoints. ``run_state`` (rank 0 only: the lineage, the explorer's state ...) goes into the
+    manifest."""
+    from evo.mpi import exchange
+
+    directory = generation_dir(target.run_dir, generation)
+    if comm.Get_rank() == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / MANIFEST).unlink(missing_ok=True)
+    exchange.barrier(comm)
+    entries = []
+    for member, data in payloads.items():
+        atomic_write(directory / member_filename(member), data)
+        entries.append((member, file_entry(member_filename(member), data)))
+    best_file = best.save(directory) if best is not None else None
+    gathered = exchange.gather_to_root(comm, [(entries, best_file)])
+    if comm.Get_rank() == 0:
+        manifest = {
+            "format": FORMAT,
+            "run_id": target.run_id,
+            "generation": generation,
+            "env_id": target.env_id,
+            "num_agents": target.num_agents,
+            "world_size": target.world_size,
+            "members": {str(member): entry for member, entry in sorted(e for part, _ in gathered for e in part)},
+            **(run_state or {}),
+        }
+        if best is not None:
+            kept = best.saved(directory, next((file for _, file in gathered if file is not None), None))
+            if kept is not None:
+                manifest["best"] = kept
+        write_manifest(directory, manifest)
+        prune(target.run_dir, target.keep, generation)
+        logger.debug("checkpoint of generation %d written to %s", generation, directory)
+    if best is not None:
+        best.done()
+    exchange.barrier(comm)

@@ -143,8 +143,8 @@ def _known_algos() -> tuple[str, ...]:
     return algos()
 
 
-def kinds_of(config: dict) -> dict[str, Kind]:
-    space = (config.get("agent") or {}).get("search_space") or {}
+def kinds_of(saved: dict) -> dict[str, Kind]:
+    space = (saved.get("agent") or {}).get("search_space") or {}
     return {name: kind_from_spec({"kind": "float", "choices": [], **entry}) for name, entry in space.items()}
 
 

@@ -24,7 +24,7 @@ complete checkpoint holds. When a member copied at its ready point, its file als
 weights that earned its score (``ready_state``), which is what a recipient copies from it until it
 reaches its next ready point.
 
-The best is kept as a synchronous run keeps it (evo.run.KeptBest), at ready points: the coordinator
+The best is kept as a synchronous run keeps it (evo.runner.best.KeptBest), at ready points: the coordinator
 names a ready point whose score beats the best so far, the worker writes the member as it was
 scored (before it copies a donor) under a name of its own (two ranks may each hold a new best at
 once), and rank 0 points ``best.json`` at it once the ready point is settled, if no better one was

@@ -27,10 +27,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import platform
-import shlex
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -39,7 +36,6 @@ from typing import Any
 
 import yaml
 
-from evo.config import Config
 from evo.core.asynchronous import Latest, ReadyExploit
 from evo.core.kinds import SearchSpace
 from evo.core.plan import Exploit, weight_moves
@@ -176,6 +172,20 @@ def versions() -> dict[str, str]:
     return found
 
 
+@dataclass(frozen=True)
+class Continuation:
+    """Where a resumed run's records continue from: a synchronous run's checkpoint (its
+    ``generation``, and the ``lineage`` and ``population_step`` its manifest holds: later rows,
+    written after the checkpoint, are dropped), or an asynchronous run's (``ready_records``: the
+    records of every ready point its members' checkpoints cover, from which population.csv and the
+    lineage are rebuilt; ``generation``: the most intervals a member has done)."""
+
+    generation: int
+    lineage: list[dict] | None = None
+    population_step: int | None = None
+    ready_records: Sequence[Mapping[str, Any]] | None = None
+
+
 class RunRecords:
     """The run directory's files, owned by rank 0."""
 
@@ -187,26 +197,25 @@ class RunRecords:
         tb_writer: bool = True,
         *,
         new_run: tuple[dict, str] | None = None,
-        resume_generation: int | None = None,
+        continued: Continuation | None = None,
         command_line: str = "",
-        lineage: list[dict] | None = None,
-        population_step: int | None = None,
-        ready_records: Sequence[Mapping[str, Any]] | None = None,
+        asynchronous: bool = False,
         stages: bool = False,
     ):
-        """Create the run directory (``new_run``: the config to save and the command line), or, with
-        ``resume_generation``, continue its records from that generation (later rows, written after
-        the checkpoint, are dropped). ``names``: the explored hyperparameters, written by ``space``'s kinds.
-        An asynchronous run (``ready_records`` given, on a resume the records of every ready point its
-        members' checkpoints cover) has its population.csv and lineage rebuilt from them."""
+        """Create the run directory (``new_run``: the config to save and the command line), or continue
+        its records (``continued``; ``command_line`` is appended to command.txt). ``names``: the
+        explored hyperparameters, written by ``space``'s kinds; ``asynchronous``: a row per ready point,
+        with its wall time and the donor's interval; ``stages``: with the stage and teacher columns."""
         self.run_dir = Path(run_dir)
         self.population_path = self.run_dir / "population.csv"
         self.lineage_path = self.run_dir / "lineage.jsonl"
-        asynchronous = ready_records is not None
-        if asynchronous:
-            lineage = [entry for record in ready_records for entry in record["lineage"]]
-            steps = [int(record["row"]["env_steps"]) for record in ready_records]
-            population_step = max(steps, default=0)
+        lineage, population_step = None, None
+        if continued is not None:
+            lineage, population_step = continued.lineage, continued.population_step
+            if asynchronous:
+                records = continued.ready_records or []
+                lineage = [entry for record in records for entry in record["lineage"]]
+                population_step = max((int(record["row"]["env_steps"]) for record in records), default=0)
         self.lineage: list[dict] = list(lineage or [])
         self.names = tuple(names)
         self.space = space
@@ -214,7 +223,7 @@ class RunRecords:
         self.stage: int | None = 0 if stages else None
         """The stage the population's rows belong to (None: a run without stages)."""
         self.population_step = population_step or 0
-        if resume_generation is None:
+        if continued is None:
             saved_config, command_line = new_run if new_run is not None else ({}, command_line)
             self.run_dir.mkdir(parents=True, exist_ok=False)
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(saved_config, sort_keys=False))
@@ -225,50 +234,20 @@ class RunRecords:
             self.lineage_path.touch()
         else:
             resumed = (
-                "each member's last checkpointed ready point" if asynchronous else f"generation {resume_generation}"
+                "each member's last checkpointed ready point" if asynchronous else f"generation {continued.generation}"
             )
             with (self.run_dir / "command.txt").open("a") as handle:
                 handle.write(f"# resumed from {resumed}:\n{command_line}")
             if asynchronous:
-                self._rebuild(ready_records)
+                self._rebuild(continued.ready_records or [])
             else:
-                self._truncate(resume_generation)
+                self._truncate(continued.generation)
         self.writer = None
         if tb_writer:
             from torch.utils.tensorboard import SummaryWriter
 
-            purge = self.population_step + 1 if resume_generation is not None else None
+            purge = self.population_step + 1 if continued is not None else None
             self.writer = SummaryWriter(str(self.run_dir / "tb" / "population"), purge_step=purge)
-
-    @classmethod
-    def open(
-        cls,
-        config: Config,
-        command: list[str] | None = None,
-        resume_generation: int | None = None,
-        lineage: list[dict] | None = None,
-        population_step: int | None = None,
-        ready_records: Sequence[Mapping[str, Any]] | None = None,
-    ) -> RunRecords:
-        """The records of the run ``config`` describes: new, or continued from a checkpoint (an
-        asynchronous run's: ``ready_records``, empty for a new one)."""
-        command_line = (
-            f"cd {shlex.quote(os.getcwd())} && "
-            f"mpiexec -n {config.world_size} {shlex.join([Path(sys.executable).name, *(command or sys.argv)])}\n"
-        )
-        return cls(
-            config.run_dir,
-            config.explored_names,
-            config.agent.search_space,
-            config.tb_writer,
-            new_run=(config.to_dict(), command_line) if resume_generation is None else None,
-            resume_generation=resume_generation,
-            command_line=command_line,
-            lineage=lineage,
-            population_step=population_step,
-            ready_records=(ready_records or []) if config.asynchronous else None,
-            stages=config.max_distillations > 0,
-        )
 
     def _rebuild(self, ready_records: Sequence[Mapping[str, Any]]) -> None:
         """population.csv and lineage.jsonl as the members' checkpoints cover them: a row the CSV

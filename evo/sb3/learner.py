@@ -47,6 +47,7 @@ from torch import nn
 
 from evo.config.agent import AgentSettings
 from evo.core.result import MemberResult, Scores
+from evo.core.streams import EVALUATION_ENV, member_seed
 from evo.learners import LearnerSpec, Reach
 from evo.learners.interface import Layout, Payload, buffers_for
 from evo.learners.spec import resolved_net_arch
@@ -86,11 +87,6 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn
 WEIGHTS, NORMALIZATION = "weights", "normalization"
 
 
-def member_seed(seed: int, member: int, stream: int = 0) -> int:
-    """A 31-bit seed for ``member`` derived from the run's seed (independent streams)."""
-    return int(np.random.SeedSequence([seed, member, stream]).generate_state(1)[0] % (2**31 - 1))
-
-
 @dataclass(frozen=True)
 class EnvSettings:
     """The env a member trains and is evaluated on (every rank builds the same)."""
@@ -106,7 +102,7 @@ class EnvSettings:
 
 @dataclass(frozen=True)
 class MemberSetup:
-    """What building one member takes (evo.run makes it from the run's Config)."""
+    """What building one member takes (evo.runner.session.member_factory makes it from the run's Config)."""
 
     member_id: int
     seed: int
@@ -287,7 +283,7 @@ class SB3Learner:
         eval_env = make_env(
             env.env_id,
             min(self.eval_episodes, 8),
-            member_seed(self.setup.seed, self.member_id, stream=1),
+            member_seed(self.setup.seed, self.member_id, stream=EVALUATION_ENV),
             env.distribution_mode,
             env.eval_num_levels,
             env.eval_start_level,

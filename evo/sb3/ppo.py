@@ -68,6 +68,7 @@ from stable_baselines3.common.utils import explained_variance
 
 from evo.config.agent import AgentSettings
 from evo.core.distill import distillation_weight
+from evo.core.streams import DRAC_STREAM
 from evo.sb3.augment import AUGMENTATIONS, Augmentation
 from evo.sb3.callbacks import DistillationCallback, training_callbacks
 from evo.sb3.flat import bind_flat
@@ -75,7 +76,6 @@ from evo.sb3.learner import SB3Learner, common_policy_kwargs
 from evo.sb3.normalize import load_statistics, renormalize_last_obs
 from evo.sb3.policies import EXTRACTORS, MixedPrecisionCnnPolicy, MixedPrecisionPolicy
 
-DRAC_STREAM = 23
 """The seed stream of DrAC's draws (after the member's model and evaluation streams)."""
 TAIL = 1e-7
 """Uniform draws are kept this far from 0 and 1 (the Gaussian's inverse CDF is infinite there)."""

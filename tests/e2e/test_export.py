@@ -170,8 +170,8 @@ def test_evaluate_plays_every_member_and_the_kept_best_on_the_same_fresh_episode
     """Without --member: each member of the last checkpoint and the kept best, on the same episodes of
     the default seed (derived from the run's, not one any env of the run had); members holding the same
     weights get the same returns; the table has a row each."""
+    from evo.core.streams import member_seed
     from evo.saved import evaluation_seed
-    from evo.sb3.learner import member_seed
 
     run_dir = runs("ppo")
     record = evaluated(run_dir, tmp_path, "--episodes", "3")

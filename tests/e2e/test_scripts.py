@@ -153,7 +153,7 @@ def test_bad_input_exits_2_once_and_leaves_the_run_dir_alone(tmp_path):
 
 def test_strategy_none_trains_the_same_population_without_pbt(tmp_path, tiny_hyperparams):
     from evo.config import parse_config
-    from evo.run import initial_hparams
+    from evo.runner.session import member_factory
 
     run_dir = tmp_path / "control"
     flags = [
@@ -173,7 +173,7 @@ def test_strategy_none_trains_the_same_population_without_pbt(tmp_path, tiny_hyp
     assert read_lineage(run_dir) == []
     config = parse_config(flags, world_size=2, check_run_dir=False)
     for row in rows:  # every member keeps the initial hyperparameters a PBT run with this seed starts from
-        start = initial_hparams(config, int(row["member"]))
+        start = member_factory(config).initial.of(int(row["member"]))
         assert {name: float(row[name]) for name in PPO_SIX} == pytest.approx(start)
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["strategy"] == "none"
 

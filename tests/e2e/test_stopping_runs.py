@@ -19,7 +19,7 @@ def test_a_late_repeat_after_the_stop_does_not_change_the_exit_status():
     script = textwrap.dedent(
         """
         import os, signal, sys, time
-        from evo.stopping import EXIT_STOPPED, StopRequest
+        from evo.runner.stopping import EXIT_STOPPED, StopRequest
         request = StopRequest().install()
         os.kill(os.getpid(), signal.SIGUSR1)
         time.sleep(0.01)

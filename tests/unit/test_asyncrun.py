@@ -1,11 +1,10 @@
-"""evo.asyncrun without MPI: a member rebuilt on another rank from its payload (a move), with real
+"""evo.runner.members without MPI: a member rebuilt on another rank from its payload (a move), with real
 SB3 members."""
 
 import numpy as np
 
-from evo.asyncrun import restored
 from evo.config import parse_config
-from evo.run import make_member
+from evo.runner.session import member_factory
 from tests.support import TINY_PROCGEN, write_hyperparams
 
 
@@ -16,7 +15,7 @@ def test_a_moved_member_is_the_member_and_its_fresh_envs_are_seeded_anew_at_each
     config = parse_config(
         ["--env-id", "bigfish", "--hyperparams", str(hyperparams), "--tb-writer", "False"], check_run_dir=False
     )
-    member = make_member(config, 0, tensorboard=False)
+    member = member_factory(config).make(0, tensorboard=False)
     first = member.model.env.reset()
     member.train(64)
     payloads = [member.member_state()]
@@ -25,7 +24,7 @@ def test_a_moved_member_is_the_member_and_its_fresh_envs_are_seeded_anew_at_each
     member.close()
     frames = [first]
     for payload in payloads:
-        moved = restored(config, 0, payload)
+        moved = member_factory(config).moved(0, payload)
         assert moved.env_steps == payload["num_timesteps"] and np.array_equal(moved.pack(), payload["state"].numpy())
         frames.append(moved.model.env.reset())
         moved.close()

@@ -37,7 +37,8 @@ ALLOWED = {
         "evo.sb3.": "policies, the learners' networks, optimizers and flat state are torch objects",
         "evo.rundir.checkpoint": "checkpoints are torch.save / torch.load(weights_only=True) files",
         "evo.rundir.records": "TensorBoard files are written with torch.utils.tensorboard's SummaryWriter",
-        "evo.run": "the command sets torch's thread count and seeds torch for each member",
+        "evo.runner.session": "the session sets torch's thread count for the process",
+        "evo.runner.members": "a rank resumed on another number of ranks reseeds torch",
     },
 }
 MAX_FUNCTION_LINES = 100
@@ -157,7 +158,7 @@ def test_the_scan_sees_the_real_imports():
     assert "mpi4py" in by_module["evo.mpi.exchange"] or "mpi4py.MPI" in by_module["evo.mpi.exchange"]
     assert "evo.core.selection" in by_module["evo.core.plan"]  # from evo.core.selection import select
     assert "torch" in by_module["evo.rundir.checkpoint"]  # `import torch` inside a function
-    assert set(evo_modules()) >= {"evo", "evo.core", "evo.core.plan", "evo.sb3.learner", "evo.run"}
+    assert set(evo_modules()) >= {"evo", "evo.core", "evo.core.plan", "evo.sb3.learner", "evo.runner.session"}
 
 
 def test_heavy_dependencies_are_imported_only_in_their_layers():
@@ -366,7 +367,7 @@ def test_only_a_learners_own_modules_import_it():
 
 def test_the_scan_of_learner_imports_would_see_one():
     owners = algorithm_modules()
-    lines = imports_in("from evo.sb3.sac import SACLearner\n", "evo.run", False, evo_modules())
+    lines = imports_in("from evo.sb3.sac import SACLearner\n", "evo.runner.session", False, evo_modules())
     assert [target for line in lines for target in line.targets if target in owners] == ["evo.sb3.sac"]
 
 
@@ -387,3 +388,134 @@ def long_functions(limit: int = MAX_FUNCTION_LINES) -> list[str]:
 def test_no_function_longer_than_100_lines():
     offenders = long_functions()
     assert not offenders, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n  " + "\n  ".join(offenders)
+
+
+# --- the run engine: MPI calls only in evo/mpi, drivers apart, the config read in one place -----------
+
+MPI_CALLS = {
+    "Abort",
+    "allgather",
+    "Allgather",
+    "allreduce",
+    "Allreduce",
+    "Barrier",
+    "bcast",
+    "Bcast",
+    "Dup",
+    "Free",
+    "gather",
+    "Gather",
+    "Iprobe",
+    "irecv",
+    "Irecv",
+    "isend",
+    "Isend",
+    "recv",
+    "Recv",
+    "reduce",
+    "Reduce",
+    "scatter",
+    "Scatter",
+    "send",
+    "Send",
+    "Split",
+}
+"""Methods of an MPI communicator that communicate (``Get_rank`` and ``Get_size`` only ask)."""
+
+
+def mpi_calls(source: str) -> list[tuple[int, str]]:
+    """``x.comm.Barrier()``, ``comm.bcast(...)``...: a call of a communicating method on anything whose
+    name (the last part before the method) says it is a communicator."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MPI_CALLS:
+            owner = node.func.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if "comm" in name.lower() or name == "MPI":
+                found.append((node.lineno, ast.unparse(node.func)))
+    return found
+
+
+def test_the_mpi_call_scan_sees_calls_on_any_communicator():
+    source = "comm.Barrier()\nself.comm.bcast(x, root=0)\nMPI.COMM_WORLD.Abort(1)\ncomm.Get_rank()\nlist.send(x)\n"
+    assert [call for _, call in mpi_calls(source)] == ["comm.Barrier", "self.comm.bcast", "MPI.COMM_WORLD.Abort"]
+
+
+def test_every_mpi_call_is_in_evo_mpi():
+    """evo/mpi is the one layer that talks MPI: everything else calls its functions (exchange.barrier,
+    exchange.broadcast, exchange.abort ...), which take the communicator as an argument."""
+    offending = [
+        f"{path.relative_to(ROOT)}:{line} {call}"
+        for module, path in evo_modules().items()
+        if not module.startswith("evo.mpi.")
+        for line, call in mpi_calls(path.read_text())
+    ]
+    assert not offending, "MPI calls outside evo/mpi (use evo.mpi.exchange's functions):\n  " + "\n  ".join(offending)
+
+
+def driver_modules() -> list[str]:
+    """The run engine's drivers, as evo.runner.DRIVERS names them."""
+    from evo.runner import DRIVERS
+
+    return sorted({driver.module for driver in DRIVERS.values()})
+
+
+def test_no_driver_imports_another():
+    drivers = driver_modules()
+    assert drivers == ["evo.runner.asynchronous", "evo.runner.synchronous"], drivers
+    graph = import_graph()
+    crossing = [f"{a} imports {b}" for a in drivers for b in drivers if a != b and b in reachable(graph, a)]
+    assert not crossing, "a driver imports another (share what they have in common through the session):\n  " + (
+        "\n  ".join(crossing)
+    )
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, stack = set(), [start]
+    while stack:
+        for nxt in graph.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+TAKES_CONFIG = ("evo.config", "evo.runner.session", "evo.main")
+"""Where a function may take the whole Config: the configuration itself, the session that turns it into
+plain values once, and the entry point."""
+
+
+def config_takers(source: str) -> list[tuple[int, str]]:
+    """Functions with a parameter annotated ``Config`` or named ``config``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            for argument in arguments:
+                annotation = ast.unparse(argument.annotation) if argument.annotation is not None else ""
+                if argument.arg == "config" or annotation.split("|")[0].strip().split(".")[-1] == "Config":
+                    found.append((node.lineno, node.name))
+                    break
+    return found
+
+
+def test_the_config_scan_sees_a_config_parameter():
+    source = (
+        "def a(config): ...\ndef b(x: Config | None): ...\ndef c(x: ConfigError): ...\n"
+        "def d(cfg: evo.config.Config): ..."
+    )
+    assert config_takers(source) == [(1, "a"), (2, "b"), (4, "d")]
+
+
+def test_no_function_takes_the_config_outside_the_config_the_session_and_the_entry_point():
+    offending = [
+        f"{path.relative_to(ROOT)}:{line} {name}"
+        for module, path in evo_modules().items()
+        if not any(module == allowed or module.startswith(allowed + ".") for allowed in TAKES_CONFIG)
+        for line, name in config_takers(path.read_text())
+    ]
+    assert not offending, (
+        "functions that take the whole Config (take the session, or the plain values they use):\n  "
+        + "\n  ".join(offending)
+    )

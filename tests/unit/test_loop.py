@@ -11,8 +11,8 @@ from evo.core.explorers import make_explorer
 from evo.core.plan import generation_rng, plan_generation
 from evo.core.result import Scores, new_best
 from evo.learners.interface import Exchangeable, buffers_for
-from evo.loop import Hooks, LoopSettings, run_generations
 from evo.mpi.exchange import StopNotifier
+from evo.runner.loop import Hooks, LoopSettings, run_generations
 
 SPACE_X = {}  # the fakes' plan explores nothing: recipients keep their donor's hyperparameters
 
@@ -191,7 +191,8 @@ def test_the_toy_reaches_the_optimum_on_comm_self():
 def test_two_ppo_members_exchange_through_the_real_loop(tiny_hyperparams, tmp_path):
     transport = "p2p"
     from evo.config import parse_config
-    from evo.run import build_members, run_hooks
+    from evo.runner.generation import generation_hooks
+    from evo.runner.session import member_factory, open_session
     from evo.sb3.flat import pack
 
     config = parse_config(
@@ -202,11 +203,16 @@ def test_two_ppo_members_exchange_through_the_real_loop(tiny_hyperparams, tmp_pa
         world_size=1,
         check_run_dir=False,
     )
-    members = build_members(config, 0, None)
+    members = member_factory(config).build(config.members_of(0), 0, None)
     explorer = make_explorer(
         config.explore, config.agent.search_space, config.perturb_factors, config.resample_probability
     )
-    hooks = replace(run_hooks(MPI.COMM_SELF, config, members, None, explorer), records=None, snapshot=None, save=None)
+    hooks = replace(
+        generation_hooks(open_session(config, MPI.COMM_SELF, records=False), members, explorer),
+        records=None,
+        snapshot=None,
+        save=None,
+    )
     assert not np.array_equal(members[0].buffer, members[1].buffer)
     outcome = run_generations(MPI.COMM_SELF, members, config.owner, hooks, LoopSettings(0, 1, transport))
 

@@ -1,4 +1,4 @@
-"""The run's kept best (evo.run.KeptBest) through real checkpoints on MPI.COMM_SELF: captured when
+"""The run's kept best (evo.runner.best.KeptBest) through real checkpoints on MPI.COMM_SELF: captured when
 named, written into the next checkpoint, carried forward unchanged, and restored on resume."""
 
 import numpy as np
@@ -6,8 +6,8 @@ import torch
 from mpi4py import MPI
 
 from evo.core.result import MemberResult
-from evo.run import KeptBest, save_checkpoint
 from evo.rundir import checkpoint as ckpt
+from evo.runner.best import KeptBest
 
 
 class FakeLearner:
@@ -43,7 +43,7 @@ def test_the_best_is_written_as_captured_carried_forward_and_restored_on_resume(
     assert named.member == 1
     kept.keep(1, named, members[1])
     members[1].weights += 100.0  # trains on (or copies a donor) before the checkpoint is written
-    save_checkpoint(MPI.COMM_SELF, target, 1, files(members, 1), {}, best=kept)
+    ckpt.write_checkpoint(MPI.COMM_SELF, target, 1, files(members, 1), {}, best=kept)
 
     first = ckpt.latest(tmp_path, "run-a")[0]
     record = {"member": 1, "generation": 1, "score": 2.0, "env_steps": 256}
@@ -55,20 +55,20 @@ def test_the_best_is_written_as_captured_carried_forward_and_restored_on_resume(
 
     assert kept.beats(2, [result(0, 2.0), result(1, 1.0)]) is None  # equal to the best: not better
     for generation in (2, 3):  # gen_000001 is pruned after the third
-        save_checkpoint(MPI.COMM_SELF, target, generation, files(members, generation), {}, best=kept)
+        ckpt.write_checkpoint(MPI.COMM_SELF, target, generation, files(members, generation), {}, best=kept)
     third = ckpt.latest(tmp_path, "run-a")[0]
     assert [p.name for p in ckpt.candidates(tmp_path)] == ["gen_000003", "gen_000002"]
     assert third.best == first.best  # the same bytes, carried over two checkpoints and a prune
     assert ckpt.load_payload(third.best_path())["best"] == record
 
-    resumed = KeptBest("run-a", third)
+    resumed = KeptBest.of_checkpoint("run-a", third)
     assert resumed.score == 2.0 and resumed.beats(4, [result(0, 2.0), result(1, 1.5)]) is None
-    save_checkpoint(MPI.COMM_SELF, target, 4, files(members, 4), {}, best=resumed)
+    ckpt.write_checkpoint(MPI.COMM_SELF, target, 4, files(members, 4), {}, best=resumed)
     assert ckpt.latest(tmp_path, "run-a")[0].best == third.best
     members[0].weights += 7.0
     better = resumed.beats(5, [result(0, 9.0, 512), result(1, 1.5)])
     resumed.keep(5, better, members[0])
-    save_checkpoint(MPI.COMM_SELF, target, 5, files(members, 5), {}, best=resumed)
+    ckpt.write_checkpoint(MPI.COMM_SELF, target, 5, files(members, 5), {}, best=resumed)
     fifth = ckpt.latest(tmp_path, "run-a")[0]
     assert (fifth.best["member"], fifth.best["generation"], fifth.best["score"]) == (0, 5, 9.0)
     assert np.array_equal(ckpt.load_payload(fifth.best_path())["state"].numpy(), np.full(4, 7.0))
@@ -78,7 +78,7 @@ def test_a_checkpoint_before_any_score_and_an_old_checkpoint_have_no_best(tmp_pa
     target = ckpt.Target(tmp_path, "run-a", "Fake-v0", 1, 1)
     members = {0: FakeLearner(0)}
     kept = KeptBest("run-a")
-    save_checkpoint(MPI.COMM_SELF, target, 0, files(members, 0), {}, best=kept)
+    ckpt.write_checkpoint(MPI.COMM_SELF, target, 0, files(members, 0), {}, best=kept)
     initial = ckpt.latest(tmp_path, "run-a")[0]
     assert "best" not in initial.manifest and initial.best is None and initial.best_path() is None
-    assert KeptBest("run-a", initial).score is None
+    assert KeptBest.of_checkpoint("run-a", initial).score is None

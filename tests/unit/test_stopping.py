@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from evo.stopping import StopRequest
+from evo.runner.stopping import StopRequest
 
 
 @pytest.fixture

@@ -100,12 +100,12 @@ def test_gather_and_decide(comm):
 def test_real_ppo_weights_are_identical_after_transfer(comm):
     """Rank 0's member is copied into every other rank's member, both transports."""
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
     from evo.sb3.flat import pack, state_tensors
 
     size, rank = comm.Get_size(), comm.Get_rank()
     config = parse_config(["--num-envs", "2"], world_size=size, check_run_dir=False)
-    member = make_member(config, rank, config.agent.defaults, tensorboard=False)
+    member = member_factory(config).make(rank, config.agent.defaults, tensorboard=False)
     member.train(256)
     donors = {r: 0 for r in range(1, size)}
     for transport in ("p2p", "collective"):
@@ -132,7 +132,7 @@ def test_real_sac_state_and_replay_buffer_are_identical_after_transfer(comm):
     """--exploit-buffer copy: rank 0's SAC member, its replay buffer (the filled part of each array,
     its position and full flag) with it, is copied into every other rank's member, both transports."""
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
     from evo.sb3.offpolicy import replay_arrays
 
     size, rank = comm.Get_size(), comm.Get_rank()
@@ -142,7 +142,7 @@ def test_real_sac_state_and_replay_buffer_are_identical_after_transfer(comm):
         world_size=size,
         check_run_dir=False,
     )
-    member = make_member(config, rank, config.agent.defaults, tensorboard=False)
+    member = member_factory(config).make(rank, config.agent.defaults, tensorboard=False)
     member.train(130 if rank == 0 else 30)  # the donor's buffer is full and has wrapped, the others' are not
     buffer = member.model.replay_buffer
     donors = {r: 0 for r in range(1, size)}

@@ -11,7 +11,7 @@ import pytest
 from evo.core.plan import Exploit
 from evo.core.result import Scores
 from evo.learners.interface import Exchangeable, buffers_for
-from evo.loop import Hooks, LoopSettings, run_generations
+from evo.runner.loop import Hooks, LoopSettings, run_generations
 from tests.mpi.ranks.payloads import donor_maps, payload
 
 

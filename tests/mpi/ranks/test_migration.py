@@ -41,12 +41,12 @@ def plain(value):
 @pytest.mark.parametrize("algo", sorted(CASES))
 def test_a_member_moved_to_another_rank_is_the_member_that_left(algo):
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
 
     comm = MPI.COMM_WORLD  # one communicator: the transport runs on a Dup of the run's anyway
     size, rank = comm.Get_size(), comm.Get_rank()
     config = parse_config(CASES[algo], world_size=size, check_run_dir=False)
-    members = {rank: make_member(config, rank, config.agent.defaults, tensorboard=False)}
+    members = {rank: member_factory(config).make(rank, config.agent.defaults, tensorboard=False)}
     members[rank].train(40 + 8 * rank)  # each its own counters, episodes, envs mid-episode
     members[rank].scores.append(float(rank))
     left = comm.allgather(plain(members[rank].member_state()))  # every member as it is before it moves
@@ -66,7 +66,7 @@ def test_a_member_moved_to_another_rank_is_the_member_that_left(algo):
     payload = fetch_member(comm, source, source)
     comm.Barrier()  # every member has left before the service threads stop
     service.stop()
-    arrived = make_member(config, source, payload["hparams"], tensorboard=False)
+    arrived = member_factory(config).make(source, payload["hparams"], tensorboard=False)
     assert arrived.restore(payload) is None  # its envs too
     assert plain(arrived.member_state()) == left[source]
     before = arrived.env_steps

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from evo.loop import LoopSettings, run_generations
+from evo.runner.loop import LoopSettings, run_generations
 from evo.sb3.normalize import statistics
 
 NORMALIZED_PENDULUM = [
@@ -35,7 +35,8 @@ def exact(member) -> list[tuple[bytes, bytes, float]]:
 def test_recipients_hold_their_donors_statistics_bit_for_bit(comm, transport):
     from evo.config import parse_config
     from evo.core.explorers import make_explorer
-    from evo.run import build_members, run_hooks
+    from evo.runner.generation import generation_hooks
+    from evo.runner.session import member_factory, open_session
 
     size, rank = comm.Get_size(), comm.Get_rank()
     config = parse_config(
@@ -45,11 +46,16 @@ def test_recipients_hold_their_donors_statistics_bit_for_bit(comm, transport):
         world_size=size,
         check_run_dir=False,
     )
-    members = build_members(config, rank, None)
+    members = member_factory(config).build(config.members_of(rank), rank, None)
     explorer = make_explorer(
         config.explore, config.agent.search_space, config.perturb_factors, config.resample_probability
     )
-    hooks = replace(run_hooks(comm, config, members, None, explorer), records=None, snapshot=None, save=None)
+    hooks = replace(
+        generation_hooks(open_session(config, comm, records=False), members, explorer),
+        records=None,
+        snapshot=None,
+        save=None,
+    )
     trained = {}
 
     def score(member):  # after training, before the exchange

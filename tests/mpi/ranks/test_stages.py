@@ -1,5 +1,5 @@
 """The end of a stage across ranks: the survivors, distilling students of other architectures on
-their own ranks, take the members' places through :meth:`evo.stagerun.Stages.replace`. Member i
+their own ranks, take the members' places through :meth:`evo.runner.stages.Stages.replace`. Member i
 must then hold survivor i's exact weights and optimizer state, its normalisation statistics, its
 architecture and hyperparameters, its env-step count, and no distillation.
 
@@ -19,8 +19,8 @@ TRAIN = 128
 def test_survivors_take_the_members_places_with_their_whole_state(comm, transport):
     from evo.config import parse_config
     from evo.core.stages import Distilling, StageBook, Student, halving_rungs
-    from evo.run import make_member
-    from evo.stagerun import RunTools, Stages
+    from evo.runner.session import member_factory, open_session
+    from evo.runner.stages import Stages
 
     size, rank = comm.Get_size(), comm.Get_rank()
     members_count, students_count = size, 2 * size
@@ -35,15 +35,15 @@ def test_survivors_take_the_members_places_with_their_whole_state(comm, transpor
         world_size=size,
         check_run_dir=False,
     )
-    tools = RunTools(make_member=make_member, restore_member=None, payloads=None, save=None)
-    stages = Stages(comm, config, None, None, tools)
+    session = open_session(config, comm, records=False)
+    stages = Stages(session, None)
     # every member is 1 x 16 wide; the students are 2 x 32 and 3 x 16: each survivor differs from its slot
     member_shape = {"pi_layers": 1, "pi_width": 16}
     members = {}
     for member in range(members_count):
         if config.owner(member) == rank:
-            members[member] = make_member(
-                config, member, {**config.agent.defaults, "learning_rate": 3e-4, **member_shape}, tensorboard=False
+            members[member] = member_factory(config).make(
+                member, {**config.agent.defaults, "learning_rate": 3e-4, **member_shape}, tensorboard=False
             )
             members[member].train(TRAIN)
     plans = []
@@ -54,8 +54,8 @@ def test_survivors_take_the_members_places_with_their_whole_state(comm, transpor
     rungs = halving_rungs(students_count, members_count, TRAIN)
     distilling = Distilling(tuple(plans), tuple(rungs), 1, TRAIN)
     stages.book = StageBook().start(distilling)
-    teachers = stages.teachers(members, [0])
-    students = {p.member: stages.student(p, teachers[0], distilling) for p in plans if stages.owner(p.member) == rank}
+    stages.teachers_now = stages.teachers(members, [0])
+    students = {p.member: stages.student(p, distilling) for p in plans if stages.owner(p.member) == rank}
     for student in students.values():
         student.train(TRAIN)
         assert student.distillation is not None

@@ -7,7 +7,7 @@ import math
 from dataclasses import replace
 
 from evo.config import parse_config
-from evo.run import initial_hparams
+from evo.runner.session import member_factory
 from evo.saved import evaluation_seed
 from experiments.compare import (
     METHODS,
@@ -36,9 +36,9 @@ def test_thresholds_come_from_gymnasium():
 def test_initial_hparams_defaults_are_the_yaml_values():
     config = parse_config(["--env-id", "CartPole-v1", "--initial-hparams", "defaults"], world_size=2)
     for member in (0, 1):
-        assert initial_hparams(config, member) == {name: config.agent.defaults[name] for name in PPO_SIX}
+        assert member_factory(config).initial.of(member) == {name: config.agent.defaults[name] for name in PPO_SIX}
     sampled = parse_config(["--env-id", "CartPole-v1"], world_size=2)
-    assert initial_hparams(sampled, 0) != initial_hparams(sampled, 1)
+    assert member_factory(sampled).initial.of(0) != member_factory(sampled).initial.of(1)
 
 
 def write_run(run_dir, scores_by_generation, steps=100):
@@ -221,12 +221,12 @@ def test_sb3_defaults_file_gives_a_stock_sb3_ppo():
     import torch
     from stable_baselines3 import PPO as StockPPO
 
-    from evo.run import initial_hparams, make_member
+    from evo.runner.session import member_factory
 
     flags = ["--env-id", "Pendulum-v1", "--num-agents", "1", "--agent-training-steps", "2048"]
     flags += ["--initial-hparams", "defaults", "--conf-file", str(ROOT / "experiments" / "sb3-defaults.yml")]
     config = parse_config(flags, world_size=1)
-    member = make_member(config, 0, initial_hparams(config, 0), tensorboard=False)
+    member = member_factory(config).make(0, member_factory(config).initial.of(0), tensorboard=False)
     ours = member.model
     stock = StockPPO("MlpPolicy", gym.make("Pendulum-v1"), device="cpu")
     defaults = {k: v.default for k, v in inspect.signature(StockPPO.__init__).parameters.items()}

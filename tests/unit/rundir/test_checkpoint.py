@@ -11,8 +11,8 @@ import torch
 
 from evo.config import parse_config
 from evo.launch import launch_problems
-from evo.run import checkpoint_payload
 from evo.rundir import checkpoint as ckpt
+from evo.rundir.checkpoint import member_payload
 from evo.sb3.flat import state_tensors
 from evo.sb3.rng import rng_state, set_rng_state
 from tests.support import member_of, write_hyperparams
@@ -29,7 +29,7 @@ def test_member_round_trips_bit_exactly(config, tmp_path):
     member.train(512)
     member.scores += [12.5, float("nan")]
     path = tmp_path / "member_3.pt"
-    ckpt.atomic_write(path, ckpt.dump_payload(checkpoint_payload(member, "run-a", 5, rng_state())))
+    ckpt.atomic_write(path, ckpt.dump_payload(member_payload(member, "run-a", 5, rng_state())))
 
     payload = ckpt.load_payload(path)  # weights_only=True
     assert (payload["format"], payload["algo"], payload["run_id"], payload["generation"]) == (2, "ppo", "run-a", 5)
@@ -162,7 +162,7 @@ def test_a_restored_member_continues_its_episodes_in_progress_bit_exactly(tmp_pa
     member = member_of(config, 0, config.agent.defaults)
     member.train(300)
     path = tmp_path / "member_0.pt"
-    ckpt.atomic_write(path, ckpt.dump_payload(checkpoint_payload(member, "run-a", 1, rng_state())))
+    ckpt.atomic_write(path, ckpt.dump_payload(member_payload(member, "run-a", 1, rng_state())))
     payload = ckpt.load_payload(path)  # weights_only=True
     assert payload["envs"] is not None
 

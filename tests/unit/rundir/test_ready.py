@@ -13,7 +13,7 @@ from evo.core.plan import Exploit
 from evo.core.result import MemberResult
 from evo.rundir.checkpoint import dump_payload
 from evo.rundir.ready import latest_ready, member_dir, write_ready_checkpoint
-from evo.rundir.records import RunRecords, ready_record, result_of_row
+from evo.rundir.records import Continuation, RunRecords, ready_record, result_of_row
 
 SPACE = {"lr": LogFloat(1e-3, 1.0)}
 RUN_ID = "run-1"
@@ -43,7 +43,7 @@ def rows(run_dir):
 
 def test_a_resume_keeps_exactly_the_ready_points_the_checkpoints_hold(tmp_path):
     run_dir = tmp_path / "run"
-    records = RunRecords(run_dir, ["lr"], SPACE, tb_writer=False, new_run=({}, ""), ready_records=[])
+    records = RunRecords(run_dir, ["lr"], SPACE, tb_writer=False, new_run=({}, ""), asynchronous=True)
     written = []
     for ready, exploit in [
         (point(0, 1, 1.0), None),
@@ -69,7 +69,12 @@ def test_a_resume_keeps_exactly_the_ready_points_the_checkpoints_hold(tmp_path):
     assert len(skipped) == 1 and "interval_000003.pt" in skipped[0]
     assert json.dumps(found.last_record(1)) == json.dumps(written[3]) and found.last_record(2) is None
     resumed = RunRecords(
-        run_dir, ["lr"], SPACE, tb_writer=False, resume_generation=2, command_line="", ready_records=found.records
+        run_dir,
+        ["lr"],
+        SPACE,
+        tb_writer=False,
+        continued=Continuation(2, ready_records=found.records),
+        asynchronous=True,
     )
     assert rows(run_dir) == [(1, 0), (1, 1), (2, 0), (2, 1)]
     lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]

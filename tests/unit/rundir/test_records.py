@@ -5,7 +5,8 @@ import csv
 from evo.config import parse_config
 from evo.core.plan import Exploit
 from evo.core.result import MemberResult
-from evo.rundir.records import RankTiming, RunRecords
+from evo.rundir.records import Continuation, RankTiming, RunRecords
+from evo.runner.session import open_records
 from tests.support import PPO_SIX
 
 HPARAMS = {name: 0.5 for name in PPO_SIX}
@@ -25,11 +26,11 @@ def generations_in(path) -> list[int]:
 
 def test_csv_files_end_lines_with_newline_only_through_any_number_of_resumes(tmp_path):
     config = parse_config(["--run-dir", str(tmp_path / "run"), "--tb-writer", "False"], world_size=1)
-    records = RunRecords.open(config)
+    records = open_records(config)
     for generation in (1, 2, 3):
         write(records, generation)
     for resume_at, last in ((2, 4), (3, 5)):  # a checkpoint of `resume_at`; later rows are dropped
-        records = RunRecords.open(config, resume_generation=resume_at, lineage=records.lineage[:resume_at])
+        records = open_records(config, continued=Continuation(resume_at, records.lineage[:resume_at]))
         for generation in range(resume_at + 1, last + 1):
             write(records, generation)
 

@@ -13,7 +13,8 @@ from evo.core.result import MemberResult
 from evo.core.schedule import load_schedule
 from evo.learners import learner_spec
 from evo.rundir.history import load_run, schedule_of
-from evo.rundir.records import RunRecords, population_fields
+from evo.rundir.records import Continuation, RunRecords, population_fields
+from evo.runner.session import open_records
 from tests.support import PPO_SIX
 
 # every n_epochs written below is one of the choices: a kind writes a value as one of its own (a member's
@@ -42,10 +43,10 @@ def run_dir(tmp_path):
         ["--run-dir", str(tmp_path / "run"), "--tb-writer", "False", "--hyperparams", SPACE], world_size=1
     )
     assert config.explored_names == (*PPO_SIX, "n_epochs", "target_kl")
-    records = RunRecords.open(config)
+    records = open_records(config)
     for generation in (1, 2, 3):
         write(records, generation)
-    records = RunRecords.open(config, resume_generation=2, lineage=records.lineage[:2])
+    records = open_records(config, continued=Continuation(2, records.lineage[:2]))
     write(records, 3)
     return config.run_dir
 

@@ -12,8 +12,8 @@ from stable_baselines3.common.type_aliases import TrainFrequencyUnit
 
 from evo.config import parse_config
 from evo.mpi import exchange
-from evo.run import checkpoint_payload
 from evo.rundir import checkpoint as ckpt
+from evo.rundir.checkpoint import member_payload
 from evo.sb3.flat import is_bound
 from evo.sb3.offpolicy import REPLAY_ARRAYS, replay_arrays
 from evo.sb3.rng import rng_state, set_rng_state
@@ -281,7 +281,7 @@ def write_checkpoint(member, path, run_id: str, generation: int) -> None:
 
 def checkpoint_payload_of(member, run_id: str, generation: int, **kwargs) -> dict:
     """What a run checkpoints of the member (``replay=False``: without its replay buffer)."""
-    return checkpoint_payload(member, run_id, generation, rng_state(), **kwargs)
+    return member_payload(member, run_id, generation, rng_state(), **kwargs)
 
 
 def plain_checkpoint(path, algo: str, run_id: str, generation: int) -> dict:

@@ -7,7 +7,7 @@ collections of the generation's train_freq)."""
 import pytest
 
 from evo.config import parse_config
-from evo.run import initial_hparams, make_member
+from evo.runner.session import member_factory
 from tests.support import member_of, write_hyperparams
 
 TINY_SAC = ["--algo", "sac", "--env-id", "Pendulum-v1", "--num-agents", "1"]
@@ -16,10 +16,10 @@ TINY_SAC += ["--hyperparams", "learning_starts:1000", "buffer_size:1000", "polic
 
 def test_a_train_freq_change_at_a_generation_boundary_sizes_its_first_collection():
     config = parse_config(TINY_SAC, world_size=1, check_run_dir=False)
-    first = {**initial_hparams(config, 0), "train_freq": 10}
+    first = {**member_factory(config).initial.of(0), "train_freq": 10}
     second = {**first, "train_freq": 7}
     schedule = [(0, first), (200, second)]
-    member = make_member(config, 0, first, tensorboard=False)
+    member = member_factory(config).make(0, first, tensorboard=False)
     try:
         member.train(200, schedule=schedule)
         assert (member.env_steps, member.hparams["train_freq"]) == (200, 10)  # 20 collections of 10

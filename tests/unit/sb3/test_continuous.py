@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from evo.run import make_member
+from evo.runner.session import member_factory
 from tests.support import need_mujoco
 from tests.unit.continuous import NO_NORMALIZE, parse
 
@@ -30,7 +30,7 @@ def test_yaml_keys_reach_sb3(tmp_path):
         ],
         tmp_path,
     )
-    member = make_member(config, 0, config.agent.defaults, tensorboard=False)
+    member = member_factory(config).make(0, config.agent.defaults, tensorboard=False)
     model, policy = member.model, member.model.policy
     assert model.use_sde is True and model.sde_sample_freq == 3
     assert torch.all(policy.log_std == -1.5)
@@ -48,7 +48,7 @@ def test_without_sde_pendulum_gets_a_plain_gaussian(tmp_path):
         ["--env-id", "Pendulum-v1", "--hyperparams", "use_sde:false", "n_envs:1", "n_steps:32", "batch_size:32"],
         tmp_path,
     )
-    member = make_member(config, 0, config.agent.defaults, tensorboard=False)
+    member = member_factory(config).make(0, config.agent.defaults, tensorboard=False)
     assert member.model.use_sde is False
     assert tuple(member.model.policy.log_std.shape) == (1,) and torch.all(member.model.policy.log_std == 0.0)
     assert linear_sizes(member.model.policy.mlp_extractor.policy_net) == [64, 64]
@@ -63,7 +63,7 @@ def test_halfcheetah_builds_and_trains_one_rollout(tmp_path, monkeypatch):
         ["--env-id", "HalfCheetah-v5", *NO_NORMALIZE, "n_steps:64", "batch_size:32", "n_epochs:1"],
         tmp_path,
     )
-    member = make_member(config, 0, config.agent.defaults, tensorboard=False)
+    member = member_factory(config).make(0, config.agent.defaults, tensorboard=False)
     policy = member.model.policy
     assert member.model.action_space.shape == (6,)
     assert linear_sizes(policy.mlp_extractor.policy_net) == [256, 256]

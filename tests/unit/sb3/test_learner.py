@@ -232,8 +232,8 @@ def test_channels_last_forward_is_the_same_function():
 
 def test_a_recipient_with_no_finished_episode_keeps_its_donors_score_marked_stale(config, tmp_path):
     """The rule of "Which score?": no NaN for lack of a finished episode after an exploit."""
-    from evo.run import checkpoint_payload
     from evo.rundir import checkpoint as ckpt
+    from evo.rundir.checkpoint import member_payload
     from evo.sb3.rng import rng_state
 
     donor = member_of(config, 0)
@@ -251,7 +251,7 @@ def test_a_recipient_with_no_finished_episode_keeps_its_donors_score_marked_stal
 
     # the carried score and the flag survive a checkpoint (a resume scores as the uninterrupted run)
     path = tmp_path / "member_1.pt"
-    ckpt.atomic_write(path, ckpt.dump_payload(checkpoint_payload(recipient, "run-a", 2, rng_state())))
+    ckpt.atomic_write(path, ckpt.dump_payload(member_payload(recipient, "run-a", 2, rng_state())))
     fresh = member_of(config, 1)
     fresh.restore(ckpt.load_payload(path))
     assert fresh.training_score() == donor_score and fresh.score_train_stale

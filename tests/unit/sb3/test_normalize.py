@@ -13,9 +13,9 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from evo.config import parse_config
 from evo.core.explorers import make_explorer
-from evo.loop import LoopSettings, run_generations
-from evo.run import checkpoint_payload
 from evo.rundir import checkpoint as ckpt
+from evo.rundir.checkpoint import member_payload
+from evo.runner.loop import LoopSettings, run_generations
 from evo.sb3.normalize import statistics
 from evo.sb3.rng import rng_state
 from tests.support import member_of
@@ -70,18 +70,24 @@ def test_reward_normalisation_alone_carries_the_return_statistics_only():
 def test_statistics_move_with_the_weights_through_the_real_loop(transport):
     """Two normalised members on COMM_SELF, winner-takes-all: after the exploit the recipient's
     running statistics are the donor's, bit for bit; its envs' episode state stays its own."""
-    from evo.run import build_members, run_hooks
+    from evo.runner.generation import generation_hooks
+    from evo.runner.session import member_factory, open_session
 
     config = config_of(
         [*NORMALIZED, "--num-agents", "2", "--agent-training-steps", "512", "--tb-writer", "False"],
         strategy="wta",
         transport=transport,
     )
-    members = build_members(config, 0, None)
+    members = member_factory(config).build(config.members_of(0), 0, None)
     explorer = make_explorer(
         config.explore, config.agent.search_space, config.perturb_factors, config.resample_probability
     )
-    hooks = replace(run_hooks(MPI.COMM_SELF, config, members, None, explorer), records=None, snapshot=None, save=None)
+    hooks = replace(
+        generation_hooks(open_session(config, MPI.COMM_SELF, records=False), members, explorer),
+        records=None,
+        snapshot=None,
+        save=None,
+    )
     before_exchange = {}
 
     def score(member):  # runs after training, before the exchange
@@ -115,7 +121,7 @@ def test_member_round_trips_its_statistics_bit_exactly(tmp_path):
     member = member_of(config, 3, config.agent.defaults)
     member.train(256)
     path = tmp_path / "member_3.pt"
-    ckpt.atomic_write(path, ckpt.dump_payload(checkpoint_payload(member, "run-a", 5, rng_state())))
+    ckpt.atomic_write(path, ckpt.dump_payload(member_payload(member, "run-a", 5, rng_state())))
 
     payload = ckpt.load_payload(path)  # weights_only=True
     assert payload["normalization"].dtype == torch.float64

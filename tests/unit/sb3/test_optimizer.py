@@ -105,14 +105,14 @@ def test_every_sac_optimizer_is_eager_adam():
     """SAC's actor and critic optimizers (the policy's optimizer_class) and the entropy coefficient's
     optimizer (which SB3 builds as torch's Adam), at SB3's learning rate."""
     from evo.config import parse_config
-    from evo.run import make_member
+    from evo.runner.session import member_factory
     from evo.sb3.flat import named_state
 
     config = parse_config(
         ["--algo", "sac", "--env-id", "Pendulum-v1", "--hyperparams", "learning_starts:50", "buffer_size:2000"],
         check_run_dir=False,
     )
-    member = make_member(config, 0, config.agent.defaults, tensorboard=False)
+    member = member_factory(config).make(0, config.agent.defaults, tensorboard=False)
     model = member.model
     optimizers = [model.actor.optimizer, model.critic.optimizer, model.ent_coef_optimizer]
     assert all(type(optimizer) is EagerAdam for optimizer in optimizers)

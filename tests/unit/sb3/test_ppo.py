@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from evo.config import ConfigError, parse_config, resume_differences
-from evo.run import make_member
+from evo.runner.session import member_factory
 from evo.sb3.ppo import PPO, PPOLearner
 from tests.support import capture_logger
 
@@ -47,7 +47,7 @@ def train_once(config, steps: int, learning_rate: float | None = None, **model_s
     hparams = dict(config.agent.defaults)
     if learning_rate is not None:
         hparams["learning_rate"] = learning_rate
-    member = make_member(config, 0, hparams, tensorboard=False)
+    member = member_factory(config).make(0, hparams, tensorboard=False)
     model = member.model
     for name, value in model_settings.items():
         setattr(model, name, value)
@@ -100,7 +100,7 @@ def test_microbatches_give_sb3s_update_on_cartpole(tmp_path, settings):
     lr = 2.5e-4  # CartPole's default; one Adam step moves a weight by up to about lr
     assert np.abs(split.state - whole.state).max() < lr / 100
     config = config_for(tmp_path, CARTPOLE, 0)
-    untrained = make_member(config, 0, config.agent.defaults, tensorboard=False).pack()
+    untrained = member_factory(config).make(0, config.agent.defaults, tensorboard=False).pack()
     assert np.abs(untrained - whole.state).max() > lr  # training did move the weights
 
 
@@ -132,7 +132,7 @@ def test_microbatch_size_in_the_yaml(tmp_path):
     assert procgen.agent.settings["microbatch_size"] == 256 < procgen.agent.settings["batch_size"] == 2048
     cartpole = parse_config([], check_run_dir=False)
     assert cartpole.agent.settings["microbatch_size"] == 0  # SB3's whole-minibatch pass for small MLPs
-    member = make_member(procgen, 0, procgen.agent.defaults, tensorboard=False)
+    member = member_factory(procgen).make(0, procgen.agent.defaults, tensorboard=False)
     assert isinstance(member, PPOLearner)
     assert isinstance(member.model, PPO) and member.model.microbatch_size == 256
     member.close()

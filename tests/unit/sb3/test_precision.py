@@ -13,7 +13,7 @@ import torch
 
 from evo.config import parse_config
 from evo.config.precision import cpu_flags, native_bf16
-from evo.run import make_member
+from evo.runner.session import member_factory
 from evo.sb3.precision import torch_bf16_support
 
 needs_bf16 = pytest.mark.skipif(
@@ -41,7 +41,7 @@ def members(tmp_path, block: str):
         config = parse_config(
             ["--env-id", env, "--hyperparams", str(path), "--precision", precision], check_run_dir=False
         )
-        built[precision] = make_member(config, 0, config.agent.defaults, tensorboard=False)
+        built[precision] = member_factory(config).make(0, config.agent.defaults, tensorboard=False)
     fp32, bf16 = built["fp32"], built["bf16"]
     bf16.load({"weights": fp32.pack().copy()}, fp32.hparams)
     return fp32, bf16

@@ -13,8 +13,8 @@ import torch
 from stable_baselines3 import SAC
 
 from evo.config import parse_config
-from evo.run import snapshot
 from evo.rundir import checkpoint as ckpt
+from evo.runner.session import member_factory
 from evo.sb3.flat import flat_size, is_bound, named_state, state_tensors
 from evo.sb3.sac import SACLearner
 from tests.support import member_of
@@ -268,7 +268,7 @@ def test_a_checkpoint_without_the_replay_buffer_says_so_on_restore(config):
     # --no-checkpoint-buffers is what leaves it out of a run's checkpoints
     without = sac_config("--no-checkpoint-buffers")
     assert without.checkpoint_buffers is False and config.checkpoint_buffers is True
-    _, files, _ = snapshot("run-s", {0: member}, 2, None, replay=without.checkpoint_buffers)
+    files = member_factory(without).files({0: member}, 2)
     assert torch.load(io.BytesIO(files[0]), map_location="cpu", weights_only=True)["replay"] is None
-    _, files, _ = snapshot("run-s", {0: member}, 2, None, replay=config.checkpoint_buffers)
+    files = member_factory(config).files({0: member}, 2)
     assert torch.load(io.BytesIO(files[0]), map_location="cpu", weights_only=True)["replay"]["position"] == 120

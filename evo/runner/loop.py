@@ -1,4 +1,5 @@
-"""The generation loop, shared by the RL runs (``evo.run``) and the toy (``evo.toy``).
+"""The generation loop, shared by the RL runs (``evo.runner``: a synchronous run's generations and BG-PBT's
+rungs) and the toy (``evo.toy``).
 
 Every generation, on every rank, in this order:
 

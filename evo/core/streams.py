@@ -1,0 +1,100 @@
+"""Every random stream of a run, in one table. Pure (numpy only).
+
+A run is a function of its seed: every random number a member, an env, a decision or a tool draws
+comes from a stream derived from ``--seed`` and a constant of this table, never from a global
+generator. Two kinds:
+
+**Seeds of a member's own things**, :func:`member_seed` ``(seed, member, stream)``, a 31-bit seed
+(SB3 and gymnasium take an int):
+
+=======================  =============================================================================
+stream                   seeds
+=======================  =============================================================================
+``MODEL`` (0)            a member's model (its networks' initialisation, its actions) and its training
+                         envs
+``EVALUATION_ENV`` (1)   its evaluation env (``--eval-episodes``)
+``RESUMED_ENVS`` (2)     + the generation (an asynchronous run: the interval) it resumes at: the fresh
+                         training envs of a resumed member or student (envs that are not plain data
+                         start anew)
+``RESEEDED_RANK`` (1000) + the generation: torch's seed for a *rank* (the second entry is the rank) of
+                         a run resumed on another number of ranks, whose saved RNG states mixed
+                         several old ranks'
+``RESTARTED_ENVS`` (5000) + the member's failure count: the envs of a member restarted after a failure
+``MOVED_ENVS`` (7e6)     + the member's env steps at the move: the envs of a member that moved to
+                         another rank (asynchronous runs)
+=======================  =============================================================================
+
+The offsets keep the streams apart while a run has fewer than 998 generations (2 + g < 1000 + 0) and
+a member fails fewer than 6,999,995,000 times; a member moved at env step s uses 7,000,000 + s.
+
+**Generators of a decision**, ``np.random.default_rng([seed, ..., STREAM])``, the stream constant last:
+
+======================  =======================================================  ====================
+constant                keyed by                                                 draws
+======================  =======================================================  ====================
+``INIT_STREAM``         (seed, member)                                           a member's initial
+                                                                                 hyperparameters
+``SELECTION_STREAM``    (seed, generation)                                       a generation's
+                                                                                 selection and explore
+``ASYNC_STREAM``        (seed, member, interval)                                 a ready point's
+                                                                                 decision
+``RESTART_STREAM``      (seed, generation, round) / (seed, member, interval,     where a failed member
+                        failures)                                                starts again
+``STAGE_STREAM``        (seed, stage)                                            a BG-PBT stage's
+                                                                                 students
+``DRAC_STREAM``         (the model's seed, its update count), a torch generator  DrAC's augmentations
+``EVALUATION_STREAM``   (seed, EVALUATION_STREAM, 1): a seed in place of a       the tools' fresh
+                        member id, far above any                                 evaluation episodes
+======================  =======================================================  ====================
+
+**Adding a stream**: a named constant here, distinct from every other (tests/unit/core/test_streams.py
+checks the table), a line in the table above saying what it is keyed by and what it draws, and a
+function or call site that puts it last in the seed sequence. Never reuse a constant for a second
+purpose: two draws from one stream are correlated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# --- member_seed's streams -------------------------------------------------------------------------
+MODEL = 0
+EVALUATION_ENV = 1
+RESUMED_ENVS = 2
+RESEEDED_RANK = 1000
+RESTARTED_ENVS = 5000
+MOVED_ENVS = 7_000_000
+
+# --- decision generators ---------------------------------------------------------------------------
+INIT_STREAM = 0x1417
+SELECTION_STREAM = 0x5E1EC7
+ASYNC_STREAM = 0xA5_1C
+RESTART_STREAM = 0x4E57A47
+STAGE_STREAM = 0x57A6E
+DRAC_STREAM = 23
+EVALUATION_STREAM = 0x7E57_2024
+
+MEMBER_STREAMS = {
+    "MODEL": MODEL,
+    "EVALUATION_ENV": EVALUATION_ENV,
+    "RESUMED_ENVS": RESUMED_ENVS,
+    "RESEEDED_RANK": RESEEDED_RANK,
+    "RESTARTED_ENVS": RESTARTED_ENVS,
+    "MOVED_ENVS": MOVED_ENVS,
+}
+"""member_seed's streams by name, in increasing order."""
+GENERATOR_STREAMS = {
+    "INIT_STREAM": INIT_STREAM,
+    "SELECTION_STREAM": SELECTION_STREAM,
+    "ASYNC_STREAM": ASYNC_STREAM,
+    "RESTART_STREAM": RESTART_STREAM,
+    "STAGE_STREAM": STAGE_STREAM,
+    "DRAC_STREAM": DRAC_STREAM,
+    "EVALUATION_STREAM": EVALUATION_STREAM,
+}
+"""The decision generators' constants by name."""
+
+
+def member_seed(seed: int, member: int, stream: int = MODEL) -> int:
+    """A 31-bit seed for ``member`` derived from the run's seed (independent streams: the table above)."""
+    return int(np.random.SeedSequence([seed, member, stream]).generate_state(1)[0] % (2**31 - 1))

@@ -1,0 +1,329 @@
+"""A run's session: what every driver shares, built once on every rank from the accepted configuration.
+
+CleanRL reads its ``Args`` once at the top of ``ppo.py`` and turns it into plain values; nothing
+below takes the whole ``Args``. Here :func:`open_session` (called by the entry point, evo.main, once
+the input is accepted) is the one place of the run wing that reads the :class:`~evo.config.Config`;
+it sets up the process (torch threads, CPU tuning), installs the stop request, opens the run
+directory's records (rank 0) and makes the plain values each part of a run takes:
+
+- :class:`Placement`: which rank holds which member;
+- :class:`~evo.core.rules.PBTRules`: selection, ties, the explorer and restarts;
+- :class:`Budget`: generations, env steps per generation, a replayed schedule;
+- :class:`~evo.runner.members.MemberFactory`: how members are built, restored, rebuilt and moved;
+- the checkpoints' :class:`~evo.rundir.checkpoint.Target`, :class:`StageSettings`, the progress
+  report, and the end of the run (:meth:`Session.finish`).
+
+The drivers (evo/runner/synchronous.py, asynchronous.py) and everything they call take the session
+or the few plain values they use. Tools and tests that build members of a config use
+:func:`member_factory`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evo.config import Config
+from evo.core.kinds import SearchSpace
+from evo.core.progress import Progress, ProgressReporter
+from evo.core.result import MemberResult
+from evo.core.rules import PBTRules
+from evo.learners.interface import Learner
+from evo.logs import output_is_terminal
+from evo.mpi import exchange
+from evo.rundir.checkpoint import Target
+from evo.rundir.records import Continuation, RunRecords
+from evo.runner.members import InitialHparams, MemberFactory
+from evo.runner.stopping import StopRequest
+from evo.sb3.cputune import tune_allocator
+from evo.sb3.learner import EnvSettings, MemberSetup
+
+logger = logging.getLogger("evo")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """``num_agents`` members on ``world_size`` ranks in contiguous blocks: rank r holds r·k .. r·k+k-1."""
+
+    num_agents: int
+    world_size: int
+
+    @property
+    def per_rank(self) -> int:
+        return self.num_agents // self.world_size
+
+    def members_of(self, rank: int) -> range:
+        """Member ids held by ``rank``."""
+        return range(rank * self.per_rank, (rank + 1) * self.per_rank)
+
+    def owner(self, member: int) -> int:
+        """The rank that holds ``member``."""
+        return member // self.per_rank
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long members train: ``total_generations`` generations (an asynchronous run: intervals per
+    member) of ``agent_training_steps`` env steps (``planned_steps`` once rounded up to the learner's
+    units), following a replayed ``schedule`` if given."""
+
+    total_generations: int
+    agent_training_steps: int
+    planned_steps: int
+    schedule: tuple = ()
+
+    def train(self, member: Learner, should_stop, progress: ProgressReporter | None = None) -> None:
+        """``member`` trains one generation (or interval)."""
+        member.train(self.agent_training_steps, should_stop, self.schedule, progress)
+
+
+@dataclass(frozen=True)
+class StageSettings:
+    """BG-PBT's stages (``--max-distillations``): at most ``max_distillations`` stages, due after
+    ``patience`` generations without a new best or ``stage_steps`` env steps; ``students`` per stage,
+    each distilled for ``distillation_steps``; ``architecture``: the search space's architecture
+    dimensions (of ``space``, the whole search space)."""
+
+    max_distillations: int
+    patience: int
+    stage_steps: int | None
+    students: int
+    distillation_steps: int
+    architecture: tuple[str, ...]
+    space: SearchSpace
+
+
+@dataclass(frozen=True)
+class About:
+    """What the start and end lines say of the run."""
+
+    env_id: str
+    run_dir: Path
+    schedule_file: Path | None = None
+
+
+@dataclass
+class Session:
+    """A run's session (see the module docstring): the same on every rank, but ``records`` (rank 0's)."""
+
+    comm: Any
+    placement: Placement
+    rules: PBTRules
+    budget: Budget
+    members: MemberFactory
+    target: Target
+    """Where checkpoints go (and ``target.keep`` of them)."""
+    checkpoint_every: int
+    transport: str
+    space: SearchSpace
+    """The search space: the records write each explored value by its kind."""
+    names: tuple[str, ...]
+    """The explored hyperparameters, each a column of population.csv, in the learner's order."""
+    about: About
+    stop: StopRequest
+    stopper: exchange.StopNotifier
+    records: RunRecords | None = None
+    stages: StageSettings | None = None
+    progress_interval: float = 0.0
+
+    @property
+    def rank(self) -> int:
+        return self.comm.Get_rank()
+
+    def progress(self, start: int, local_members: int) -> ProgressReporter | None:
+        """Rank 0's progress report during a generation (None elsewhere, or with an interval of 0): its
+        members' env steps stand for the generation's."""
+        if self.rank != 0 or self.progress_interval <= 0:
+            return None
+        progress = Progress(local_members * self.budget.planned_steps, self.budget.total_generations, generation=start)
+        return ProgressReporter(
+            progress, self.progress_interval, logger.info, sys.stdout, terminal=output_is_terminal(sys.stdout)
+        )
+
+    def finish(
+        self,
+        members: Mapping[int, Learner],
+        stopped: bool,
+        stopped_line: str,
+        finals: Mapping[int, MemberResult],
+        done_line: str | None = None,
+    ) -> None:
+        """The end of the run on every rank: the stop's or the end's log lines (``stopped_line``: rank 0's
+        warning after a stop, with ``{signal}`` for what stopped it; ``done_line``: its last line after a
+        complete run), TensorBoard's HPARAMS tab of each member with a final result (``finals``), every
+        member closed, the records closed, and the stop request's handlers restored."""
+        if stopped:
+            if self.rank == 0:
+                logger.warning(
+                    "%s", stopped_line.replace("{signal}", self.stop.signal_name or "a signal on another rank")
+                )
+            elif self.stop.requested:
+                logger.warning("stopped by %s", self.stop.signal_name)
+        else:
+            for member_id, member in members.items():
+                if member_id in finals:
+                    member.log_final(finals[member_id])
+        for member in members.values():
+            member.close()
+        if self.records is not None:
+            self.records.close()
+            if done_line is not None and not stopped:
+                logger.info("%s", done_line)
+        exchange.barrier(self.comm)
+        self.stop.uninstall()
+
+
+def prepare_process(torch_threads: int, cpu_tuning: bool) -> None:
+    """Torch threads per rank, and evo's CPU tuning unless turned off."""
+    torch.set_num_threads(torch_threads)
+    if cpu_tuning:
+        tune_allocator()
+
+
+def member_factory(config: Config) -> MemberFactory:
+    """How the run ``config`` describes builds its members (the session's; tools and tests use it too)."""
+    setup = MemberSetup(
+        member_id=-1,
+        seed=config.seed,
+        env=EnvSettings(
+            config.env_id,
+            config.env_kwargs,
+            config.distribution_mode,
+            config.num_levels,
+            config.start_level,
+            config.eval_num_levels,
+            config.eval_start_level,
+        ),
+        agent=config.agent,
+        precision=config.precision,
+        channels_last=config.cpu_tuning,
+        eval_episodes=config.eval_episodes,
+        score_window=config.score_window,
+        select_on=config.select_on,
+        exploit_buffer=config.exploit_buffer,
+    )
+    initial = InitialHparams(
+        space=config.agent.search_space,
+        defaults=config.agent.settings,
+        how=config.initial_hparams,
+        seed=config.seed,
+        schedule_start=config.schedule[0][1] if config.schedule else None,
+    )
+    return MemberFactory(
+        setup,
+        initial,
+        run_id=config.run_id,
+        run_dir=config.run_dir,
+        tb_writer=config.tb_writer,
+        world_size=config.world_size,
+        replay=config.checkpoint_buffers,
+    )
+
+
+def pbt_rules(config: Config) -> PBTRules:
+    """The run's PBT rules."""
+    return PBTRules(
+        strategy=config.strategy,
+        explore=config.explore,
+        space=config.agent.explored_space,
+        seed=config.seed,
+        rounds=config.total_generations,
+        population=config.num_agents,
+        truncation_fraction=config.truncation_fraction,
+        ties=config.ties,
+        perturb_factors=config.perturb_factors,
+        resample_probability=config.resample_probability,
+        max_member_failures=config.max_member_failures,
+    )
+
+
+def stage_settings(config: Config) -> StageSettings | None:
+    """BG-PBT's stages of the run, or None (``--max-distillations 0``)."""
+    if not config.max_distillations:
+        return None
+    space = config.agent.search_space
+    return StageSettings(
+        max_distillations=config.max_distillations,
+        patience=config.patience,
+        stage_steps=config.stage_steps,
+        students=config.stage_students,
+        distillation_steps=config.stage_distillation_steps,
+        architecture=tuple(name for name in space if name in config.agent.spec.architecture),
+        space=space,
+    )
+
+
+def command_line(world_size: int, command: Sequence[str] | None) -> str:
+    """How the run was started, for command.txt: its directory, mpiexec and the command."""
+    words = [Path(sys.executable).name, *(command or sys.argv)]
+    return f"cd {shlex.quote(os.getcwd())} && mpiexec -n {world_size} {shlex.join(words)}\n"
+
+
+def open_records(
+    config: Config, command: Sequence[str] | None = None, continued: Continuation | None = None
+) -> RunRecords:
+    """The records of the run ``config`` describes (rank 0's): a new run directory, or the records
+    ``continued`` from a checkpoint."""
+    line = command_line(config.world_size, command)
+    return RunRecords(
+        config.run_dir,
+        config.explored_names,
+        config.agent.search_space,
+        config.tb_writer,
+        new_run=(config.to_dict(), line) if continued is None else None,
+        continued=continued,
+        command_line=line,
+        asynchronous=config.asynchronous,
+        stages=config.max_distillations > 0,
+    )
+
+
+def open_session(
+    config: Config,
+    comm,
+    command: Sequence[str] | None = None,
+    continued: Continuation | None = None,
+    records: bool = True,
+) -> Session:
+    """The session of the run ``config`` describes, on every rank (collective): the process set up,
+    the stop request installed, and rank 0's records opened (new, or ``continued`` from a checkpoint)
+    before any rank goes on (they write into the run directory). ``records=False``: none (a test
+    driving the loop without a run directory)."""
+    prepare_process(config.torch_threads, config.cpu_tuning)
+    stop = StopRequest().install()
+    run_records = open_records(config, command, continued) if comm.Get_rank() == 0 and records else None
+    exchange.barrier(comm)
+    planned = config.agent.spec.planned_steps(config.agent_training_steps, config.agent.settings, config.agent.n_envs)
+    return Session(
+        comm=comm,
+        placement=Placement(config.num_agents, config.world_size),
+        rules=pbt_rules(config),
+        budget=Budget(config.total_generations, config.agent_training_steps, planned, config.schedule),
+        members=member_factory(config),
+        target=Target(
+            config.run_dir,
+            config.run_id,
+            config.env_id,
+            config.num_agents,
+            config.world_size,
+            config.keep_checkpoints,
+        ),
+        checkpoint_every=config.checkpoint_every,
+        transport=config.transport,
+        space=config.agent.search_space,
+        names=config.explored_names,
+        about=About(config.env_id, config.run_dir, config.schedule_file),
+        stop=stop,
+        stopper=exchange.StopNotifier(comm, lambda: stop.requested),
+        records=run_records,
+        stages=stage_settings(config),
+        progress_interval=config.progress_interval,
+    )
