@@ -33,15 +33,12 @@ from typing import Any
 import numpy as np
 import yaml
 
+from evo.core.streams import EVALUATION_STREAM
 from evo.rundir.checkpoint import Checkpoint, CheckpointError, checkpoints_dir, latest, load_payload, verify
 
 logger = logging.getLogger(__name__)
 
 BEST, BEST_EVER = "best", "best-ever"
-EVALUATION_STREAM = 0x7E57_2024
-"""The seed stream of fresh evaluation episodes. Training and evaluation envs take their seeds from
-``SeedSequence([seed, member, stream])`` with a member id (or a generation) second; this constant
-stands there instead, far above any member id, so no env of the run had these seeds."""
 
 
 class SavedRunError(ValueError):

@@ -43,8 +43,8 @@ constant                keyed by                                                
 ``STAGE_STREAM``        (seed, stage)                                            a BG-PBT stage's
                                                                                  students
 ``DRAC_STREAM``         (the model's seed, its update count), a torch generator  DrAC's augmentations
-``EVALUATION_STREAM``   (seed, EVALUATION_STREAM, 1): a seed in place of a       the tools' fresh
-                        member id, far above any                                 evaluation episodes
+``EVALUATION_STREAM``   (seed, EVALUATION_STREAM, 1): in a member id's place,    the tools' fresh
+                        far above any, so no env of the run had these seeds      evaluation episodes
 ======================  =======================================================  ====================
 
 **Adding a stream**: a named constant here, distinct from every other (tests/unit/core/test_streams.py

@@ -1,0 +1,59 @@
+"""evo/core/streams.py: one table of the run's random streams, each constant distinct, documented in the
+table, and the only place a stream constant is defined."""
+
+import ast
+import re
+
+import numpy as np
+
+from evo.core import streams
+from evo.core.streams import GENERATOR_STREAMS, MEMBER_STREAMS, member_seed
+from tests.support import ROOT
+
+
+def test_every_stream_is_distinct_and_in_the_docstring_table():
+    member = list(MEMBER_STREAMS.values())
+    assert member == sorted(member) and len(set(member)) == len(member)
+    generators = list(GENERATOR_STREAMS.values())
+    assert len(set(generators)) == len(generators)
+    for name in [*MEMBER_STREAMS, *GENERATOR_STREAMS]:
+        assert f"``{name}``" in streams.__doc__, f"{name} is not in the table of evo/core/streams.py"
+        assert getattr(streams, name) == {**MEMBER_STREAMS, **GENERATOR_STREAMS}[name]
+
+
+def test_member_streams_stay_apart_within_their_documented_spans():
+    """RESUMED_ENVS + generation stays below RESEEDED_RANK for fewer than 998 generations; RESTARTED_ENVS +
+    failures below MOVED_ENVS: the offsets the docstring promises."""
+    assert streams.RESUMED_ENVS + 997 < streams.RESEEDED_RANK
+    assert streams.RESEEDED_RANK + 997 < streams.RESTARTED_ENVS
+    seeds = {
+        member_seed(7, 3, stream)
+        for stream in (
+            streams.MODEL,
+            streams.EVALUATION_ENV,
+            *(streams.RESUMED_ENVS + g for g in range(50)),
+            *(streams.RESTARTED_ENVS + f for f in range(10)),
+        )
+    }
+    assert len(seeds) == 2 + 50 + 10  # distinct seeds for distinct streams
+    assert member_seed(7, 3) == int(np.random.SeedSequence([7, 3, 0]).generate_state(1)[0] % (2**31 - 1))
+
+
+def test_no_module_of_evo_defines_a_stream_constant_of_its_own():
+    """A ``*_STREAM`` constant, or a literal stream given to member_seed, outside the table is a stream the
+    table does not know."""
+    offending = []
+    for path in sorted((ROOT / "evo").rglob("*.py")):
+        if path == ROOT / "evo" / "core" / "streams.py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and re.fullmatch(r"[A-Z_]*STREAM[A-Z_]*", target.id):
+                        offending.append(f"{path.relative_to(ROOT)}:{node.lineno} {target.id}")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "member_seed":
+                stream = [k.value for k in node.keywords if k.arg == "stream"] or node.args[2:3]
+                if stream and isinstance(stream[0], ast.Constant):
+                    offending.append(f"{path.relative_to(ROOT)}:{node.lineno} member_seed(..., {stream[0].value})")
+    assert not offending, "streams outside evo/core/streams.py:\n  " + "\n  ".join(offending)
