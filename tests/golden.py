@@ -90,6 +90,23 @@ TINY_SAC = [
 ]
 
 
+RUNS = GOLDEN / "runs"
+
+
+def machine_key(cpuinfo: str | None = None) -> str:
+    """The processor's vendor, with ``-avx512`` where it has AVX-512: the runs' records are kept per key
+    (a digest of the weights changes with any float rounded otherwise)."""
+    from evo.config.precision import cpu_flags
+
+    return cpu_vendor(cpuinfo) + ("-avx512" if "avx512f" in cpu_flags(cpuinfo) else "")
+
+
+def runs_records(key: str) -> Path | None:
+    """The golden runs' records made on a machine of ``key``, or None if there are none."""
+    found = RUNS / key
+    return found if key and (found / "cartpole" / "weights.json").is_file() else None
+
+
 def golden_runs(directory: Path) -> dict[str, list[str]]:
     """Each golden run's command (``python`` + these, on 2 ranks); ``directory`` holds the files they need."""
     stage_file = directory / "stage.yml"

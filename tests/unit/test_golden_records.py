@@ -2,7 +2,7 @@
 what every processor must reproduce, and the vendor read from /proc/cpuinfo. The run itself is
 tests/e2e/test_golden.py."""
 
-from tests.golden import GOLDEN, cpu_vendor, golden_records, portable, read_csv
+from tests.golden import GOLDEN, RUNS, cpu_vendor, golden_records, machine_key, portable, read_csv, runs_records
 
 
 def test_an_unknown_vendor_has_no_records_and_the_known_ones_do():
@@ -29,3 +29,18 @@ def test_the_vendor_is_read_from_cpuinfo():
     assert cpu_vendor("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n") == "AuthenticAMD"
     assert cpu_vendor("processor\t: 0\nvendor_id\t: GenuineIntel\n\nprocessor\t: 1\nvendor_id\t: X\n") == "GenuineIntel"
     assert cpu_vendor("processor\t: 0\nFeatures\t: fp asimd\n") == ""
+
+
+def test_the_golden_runs_are_kept_per_vendor_and_avx512():
+    amd = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu avx2 avx512f avx512_bf16\n"
+    assert machine_key(amd) == "AuthenticAMD-avx512"
+    assert machine_key(amd.replace(" avx512f", "")) == "AuthenticAMD"
+    assert machine_key("processor\t: 0\nFeatures\t: fp asimd\n") == ""
+    assert runs_records("AuthenticAMD-avx512") == RUNS / "AuthenticAMD-avx512"
+    assert runs_records("GenuineIntel") is None and runs_records("") is None
+    for name in ("cartpole", "pendulum-normalize", "sac", "stage"):
+        assert {p.name for p in (RUNS / "AuthenticAMD-avx512" / name).iterdir()} == {
+            "population.csv",
+            "lineage.jsonl",
+            "weights.json",
+        }
