@@ -121,7 +121,7 @@ def test_the_installed_evo_is_the_wheels_with_its_yaml(venv, tmp_path):
     assert lines[1:] == ["True", "True"]
     for name in CONSOLE_SCRIPTS:
         assert (venv / "bin" / name).is_file(), name
-    assert "run_dir" in run([venv / "bin" / "python", "-m", "evo.plot", "--help"], tmp_path).stdout
+    assert "run_dir" in run([venv / "bin" / "python", "-m", "evo.tools.plot", "--help"], tmp_path).stdout
     for tool in ("evo-export", "evo-evaluate"):
         assert "RUN" in run([venv / "bin" / tool, "--help"], tmp_path).stdout
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from evo.config import parse_config
 from evo.run import initial_hparams
-from evo.saved import evaluation_seed
+from evo.tools.saved import evaluation_seed
 from experiments.compare import (
     METHODS,
     MIXED_SPACE,
