@@ -62,7 +62,7 @@ toy: install
 # PNGs of a run's scores, hyperparameter schedules and lineage: make plot RUN=runs/...
 plot: install
 	@test -n "$(RUN)" || { echo "usage: make plot RUN=runs/<run dir>"; exit 2; }
-	$(BIN)/python -m evo.plot $(RUN) $(ARGS)
+	$(BIN)/python -m evo.tools.plot $(RUN) $(ARGS)
 
 # PBT, PBT-WTA, PB2, random search and one default agent on CartPole-v1 and Acrobot-v1,
 # 3 seeds (~30 min on 2 cores): runs/compare/{results.md,results.json,compare.png}

@@ -188,7 +188,7 @@ def best_curve(trajectories: Mapping[int, list]) -> tuple[list[int], list[float]
 def plot_toy(results: Mapping[str, dict], path: str | Path, settings) -> Path:
     """θ trajectories over the contours of Q, one panel per variant (as in Fig. 2 of the PBT
     paper), and the best worker's Q over steps for all variants."""
-    from evo.plot import DPI, legend_right, member_colours, plt
+    from evo.tools.plot import DPI, legend_right, member_colours, plt
 
     names = list(results)
     fig = plt.figure(figsize=(4.0 * len(names) + 1.0, 8.2), dpi=DPI, layout="constrained")

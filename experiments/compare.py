@@ -373,7 +373,7 @@ def jobs_for(args: argparse.Namespace, runs: Path) -> list[Job]:
 def zoo_job(args: argparse.Namespace, env_id: str, method: str, seed: int, budget: Budget, run_dir: Path) -> Job:
     """The rl_zoo3 cross-check of ``env_id`` and ``seed``: a member's env steps, the fresh episodes of
     evo-evaluate for the same seed."""
-    from evo.saved import evaluation_seed
+    from evo.tools.saved import evaluation_seed
 
     command = (
         str(ZOO_PYTHON), METHODS[method].script, "--env", env_id, "--steps", str(budget.generations * budget.steps),
@@ -744,7 +744,7 @@ def fresh_table(results: list[Result], envs, methods, study: Study) -> str:
 
 def plot(results: list[Result], envs, methods, path: Path, study: Study | None = None) -> None:
     """Best score vs the population's total env steps: mean over seeds, min–max band."""
-    from evo.plot import DPI, plt  # matplotlib, headless
+    from evo.tools.plot import DPI, plt  # matplotlib, headless
 
     figure, axes = plt.subplots(1, len(envs), figsize=(6.5 * len(envs), 4.5), squeeze=False)
     palette = plt.get_cmap("tab10").colors  # a colour per method of this study

@@ -2,7 +2,7 @@
 
 A population's "best" is the member with the highest selection score, and that score is the
 maximum of a few noisy ones: reporting it overstates the member. The studies report instead what
-``evo-evaluate`` (evo/evaluate.py) measures: every member of the run's last checkpoint, and the
+``evo-evaluate`` (evo/tools/evaluate.py) measures: every member of the run's last checkpoint, and the
 kept best when the run has one, played on ``episodes`` fresh deterministic episodes of one env on
 seeds the run never used (for Procgen: a range of levels disjoint from the training and selection
 levels), spread over up to 8 envs (``--envs 8``). Runs of the same seed get the same episodes, so
@@ -47,8 +47,8 @@ class Fresh:
 def reevaluate(run_dir: Path, episodes: int, levels: tuple[int, int] | None = None) -> tuple[Fresh, dict]:
     """``evo-evaluate``'s returns for the run (``levels``: Procgen's (first, count)), and how they
     were made."""
-    from evo.evaluate import evaluate_members, members_to_evaluate
-    from evo.saved import BEST_EVER, evaluation_seed, open_run
+    from evo.tools.evaluate import evaluate_members, members_to_evaluate
+    from evo.tools.saved import BEST_EVER, evaluation_seed, open_run
 
     run = open_run(run_dir)
     seed = evaluation_seed(run.config.seed)

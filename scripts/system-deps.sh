@@ -3,7 +3,7 @@
 # Install them with apt-get when we can (root on Debian/Ubuntu); otherwise say what is missing.
 # Usage: system-deps.sh [EXTRAS], EXTRAS being pip's comma-separated extras (the Makefile passes
 # them): with `video`, also Mesa's EGL, MuJoCo's off-screen renderer for --video (optional: a
-# normal user without it gets a note, and evo.video names it again when a video is asked for).
+# normal user without it gets a note, and evo.tools.video names it again when a video is asked for).
 set -euo pipefail
 extras=",${1:-},"
 

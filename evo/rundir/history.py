@@ -1,6 +1,6 @@
 """Reading a finished (or stopped) run back: its population table, its lineage, who descends
 from whom, and the hyperparameter schedule a member's line followed. Pure (no MPI, no
-torch); used by ``evo.plot`` and ``evo.replay``.
+torch); used by ``evo.tools.plot`` and ``evo.tools.replay``.
 """
 
 from __future__ import annotations

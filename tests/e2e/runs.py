@@ -68,8 +68,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def plots(run_dir, out: Path) -> dict[str, Path]:
-    """``python -m evo.plot`` on ``run_dir``: its three PNGs, written into ``out``."""
-    result = python("-m", "evo.plot", str(run_dir), "--out", str(out))
+    """``python -m evo.tools.plot`` on ``run_dir``: its three PNGs, written into ``out``."""
+    result = python("-m", "evo.tools.plot", str(run_dir), "--out", str(out))
     assert result.returncode == 0, result.stderr
     written = {name: out / f"{name}.png" for name in ("scores", "hparams", "lineage")}
     for path in written.values():

@@ -10,10 +10,10 @@ import pytest
 import torch
 from stable_baselines3 import PPO
 
-from evo import evaluate as evaluate_tool
-from evo import export as export_tool
 from evo.rundir.checkpoint import load_payload
-from evo.saved import BEST_EVER
+from evo.tools import evaluate as evaluate_tool
+from evo.tools import export as export_tool
+from evo.tools.saved import BEST_EVER
 from tests.e2e.runs import scalar_tags
 from tests.support import budget, mpiexec, read_lineage, read_population, write_hyperparams
 

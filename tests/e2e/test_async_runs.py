@@ -77,7 +77,7 @@ def test_an_asynchronous_run_records_every_member_interval_once_and_copies_named
             steps = sorted(event.step for event in accumulator.Scalars("pbt/score"))
             assert steps == [STEPS * i for i in (1, 2, 3)]
         plots(run_dir, tmp_path / "plots")
-        replayed = python("-m", "evo.replay", str(run_dir), "--out", str(tmp_path / "schedule.yml"))
+        replayed = python("-m", "evo.tools.replay", str(run_dir), "--out", str(tmp_path / "schedule.yml"))
         assert replayed.returncode == 0, replayed.stderr
         entries, env_id, algo = load_schedule(tmp_path / "schedule.yml", tunable("ppo"), PPO_SIX)
         assert (env_id, algo, entries[0][0]) == ("CartPole-v1", "ppo", 0)  # what --schedule trains on

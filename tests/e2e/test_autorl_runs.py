@@ -94,7 +94,7 @@ def test_the_studys_reevaluation_plays_every_member_on_fresh_levels(run):
     """experiments/reevaluate.py, the number the Procgen study reports: evo-evaluate's, each member of
     the last checkpoint and the kept best on deterministic episodes of levels the run never saw,
     cached in the run dir."""
-    from evo.saved import evaluation_seed
+    from evo.tools.saved import evaluation_seed
     from tests.e2e.runs import python
 
     run_dir, _ = run

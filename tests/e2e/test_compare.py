@@ -144,7 +144,7 @@ def test_the_continuous_study_reports_fresh_returns_and_rl_zoo3s_own_agent(tmp_p
     """The corrected continuous study at a tiny budget: evo's zoo agent re-evaluated on 20 fresh
     episodes (evo-evaluate's seed for the study's seed), rl_zoo3's own train in the evo-less
     virtualenv played on those same episodes, both in the fresh table."""
-    from evo.saved import evaluation_seed
+    from evo.tools.saved import evaluation_seed
     from tests.e2e.runs import zoo_venv_python
 
     zoo_venv_python()  # where compare.py looks for it: .venv-zoo

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evo import evaluate as evaluate_tool
-from evo import export as export_tool
+from evo.tools import evaluate as evaluate_tool
+from evo.tools import export as export_tool
 from tests.e2e.runs import tree_digest, zoo_venv_python
 from tests.support import ROOT, mpi_env, mpiexec
 
@@ -171,7 +171,7 @@ def test_evaluate_plays_every_member_and_the_kept_best_on_the_same_fresh_episode
     the default seed (derived from the run's, not one any env of the run had); members holding the same
     weights get the same returns; the table has a row each."""
     from evo.core.streams import member_seed
-    from evo.saved import evaluation_seed
+    from evo.tools.saved import evaluation_seed
 
     run_dir = runs("ppo")
     record = evaluated(run_dir, tmp_path, "--episodes", "3")
@@ -198,10 +198,10 @@ def test_export_best_ever_matches_its_evaluation(runs, zoo_python, tmp_path):
 
 
 def bad(tool: str, run_dir: Path, *flags: str) -> str:
-    """``python -m evo.<tool> RUN FLAGS``: exit status 2, nothing in RUN changed; its message."""
+    """``python -m evo.tools.<tool> RUN FLAGS``: exit status 2, nothing in RUN changed; its message."""
     before = tree_digest(run_dir)
     result = subprocess.run(
-        [sys.executable, "-m", f"evo.{tool}", str(run_dir), *flags],
+        [sys.executable, "-m", f"evo.tools.{tool}", str(run_dir), *flags],
         cwd=ROOT,
         env=mpi_env(),
         capture_output=True,
@@ -264,7 +264,7 @@ def test_a_naturecnn_procgen_member_exports_and_acts_as_in_evo(zoo_python, tmp_p
     channels-last convolutions differ only in rounding)."""
     import numpy as np
 
-    from evo.saved import choose, load, open_run
+    from evo.tools.saved import choose, load, open_run
 
     run_dir = tmp_path / "run"
     hyperparams = ["--hyperparams", "policy:nature", "n_envs:2", "n_steps:32", "n_minibatches:2", "n_epochs:1"]

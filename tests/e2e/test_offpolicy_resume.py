@@ -55,7 +55,7 @@ def test_plot_replay_and_schedule_of_a_td3_run(tmp_path):
     assert sorted(plots(run_dir, tmp_path / "plots")) == ["hparams", "lineage", "scores"]
 
     schedule = tmp_path / "schedule.yml"
-    replayed = python("-m", "evo.replay", str(run_dir), "--out", str(schedule))
+    replayed = python("-m", "evo.tools.replay", str(run_dir), "--out", str(schedule))
     assert replayed.returncode == 0, replayed.stderr
     document = yaml.safe_load(schedule.read_text())
     assert document["algo"] == "td3" and document["env_id"] == "Pendulum-v1"

@@ -121,7 +121,8 @@ def test_the_installed_evo_is_the_wheels_with_its_yaml(venv, tmp_path):
     assert lines[1:] == ["True", "True"]
     for name in CONSOLE_SCRIPTS:
         assert (venv / "bin" / name).is_file(), name
-    assert "run_dir" in run([venv / "bin" / "python", "-m", "evo.plot", "--help"], tmp_path).stdout
+    for plot in ("evo.tools.plot", "evo.plot"):  # the tool's former name too (evo/__init__.py's MOVED)
+        assert "run_dir" in run([venv / "bin" / "python", "-m", plot, "--help"], tmp_path).stdout
     for tool in ("evo-export", "evo-evaluate"):
         assert "RUN" in run([venv / "bin" / tool, "--help"], tmp_path).stdout
 

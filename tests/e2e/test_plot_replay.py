@@ -53,7 +53,7 @@ def test_plot_writes_three_readable_pngs(run, tmp_path):
 def test_every_panel_has_one_line_per_member(run):
     import matplotlib.pyplot as plt
 
-    from evo.plot import plot_hparams, plot_lineage, plot_scores
+    from evo.tools.plot import plot_hparams, plot_lineage, plot_scores
 
     history = load_run(run[0])
     member_gids = {f"member-{m}" for m in range(MEMBERS)}
@@ -84,7 +84,7 @@ def test_every_panel_has_one_line_per_member(run):
 
 
 def test_plot_of_a_missing_run_dir_says_what_to_give(tmp_path):
-    result = python("-m", "evo.plot", str(tmp_path / "nope"))
+    result = python("-m", "evo.tools.plot", str(tmp_path / "nope"))
     assert result.returncode == 2
     assert "population.csv not found" in result.stderr and "run directory" in result.stderr
 
@@ -115,7 +115,7 @@ def test_tensorboard_hparams_tab_has_each_members_final_values(run):
 def test_replay_writes_the_best_members_lineage_schedule(run, tmp_path):
     run_dir, _ = run
     out = tmp_path / "schedule.yml"
-    result = python("-m", "evo.replay", str(run_dir), "--member", "best", "--out", str(out))
+    result = python("-m", "evo.tools.replay", str(run_dir), "--member", "best", "--out", str(out))
     assert result.returncode == 0, result.stderr
     document = yaml.safe_load(out.read_text())
     history = load_run(run_dir)
@@ -135,7 +135,7 @@ def test_replay_writes_the_best_members_lineage_schedule(run, tmp_path):
 def test_one_agent_follows_a_replayed_schedule(run, tmp_path):
     run_dir, hp = run
     schedule_file = tmp_path / "schedule.yml"
-    assert python("-m", "evo.replay", str(run_dir), "--out", str(schedule_file)).returncode == 0
+    assert python("-m", "evo.tools.replay", str(run_dir), "--out", str(schedule_file)).returncode == 0
     schedule, _, _ = load_schedule(schedule_file, tunable("ppo"))
     replay_dir = tmp_path / "replay"
     result = train_cartpole(1, hp, replay_dir, "--num-agents", "1", "--schedule", str(schedule_file))
@@ -152,7 +152,7 @@ def test_one_agent_follows_a_replayed_schedule(run, tmp_path):
 def test_schedule_needs_one_agent_and_its_env(run, tmp_path):
     run_dir, hp = run
     schedule_file = tmp_path / "schedule.yml"
-    assert python("-m", "evo.replay", str(run_dir), "--out", str(schedule_file)).returncode == 0
+    assert python("-m", "evo.tools.replay", str(run_dir), "--out", str(schedule_file)).returncode == 0
     common = ["--schedule", str(schedule_file), "--hyperparams", str(hp), "--run-dir", str(tmp_path / "r")]
     result = mpiexec(2, ["pbt_rl_truct.py", "--env-id", "CartPole-v1", "--num-agents", "2", *common], timeout=120)
     assert result.returncode == 2

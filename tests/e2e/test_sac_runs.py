@@ -173,7 +173,7 @@ def test_stop_mid_generation_and_resume_with_the_replay_buffers(tmp_path, buffer
 def test_plot_of_a_sac_run(truct_run, tmp_path):
     import matplotlib.pyplot as plt
 
-    from evo.plot import plot_hparams
+    from evo.tools.plot import plot_hparams
 
     run_dir, _ = truct_run
     plots(run_dir, tmp_path)
@@ -208,7 +208,7 @@ def test_replayed_schedule_of_a_sac_run_trains_one_sac_agent(truct_run, tmp_path
     history = load_run(run_dir)
     (member,) = [e["recipient"] for e in read_lineage(run_dir) if e["generation"] == 1]
     out = tmp_path / "schedule.yml"
-    result = python("-m", "evo.replay", str(run_dir), "--member", str(member), "--out", str(out))
+    result = python("-m", "evo.tools.replay", str(run_dir), "--member", str(member), "--out", str(out))
     assert result.returncode == 0, result.stderr
     document = yaml.safe_load(out.read_text())
     assert (document["algo"], document["env_id"]) == ("sac", "Pendulum-v1")

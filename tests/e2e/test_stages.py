@@ -158,7 +158,7 @@ def assert_history_and_tools(run_dir, out) -> None:
     assert stage_starts(history) == {1: 1}
     figures = plots(run_dir, out)
     assert all(path.stat().st_size > 0 for path in figures.values())
-    replay = python("-m", "evo.replay", str(run_dir), "--member", "0", "--out", str(out / "schedule.yml"))
+    replay = python("-m", "evo.tools.replay", str(run_dir), "--member", "0", "--out", str(out / "schedule.yml"))
     assert replay.returncode == 2 and "a schedule cannot replay a distillation" in replay.stderr
 
 

@@ -1,4 +1,4 @@
-"""--video on evo-evaluate and evo-export (evo.video) on a real run: the file is written outside the
+"""--video on evo-evaluate and evo-export (evo.tools.video) on a real run: the file is written outside the
 run with the frames asked for, evo-evaluate's video is the first of its fresh episodes (the same
 return), and a bad --video (suffix, place, length) exits with status 2 before anything is written."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evo import evaluate as evaluate_tool
-from evo import export as export_tool
+from evo.tools import evaluate as evaluate_tool
+from evo.tools import export as export_tool
 from tests.e2e.runs import tree_digest
 from tests.support import mpiexec
 

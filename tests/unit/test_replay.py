@@ -1,4 +1,4 @@
-"""evo/replay.py on a hand-written run of an off-policy learner, whose members train different
+"""evo/tools/replay.py on a hand-written run of an off-policy learner, whose members train different
 env steps per generation: each generation's budget is rounded up to whole collections of the
 member's own train_freq (200 steps are 200 with train_freq 10, 207 with 9). The schedule of a
 member's line must switch when the line's weights had trained that long, which is where a
@@ -7,7 +7,7 @@ single agent replaying it ends each generation."""
 import yaml
 
 from evo.core.kinds import Integer, LogFloat
-from evo.replay import write_schedule
+from evo.tools.replay import write_schedule
 
 HEADER = (
     "generation,member,rank,env_steps,score,donor,learning_rate,train_freq,score_train,score_test,score_train_stale"
@@ -15,7 +15,7 @@ HEADER = (
 
 
 def schedule_of(tmp_path, member, rows) -> dict:
-    """The schedule evo.replay writes for ``member`` of a SAC run recorded as ``rows``
+    """The schedule evo.tools.replay writes for ``member`` of a SAC run recorded as ``rows``
     (generation, member, env_steps, score, donor, learning_rate, train_freq)."""
     run_dir = tmp_path / "run"
     sac_run(run_dir, rows)

@@ -1,4 +1,4 @@
-"""evo.video with the real renderers (pygame, MuJoCo on EGL, Procgen's frames) and real files read
+"""evo.tools.video with the real renderers (pygame, MuJoCo on EGL, Procgen's frames) and real files read
 back with imageio: frame count and size, a GIF and an MP4, the policy fed normalised observations
 while the frames come from the raw env, an episode that ends before the step limit, and the bad
 inputs refused with their fix. Skipped, with the reason, where the video extra or a renderer is
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from evo.config import parse_config
-from evo.video import VideoError, check_video, record_member, record_video, video_env, video_format
+from evo.tools.video import VideoError, check_video, record_member, record_video, video_env, video_format
 from tests.support import need_mujoco
 
 EXTRA_MISSING = "the video extra is missing: make install EXTRAS=video"

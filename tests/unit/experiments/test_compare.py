@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from evo.config import parse_config
 from evo.runner.session import member_factory
-from evo.saved import evaluation_seed
+from evo.tools.saved import evaluation_seed
 from experiments.compare import (
     METHODS,
     MIXED_SPACE,

@@ -75,7 +75,7 @@ def test_history_schedule_and_replay_carry_the_extra_columns(run_dir, tmp_path):
         (6, None),  # off: None in hyperparameter dicts (was inf)
     ]
 
-    from evo.replay import write_schedule
+    from evo.tools.replay import write_schedule
 
     out, document = write_schedule(run_dir, member=0, out=tmp_path / "schedule.yml")
     assert "target_kl: null" in out.read_text()
@@ -89,7 +89,7 @@ def test_history_schedule_and_replay_carry_the_extra_columns(run_dir, tmp_path):
 
 
 def test_hparams_png_has_a_panel_per_recorded_hyperparameter_with_choice_ticks(run_dir):
-    from evo.plot import plot_hparams
+    from evo.tools.plot import plot_hparams
 
     figure = plot_hparams(load_run(run_dir))
     panels = [ax for ax in figure.axes if ax.get_visible()]

@@ -270,7 +270,7 @@ def record_member(
     start_level: int | None = None,
     num_levels: int | None = None,
 ) -> Recording:
-    """:func:`record_video` of an SB3 member (evo.sb3.learner.SB3Learner, as ``evo.saved.load``
+    """:func:`record_video` of an SB3 member (evo.sb3.learner.SB3Learner, as ``evo.tools.saved.load``
     gives it) on a fresh env of its own (kwargs and normalisation) seeded with ``seed``; Procgen on
     levels ``start_level`` + ``num_levels`` (default: its evaluation levels). Nothing of the member
     changes."""
@@ -362,7 +362,7 @@ def add_video_arguments(parser) -> None:
 
 
 def video_problems(args, run) -> list[str]:
-    """Every problem with ``--video``/``--video-steps`` for the saved ``run`` (evo.saved.SavedRun),
+    """Every problem with ``--video``/``--video-steps`` for the saved ``run`` (evo.tools.saved.SavedRun),
     each with its fix; none without ``--video``. For MuJoCo this selects and starts the renderer."""
     if args.video is None:
         return []
@@ -381,11 +381,11 @@ def video_problems(args, run) -> list[str]:
 def record_saved(
     prog: str, run, chosen, path: Path, seed: int, max_steps: int, start_level: int = 0, num_levels: int = 0
 ) -> int:
-    """A tool's ``--video``: member ``chosen`` (an evo.saved.MemberFile of ``run``) loaded and recorded
+    """A tool's ``--video``: member ``chosen`` (an evo.tools.saved.MemberFile of ``run``) loaded and recorded
     on env seed ``seed`` (Procgen: levels ``start_level`` + ``num_levels``, 0 + 0 the whole
     distribution, as evo-evaluate plays them). Returns the exit status: 0, or 2 with the message on
     stderr if the video cannot be made after all."""
-    from evo.saved import load
+    from evo.tools.saved import load
 
     member = load(run, chosen)
     try:

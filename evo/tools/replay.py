@@ -1,6 +1,6 @@
 """Turn a PBT run into a hyperparameter schedule for one agent.
 
-    python -m evo.replay RUN_DIR [--member best|N] [--out schedule.yml]
+    python -m evo.tools.replay RUN_DIR [--member best|N] [--out schedule.yml]
 
 follows the member's lineage back through every exploit and writes the hyperparameters its
 weights were trained with, as a list of ``env_steps`` → hyperparameters. Train one agent
@@ -62,7 +62,7 @@ def write_schedule(run_dir: str | Path, member: str | int = "best", out: str | P
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evo.replay", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m evo.tools.replay", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a run directory (its --run-dir)")
     parser.add_argument("--member", default="best", help="'best' (highest final score) or a member id")
     parser.add_argument("--out", default=None, help="where to write the YAML (default RUN_DIR/schedule_member<N>.yml)")
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     try:
         out, document = write_schedule(args.run_dir, args.member, args.out)
     except RunDirError as error:
-        print(f"python -m evo.replay: error: {error}", file=sys.stderr)
+        print(f"python -m evo.tools.replay: error: {error}", file=sys.stderr)
         return 2
     print(
         f"schedule of member {document['source']['member']} (final score {document['source']['final_score']}): "

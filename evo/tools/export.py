@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evo.config.envnames import procgen_game
-from evo.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
-from evo.video import add_video_arguments, record_saved, video_problems
+from evo.tools.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
+from evo.tools.video import add_video_arguments, record_saved, video_problems
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +89,8 @@ def export(run: SavedRun, chosen: MemberFile, out: Path, best: MemberFile | None
 def _write(run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: Path, env_name: str) -> None:
     import yaml
 
-    from evo.saved import load
     from evo.sb3.stock import save_normalization, stock_model, zoo_config
+    from evo.tools.saved import load
 
     stats_dir = folder / env_name
     stats_dir.mkdir(parents=True)
@@ -140,7 +140,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from evo.logs import install_logging
-    from evo.saved import best_ever, choose, evaluation_seed, open_run
+    from evo.tools.saved import best_ever, choose, evaluation_seed, open_run
 
     args = parser().parse_args(argv)
     install_logging(0)

@@ -1,6 +1,6 @@
 """Plots of a PBT run from its records (no TensorBoard needed), and the toy's figure.
 
-    python -m evo.plot RUN_DIR [--out DIR]
+    python -m evo.tools.plot RUN_DIR [--out DIR]
 
 writes into ``RUN_DIR/plots`` (or ``--out``):
 
@@ -272,14 +272,14 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evo.plot", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m evo.tools.plot", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a run directory (its --run-dir)")
     parser.add_argument("--out", default=None, help="directory for the PNGs (default RUN_DIR/plots)")
     args = parser.parse_args(argv)
     try:
         written = plot_run(args.run_dir, args.out)
     except RunDirError as error:
-        print(f"python -m evo.plot: error: {error}", file=sys.stderr)
+        print(f"python -m evo.tools.plot: error: {error}", file=sys.stderr)
         return 2
     for path in written.values():
         print(path)

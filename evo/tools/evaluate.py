@@ -4,14 +4,14 @@ fresh deterministic episodes, the honest number behind a population's "best".
 A member's selection score is the mean of a few noisy episodes, and the population's best is the
 highest of several such means: reporting it overstates the member. Here each member plays
 ``--episodes`` (default 20) deterministic episodes on env seeds that no env of the run had
-(:func:`evo.saved.evaluation_seed`: the run's seed on a stream of its own, the same episodes for
+(:func:`evo.tools.saved.evaluation_seed`: the run's seed on a stream of its own, the same episodes for
 every member) and the tool prints each member's mean, std, min and max; ``--json FILE`` writes the
 returns too. For Procgen, ``--start-level``/``--num-levels`` choose test levels (a range disjoint
 from the run's training and selection levels); without them the levels are drawn from the whole
 distribution by the fresh seed.
 
     evo-evaluate runs/my-run --episodes 20 --json fresh.json
-    python -m evo.evaluate runs/procgen-run --start-level 10000 --num-levels 1000
+    python -m evo.tools.evaluate runs/procgen-run --start-level 10000 --num-levels 1000
 
 The episodes run one after another on ``--envs`` envs (default 1: one env whose episodes follow
 from one seed, as SB3's ``evaluate_policy`` plays them; an exported agent replays them with the
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evo.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
-from evo.video import add_video_arguments, record_saved, video_problems
+from evo.tools.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
+from evo.tools.video import add_video_arguments, record_saved, video_problems
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ def evaluate_members(
     num_levels: int | None = None,
 ) -> list[Evaluation]:
     """Each of ``chosen`` on the same ``episodes`` fresh episodes (env seed ``seed``)."""
-    from evo.saved import load
     from evo.sb3.stock import play
+    from evo.tools.saved import load
 
     results = []
     for member_file in chosen:
@@ -115,7 +115,7 @@ def evaluate_members(
 def members_to_evaluate(run: SavedRun, member: str | None, generation: int | None) -> list[MemberFile]:
     """``--member`` (one member, ``best`` or ``best-ever``), or every member of the checkpoint and
     the kept best when there is one."""
-    from evo.saved import best_ever, choose, population
+    from evo.tools.saved import best_ever, choose, population
 
     if member is not None:
         return [choose(run, member, generation)]
@@ -197,7 +197,7 @@ def _inside(path: Path, directory: Path) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from evo.logs import install_logging
-    from evo.saved import evaluation_seed, open_run
+    from evo.tools.saved import evaluation_seed, open_run
 
     args = parser().parse_args(argv)
     install_logging(0)
