@@ -8,6 +8,10 @@ metadata holds an :class:`Option` (what argparse needs, the check of its own val
 its metadata says from what. :func:`declared` refuses a field that is neither, so a value cannot
 reach the resolved config without a declaration; :func:`options_of` lists the options in
 declaration order, from which ``evo.config.options`` derives the parser and the resume rules.
+
+A help text or a list of choices that names what a registry holds (the learners, the explorers)
+is given as a function, called when the parser is built: a learner or an explorer registered
+after evo.config is imported is offered too.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ Check = Callable[[str, Any], "str | None"]
 OPTION, DERIVED = "option", "derived"
 """The metadata keys of the two kinds of field."""
 
+Text = str | Callable[[], str]
+"""A help text, or the function that writes it when the parser is built (from a registry)."""
+Choices = Sequence[str] | Callable[[], Sequence[str]]
+"""The values an option takes, or the function that lists them when the parser is built."""
+
 
 @dataclass(frozen=True)
 class Option:
@@ -42,13 +51,13 @@ class Option:
 
     name: str
     """argparse's dest, and the key under ``cli`` in config.yaml ('' in a declaration: the field's name)."""
-    help: str
+    help: Text
     resume: Resume
     default: Any = None
     """argparse's default: the value when the flag is not given (None: resolved from elsewhere)."""
     type: Callable[[str], Any] | None = None
     nargs: int | str | None = None
-    choices: Sequence[str] | None = None
+    choices: Choices | None = None
     metavar: str | tuple[str, ...] | None = None
     action: str | None = None
     const: Any = None
@@ -66,17 +75,29 @@ class Option:
     def field_name(self) -> str:
         return self.field or self.name
 
+    @property
+    def allowed(self) -> tuple[str, ...] | None:
+        """The values it takes, listed now (None: any its type accepts)."""
+        choices = self.choices() if callable(self.choices) else self.choices
+        return None if choices is None else tuple(choices)
+
+    @property
+    def help_text(self) -> str:
+        """Its help, written now if a function."""
+        return self.help() if callable(self.help) else self.help
+
     def add_to(self, parser: argparse.ArgumentParser) -> None:
+        """Add it to ``parser``, its help and choices written now."""
         settings = {
             "type": self.type,
             "nargs": self.nargs,
-            "choices": self.choices,
+            "choices": self.allowed,
             "metavar": self.metavar,
             "action": self.action,
             "const": self.const,
         }
         given = {key: value for key, value in settings.items() if value is not None}
-        parser.add_argument(self.flag_name, dest=self.name, default=self.default, help=self.help, **given)
+        parser.add_argument(self.flag_name, dest=self.name, default=self.default, help=self.help_text, **given)
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with ``value`` for this option alone, or None."""
@@ -100,13 +121,13 @@ class Option:
 
 
 def option(
-    help: str,
+    help: Text,
     resume: Resume,
     *,
     default: Any = dataclasses.MISSING,
     type: Callable[[str], Any] | None = None,
     nargs: int | str | None = None,
-    choices: Sequence[str] | None = None,
+    choices: Choices | None = None,
     metavar: str | tuple[str, ...] | None = None,
     action: str | None = None,
     const: Any = None,
@@ -119,11 +140,13 @@ def option(
     ``default`` is the value when the flag is not given, for argparse and for the dataclass (a
     list becomes the tuple Config holds). Without one, argparse gives None and the field has no
     default: ``parse_config`` resolves it (the population from the MPI job, the budget from the
-    YAML ...). ``name`` is the option's own name (its dest and ``cli`` key) when it is not the
-    field's. ``type`` stays explicit rather than read from the annotation: the annotation is the
-    resolved value's type, while argparse needs the converter of one token (``str2bool`` for a
-    bool, ``float`` for each item of a ``tuple[float, ...]``, nothing for ``--hyperparams
-    KEY:VALUE`` that resolves to a dict).
+    YAML ...). ``help`` and ``choices`` may be
+    functions, called when the parser is built (to read a registry then, not at import). ``name``
+    is the option's own name (its dest and ``cli`` key) when it is not the field's. ``type``
+    stays explicit rather than read from the annotation: the annotation is the resolved value's
+    type, while argparse needs the converter of one token (``str2bool`` for a bool, ``float`` for
+    each item of a ``tuple[float, ...]``, nothing for ``--hyperparams KEY:VALUE`` that resolves to
+    a dict).
     """
     declaration = Option(
         name=name,

@@ -17,6 +17,7 @@ from typing import Any
 
 from evo.config.declare import Option, Resume, options_of, str2bool
 from evo.config.resolved import Config
+from evo.learners import specs
 
 __all__ = [
     "OPTIONS",
@@ -40,10 +41,12 @@ TAKEN_FROM_RUN: tuple[Option, ...] = tuple(option for option in OPTIONS if optio
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    """argparse's parser for ``OPTIONS`` (``--help`` lists every flag with its default)."""
+    """argparse's parser for ``OPTIONS`` (``--help`` lists every flag with its default); the
+    learners and explorers it names are the registries' now."""
+    titles = ", ".join(spec.title for spec in specs().values())
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Population Based Training of Stable-Baselines3 agents (PPO, SAC, TD3: --algo) over MPI. "
+        description=f"Population Based Training of Stable-Baselines3 agents ({titles}: --algo) over MPI. "
         "Run under mpiexec: every rank trains num_agents / world_size members.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False,

@@ -8,6 +8,10 @@ the parser, the ``cli`` record and the resume rules are derived from these field
 else. A field's annotation is the resolved value's type: an option without a default is given
 None by argparse and resolved by ``parse_config`` (the population from the MPI job, the budget
 from the YAML ...).
+
+Help texts and choices that name the learners or the explorers are functions of their
+registries (``evo.learners.specs()``, ``evo.core.explorers.EXPLORERS``), written when the parser
+is built: what each can do is declared on it, not listed here.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from evo.config.declare import FIXED, OWN, RESTORED, declared, derived, must, op
 from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
 from evo.config.hyperparams import PARAM_SETS
 from evo.config.precision import PRECISIONS
-from evo.core.explorers import explorer_names
+from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.selection import TIE_RULES
 from evo.learners import DEFAULT_ALGO, algos
 
@@ -49,6 +53,49 @@ def known_param_set(flag: str, name: str | None) -> str | None:
     return f"{flag} {name!r} is not one of {', '.join(PARAM_SETS)}{hint}"
 
 
+def either(names: Sequence[str]) -> str:
+    """'a', 'b' or 'c'."""
+    quoted = [f"'{name}'" for name in names]
+    return " or ".join(quoted) if len(quoted) < 3 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def algo_help() -> str:
+    return (
+        f"the learner: {either(algos())} (Stable-Baselines3's; rl-baselines3-zoo's --algo); its settings come "
+        "from hyperparams/<algo>.yml"
+    )
+
+
+def explore_help() -> str:
+    """Each explorer's summary, and what it cannot do, as its class declares them."""
+    entries = []
+    for name, explorer in EXPLORERS.items():
+        limits = [
+            *([] if explorer.named_choices else ["not with named choices"]),
+            *([] if explorer.asynchronous else ["not with --asynchronous"]),
+        ]
+        entries.append(f"'{name}': {explorer.summary}" + "".join(f"; {limit}" for limit in limits))
+    return "how recipients change their hyperparameters. " + ". ".join(entries)
+
+
+def exploit_buffer_help() -> str:
+    return (
+        f"off-policy learners ({', '.join(algos(lambda spec: spec.replay))}): at an exploit the recipient keeps its "
+        "own replay buffer ('own': its experience is still valid off-policy data) or receives the donor's "
+        "('copy', sent over MPI)"
+    )
+
+
+def max_distillations_help() -> str:
+    return (
+        "BG-PBT's stages (Wan et al. 2022): at most this many times, when the best score has not improved for "
+        "--patience generations (or after --stage-steps), a new stage's --students students with new "
+        "architectures (the search space's layers and widths of each network) are distilled from the top "
+        "members and cut by successive halving to the population; 0: no stages (--algo "
+        f"{' or '.join(algos(lambda spec: spec.distils))}, synchronous runs)"
+    )
+
+
 @declared
 @dataclass(frozen=True, kw_only=True)
 class Config:
@@ -61,11 +108,10 @@ class Config:
         check=lambda flag, value: unknown_env_message(value),
     )
     algo: str = option(
-        "the learner: 'ppo', 'sac' or 'td3' (Stable-Baselines3's; rl-baselines3-zoo's --algo); its settings "
-        "come from hyperparams/<algo>.yml",
+        algo_help,
         FIXED,
         default=DEFAULT_ALGO,
-        choices=algos(),
+        choices=algos,
     )
     env_kwargs: dict[str, Any] = option(
         "keyword arguments of the env for gym.make as key:value, values read as YAML scalars (e.g. "
@@ -95,15 +141,10 @@ class Config:
     )
     """Resolved: the script's selection rule, 'wta' or 'truncation', or 'none' with ``--strategy none``."""
     explore: str = option(
-        "how recipients change their hyperparameters: 'perturb' (multiply by --perturb-factors, or resample), "
-        "'pb2' (PB2's GP bandit on the population's history, Parker-Holder et al. 2020), or, for search spaces "
-        "with choices such as DrAC's augmentation, the Procgen AutoRL paper's (Parker-Holder et al. 2021): 'pb2-mix' "
-        "(choices by the TV.EXP3.M bandit, one GP with CoCaBO's mixture kernel), 'pb2-mult' (choices by the "
-        "bandit, a GP per choice), 'pb2-rand' (choices kept or redrawn at random); or 'casmo', BG-PBT's "
-        "trust-region BO over mixed spaces (Wan et al. 2022; not with --asynchronous)",
+        explore_help,
         RESTORED,
-        default="perturb",
-        choices=explorer_names(),
+        default=DEFAULT_EXPLORER,
+        choices=lambda: tuple(EXPLORERS),
     )
     truncation_fraction: float = option(
         "fraction replaced by truncation, in (0, 0.5]",
@@ -156,7 +197,7 @@ class Config:
     )
     initial_hparams: str = option(
         "'sample': each member starts from its own draw from the search space; 'defaults': every member "
-        "starts from the YAML's values (with --num-agents 1: plain PPO with the env's tuned settings)",
+        "starts from the YAML's values (with --num-agents 1: the learner alone, with the env's tuned settings)",
         RESTORED,
         default="sample",
         choices=("sample", "defaults"),
@@ -308,10 +349,7 @@ class Config:
         check=must(lambda n: n >= 0, "must be >= 0 (0: the first failure ends the job)"),
     )
     max_distillations: int = option(
-        "BG-PBT's stages (Wan et al. 2022): at most this many times, when the best score has not improved for "
-        "--patience generations (or after --stage-steps), a new stage's --students students with new "
-        "architectures (the search space's layers and widths of each network) are distilled from the top "
-        "members and cut by successive halving to the population; 0: no stages (PPO, synchronous runs)",
+        max_distillations_help,
         RESTORED,
         default=0,
         type=int,
@@ -362,8 +400,7 @@ class Config:
         check=must(lambda s: s >= 0, "must be >= 0 seconds (0 turns progress reports off)"),
     )
     exploit_buffer: str = option(
-        "off-policy learners (sac, td3): at an exploit the recipient keeps its own replay buffer ('own': its "
-        "experience is still valid off-policy data) or receives the donor's ('copy', sent over MPI)",
+        exploit_buffer_help,
         RESTORED,
         default="own",
         choices=("own", "copy"),
