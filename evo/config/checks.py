@@ -2,6 +2,9 @@
 
 Each takes plain values and a ``problems`` list to append to, so that every problem is
 reported at once; an option's checks of its own value are declared with it (its Config field, resolved.py).
+What an explorer or a learner can do is declared on it (an explorer's class attributes,
+evo/core/explorers/base.py; a learner's LearnerSpec, evo/learners/spec.py): the refusals and the
+suggestions below are read from the registries, so none of them lists explorers or learners by name.
 """
 
 from __future__ import annotations
@@ -14,12 +17,18 @@ from typing import Any
 
 from evo.config.envnames import DISTRIBUTION_MODES, env_kwargs_message
 from evo.config.hyperparams import parse_env_kwargs
+from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.kinds import Categorical, kind_from_entry
 from evo.core.schedule import load_schedule
 from evo.core.selection import NO_PBT, STRATEGIES
-from evo.learners import LearnerSpec
+from evo.learners import LearnerSpec, algos
 
 TRANSPORTS = ("p2p", "collective")
+
+
+def one_of(names: Sequence[str]) -> str:
+    """'a', 'a or b', 'a, b or c': the names a suggestion offers."""
+    return " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def script_strategy(script: str, flag: str | None, explore: str, transport: str, problems: list[str]) -> str:
@@ -36,7 +45,7 @@ def script_strategy(script: str, flag: str | None, explore: str, transport: str,
                 "(the same population with no exploit or explore). For another rule run its script: "
                 "pbt_rl_wta.py (wta), pbt_rl_truct.py or pbt_rl_truct_collective.py (truncation)"
             )
-    if strategy == NO_PBT and explore != "perturb":
+    if strategy == NO_PBT and explore != DEFAULT_EXPLORER:
         problems.append(
             f"--explore {explore} with --strategy none: the control never explores; drop one of the two flags"
         )
@@ -45,33 +54,31 @@ def script_strategy(script: str, flag: str | None, explore: str, transport: str,
     return strategy
 
 
-ASYNCHRONOUS_EXPLORERS = ("perturb", "pb2", "pb2-rand", "pb2-mult", "pb2-mix")
-MIXED_EXPLORERS = ("pb2-mix", "pb2-mult", "pb2-rand")
-WHOLE_GENERATION = {
-    "casmo": "grows or shrinks its trust region by whether a generation's best member trained with its "
-    "proposals, and holds the members a generation does not replace as pending points",
-}
-"""Why an explorer needs generations, for those that say more than the default."""
-
-
 def explorer_space(explore: str, space: dict[str, dict[str, Any]], problems: list[str]) -> None:
-    """``--explore pb2`` reads every hyperparameter as a GP input with an order (ordered choices by
-    their index); named choices have none: the Procgen AutoRL paper's explorers choose them."""
-    if explore != "pb2":
+    """An explorer that cannot explore named (unordered) choices (``named_choices`` False: PB2 reads
+    every hyperparameter as a GP input with an order, ordered choices by their index) refuses a
+    search space with some, suggesting the explorers that choose categories by a rule of their own."""
+    explorer = EXPLORERS.get(explore)
+    if explorer is None or explorer.named_choices:
         return
     named = [name for name, entry in space.items() if isinstance(kind_from_entry(entry), Categorical)]
     if named:
         choices = "; ".join(f"{name}: {list(space[name]['choices'])}" for name in named)
+        rules = {name: other.category_rule for name, other in EXPLORERS.items() if other.named_choices}
+        how = "; ".join(f"{name} {rule}" for name, rule in rules.items() if rule)
+        able = [name for name, rule in rules.items() if rule]
+        instead = (
+            f"use --explore {one_of(able)} (categories by a rule of their own: {how}), or list" if able else "list"
+        )
         problems.append(
-            f"--explore pb2 with named choices in the search space ({choices}): PB2's GP needs values with an "
-            f"order; use --explore {', '.join(MIXED_EXPLORERS)} (the Procgen AutoRL paper's explorers, which "
-            "choose categories by a bandit or at random), or list ordered numbers instead"
+            f"--explore {explore} with named choices in the search space ({choices}): {explorer.why_ordered}; "
+            f"{instead} ordered numbers instead"
         )
 
 
 def asynchronous(args: Any, script: str, transport: str, problems: list[str]) -> None:
     """``--asynchronous``: on pbt_rl_truct.py and pbt_rl_wta.py (``script``: the script's rule), with an
-    explorer that learns one member at a time; not with a replayed schedule, nor with
+    explorer that decides one member at a time (its ``asynchronous``); not with a replayed schedule, nor with
     --checkpoint-every (every ready point is checkpointed)."""
     if not args.asynchronous:
         return
@@ -82,12 +89,13 @@ def asynchronous(args: Any, script: str, transport: str, problems: list[str]) ->
             "end, which asynchronous PBT does not have; run pbt_rl_truct.py --asynchronous (truncation) or "
             "pbt_rl_wta.py --asynchronous (winner-takes-all)"
         )
-    if explore not in ASYNCHRONOUS_EXPLORERS:
-        why = WHOLE_GENERATION.get(explore, "decides a whole generation's recipients together")
+    explorer = EXPLORERS.get(explore)
+    if explorer is not None and not explorer.asynchronous:
+        able = [name for name, other in EXPLORERS.items() if other.asynchronous]
+        instead = f"use --explore {one_of(able)}, or drop" if able else "drop"
         problems.append(
-            f"--explore {explore} --asynchronous: {explore} {why}; "
-            f"asynchronous PBT decides one member at a time: use --explore {' or '.join(ASYNCHRONOUS_EXPLORERS)}, "
-            "or drop --asynchronous"
+            f"--explore {explore} --asynchronous: {explore} {explorer.why_synchronous}; "
+            f"asynchronous PBT decides one member at a time: {instead} --asynchronous"
         )
     if schedule is not None:
         problems.append(
@@ -228,7 +236,7 @@ def learner_options(spec: LearnerSpec, exploit_buffer: str, checkpoint_buffers: 
     if exploit_buffer != "own":
         problems.append(
             f"--exploit-buffer {exploit_buffer}: {spec.title} learns from its own fresh rollouts and has no replay "
-            "buffer to copy; drop the flag (it is for --algo sac or td3)"
+            f"buffer to copy; drop the flag (it is for --algo {one_of(algos(lambda other: other.replay))})"
         )
     if not checkpoint_buffers:
         problems.append(
@@ -253,8 +261,9 @@ def run_dir_problems(run_dir: Path) -> list[str]:
 
 
 def stages(args: Any, spec: Any, search_space: Mapping[str, Any], num_agents: int, problems: list[str]) -> None:
-    """``--max-distillations N`` (BG-PBT's stages): synchronous PPO runs with the networks'
-    architecture in the search space and at least as many students as members."""
+    """``--max-distillations N`` (BG-PBT's stages): synchronous runs of a learner that distils (its
+    spec's ``distils``) with the networks' architecture in the search space and at least as many
+    students as members."""
     if not args.max_distillations:
         return
     flag = f"--max-distillations {args.max_distillations}"
@@ -263,11 +272,13 @@ def stages(args: Any, spec: Any, search_space: Mapping[str, Any], num_agents: in
             f"{flag} --asynchronous: a stage replaces the whole population at once (BG-PBT refuses asynchronous "
             "runs); drop --asynchronous, or --max-distillations"
         )
-    if spec.name != "ppo":
+    if not spec.distils:
+        needs = "a distillation of its critics and its replay buffer" if spec.replay else "a distillation loss"
+        able = algos(lambda other: other.distils)
+        instead = f"use --algo {one_of(able)}, or drop" if able else "drop"
         problems.append(
-            f"{flag} --algo {spec.name}: a stage's students are distilled with PPO's loss (KL to the teacher's "
-            "policy and its value's MSE); SAC and TD3 would need a distillation of their critics and replay "
-            "buffers, not built; use --algo ppo, or drop --max-distillations"
+            f"{flag} --algo {spec.name}: a stage distils its students from their teachers with the learner's own "
+            f"loss; {spec.title} would need {needs}, not built; {instead} --max-distillations"
         )
         return
     architecture = [name for name in search_space if name in spec.architecture]

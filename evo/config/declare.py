@@ -7,7 +7,12 @@ metadata holds an :class:`Option` (what argparse needs, the check of its own val
 :func:`derived` is resolved from something else (the MPI job, the YAML, the other options);
 its metadata says from what. :func:`declared` refuses a field that is neither, so a value cannot
 reach the resolved config without a declaration; :func:`options_of` lists the options in
-declaration order, from which ``evo.config.options`` derives the parser and the resume rules.
+declaration order, each in a known group of ``--help``, from which ``evo.config.options`` derives
+the parser and the resume rules.
+
+A help text or a list of choices that names what a registry holds (the learners, the explorers)
+is given as a function, called when the parser is built: a learner or an explorer registered
+after evo.config is imported is offered too.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +41,16 @@ Check = Callable[[str, Any], "str | None"]
 OPTION, DERIVED = "option", "derived"
 """The metadata keys of the two kinds of field."""
 
+Text = str | Callable[[], str]
+"""A help text, or the function that writes it when the parser is built (from a registry)."""
+Choices = Sequence[str] | Callable[[], Sequence[str]]
+"""The values an option takes, or the function that lists them when the parser is built."""
+
+STATES_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
+"""A help text that says its default itself: "(default: number of MPI ranks)", "(default 0: ...)", "Default: ..."."""
+SWITCHES = ("store_true", "store_false", "store_const")
+"""The actions of a flag that takes no value: its default is the flag's absence, not a value to show."""
+
 
 @dataclass(frozen=True)
 class Option:
@@ -42,13 +58,15 @@ class Option:
 
     name: str
     """argparse's dest, and the key under ``cli`` in config.yaml ('' in a declaration: the field's name)."""
-    help: str
+    help: Text
     resume: Resume
+    group: str
+    """The key of its group in ``--help`` (``GROUPS`` in evo/config/resolved.py)."""
     default: Any = None
     """argparse's default: the value when the flag is not given (None: resolved from elsewhere)."""
     type: Callable[[str], Any] | None = None
     nargs: int | str | None = None
-    choices: Sequence[str] | None = None
+    choices: Choices | None = None
     metavar: str | tuple[str, ...] | None = None
     action: str | None = None
     const: Any = None
@@ -66,17 +84,36 @@ class Option:
     def field_name(self) -> str:
         return self.field or self.name
 
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
+    @property
+    def allowed(self) -> tuple[str, ...] | None:
+        """The values it takes, listed now (None: any its type accepts)."""
+        choices = self.choices() if callable(self.choices) else self.choices
+        return None if choices is None else tuple(choices)
+
+    @property
+    def help_text(self) -> str:
+        """Its help as ``--help`` shows it: the declared text (written now if a function), then its
+        default, once: not when it has none (None), not for a switch (a flag that takes no value),
+        and not when the text already says it ("(default: from the YAML)")."""
+        text = self.help() if callable(self.help) else self.help
+        if self.default is None or self.action in SWITCHES or STATES_DEFAULT.search(text):
+            return text
+        shown = " ".join(map(str, self.default)) if isinstance(self.default, (list, tuple)) else str(self.default)
+        return f"{text} (default: {shown})"
+
+    def add_to(self, parser: argparse._ActionsContainer) -> None:
+        """Add it to ``parser`` (or one of its argument groups), its help and choices written now."""
         settings = {
             "type": self.type,
             "nargs": self.nargs,
-            "choices": self.choices,
+            "choices": self.allowed,
             "metavar": self.metavar,
             "action": self.action,
             "const": self.const,
         }
         given = {key: value for key, value in settings.items() if value is not None}
-        parser.add_argument(self.flag_name, dest=self.name, default=self.default, help=self.help, **given)
+        help_text = self.help_text.replace("%", "%%")  # argparse expands %(...)s in help
+        parser.add_argument(self.flag_name, dest=self.name, default=self.default, help=help_text, **given)
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with ``value`` for this option alone, or None."""
@@ -100,13 +137,14 @@ class Option:
 
 
 def option(
-    help: str,
+    help: Text,
     resume: Resume,
     *,
+    group: str,
     default: Any = dataclasses.MISSING,
     type: Callable[[str], Any] | None = None,
     nargs: int | str | None = None,
-    choices: Sequence[str] | None = None,
+    choices: Choices | None = None,
     metavar: str | tuple[str, ...] | None = None,
     action: str | None = None,
     const: Any = None,
@@ -119,16 +157,19 @@ def option(
     ``default`` is the value when the flag is not given, for argparse and for the dataclass (a
     list becomes the tuple Config holds). Without one, argparse gives None and the field has no
     default: ``parse_config`` resolves it (the population from the MPI job, the budget from the
-    YAML ...). ``name`` is the option's own name (its dest and ``cli`` key) when it is not the
-    field's. ``type`` stays explicit rather than read from the annotation: the annotation is the
-    resolved value's type, while argparse needs the converter of one token (``str2bool`` for a
-    bool, ``float`` for each item of a ``tuple[float, ...]``, nothing for ``--hyperparams
-    KEY:VALUE`` that resolves to a dict).
+    YAML ...). ``group`` is the key of its group in ``--help``. ``help`` and ``choices`` may be
+    functions, called when the parser is built (to read a registry then, not at import). ``name``
+    is the option's own name (its dest and ``cli`` key) when it is not the field's. ``type``
+    stays explicit rather than read from the annotation: the annotation is the resolved value's
+    type, while argparse needs the converter of one token (``str2bool`` for a bool, ``float`` for
+    each item of a ``tuple[float, ...]``, nothing for ``--hyperparams KEY:VALUE`` that resolves to
+    a dict).
     """
     declaration = Option(
         name=name,
         help=help,
         resume=resume,
+        group=group,
         default=None if default is dataclasses.MISSING else default,
         type=type,
         nargs=nargs,
@@ -167,13 +208,23 @@ def declared(cls: type[T]) -> type[T]:
     return cls
 
 
-def options_of(cls: type) -> tuple[Option, ...]:
-    """The options declared by ``cls``'s fields, in declaration order, each named after its field."""
+def options_of(cls: type, groups: Collection[str]) -> tuple[Option, ...]:
+    """The options declared by ``cls``'s fields, in declaration order, each named after its field.
+
+    Refuses an option whose group is not one of ``groups`` (the keys of ``--help``'s groups), so
+    every option has a place in ``--help`` as soon as evo.config is imported.
+    """
     found = []
     for item in dataclasses.fields(cls):
         declaration = item.metadata.get(OPTION)
-        if declaration is not None:
-            found.append(dataclasses.replace(declaration, name=declaration.name or item.name, field=item.name))
+        if declaration is None:
+            continue
+        if declaration.group not in groups:
+            raise TypeError(
+                f"{cls.__name__}.{item.name} is declared in group {declaration.group!r}, which --help does not "
+                f"have; use one of {', '.join(groups)}, or add the group"
+            )
+        found.append(dataclasses.replace(declaration, name=declaration.name or item.name, field=item.name))
     return tuple(found)
 
 

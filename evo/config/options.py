@@ -2,8 +2,9 @@
 
 Each option is declared once, as a field of :class:`~evo.config.resolved.Config` (CleanRL's
 ``Args``): ``option(...)`` gives its flag, type, default, help, the check of its own value and
-what ``--resume`` does with it (:mod:`evo.config.declare`). ``OPTIONS`` lists them in declaration
-order; the parser (:func:`build_parser`), the flags found on a command line
+what ``--resume`` does with it (:mod:`evo.config.declare`), and its group in ``--help``
+(``GROUPS``). ``OPTIONS`` lists them in declaration order; the parser (:func:`build_parser`, its
+help in those groups, each default written once), the flags found on a command line
 (:func:`explicit_flags`), the values saved with a run and restored from it, and the resume rules
 are all derived from it. Checks that involve several options (the population and the world size,
 the evaluation levels and the training ones ...) live in :mod:`evo.config.checks`.
@@ -16,9 +17,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from evo.config.declare import Option, Resume, options_of, str2bool
-from evo.config.resolved import Config
+from evo.config.resolved import GROUPS, Config
+from evo.learners import specs
 
 __all__ = [
+    "GROUPS",
     "OPTIONS",
     "OPTION_BY_FLAG",
     "OPTION_BY_NAME",
@@ -33,23 +36,28 @@ __all__ = [
     "str2bool",
 ]
 
-OPTIONS: tuple[Option, ...] = options_of(Config)
+OPTIONS: tuple[Option, ...] = options_of(Config, GROUPS)
 OPTION_BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
 OPTION_BY_FLAG: dict[str, Option] = {option.flag_name: option for option in OPTIONS}
 TAKEN_FROM_RUN: tuple[Option, ...] = tuple(option for option in OPTIONS if option.resume is not Resume.OWN)
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    """argparse's parser for ``OPTIONS`` (``--help`` lists every flag with its default)."""
+    """argparse's parser for ``OPTIONS``: ``--help`` lists every flag in its group (``GROUPS``, in
+    order), each default written once (:attr:`Option.help_text`); the learners and explorers it
+    names are the registries' now."""
+    titles = ", ".join(spec.title for spec in specs().values())
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Population Based Training of Stable-Baselines3 agents (PPO, SAC, TD3: --algo) over MPI. "
+        description=f"Population Based Training of Stable-Baselines3 agents ({titles}: --algo) over MPI. "
         "Run under mpiexec: every rank trains num_agents / world_size members.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         allow_abbrev=False,
     )
-    for option in OPTIONS:
-        option.add_to(parser)
+    groups = {key: parser.add_argument_group(title) for key, title in GROUPS.items()}
+    for key, group in groups.items():
+        for option in OPTIONS:
+            if option.group == key:
+                option.add_to(group)
     return parser
 
 

@@ -7,7 +7,12 @@ the parser, the ``cli`` record and the resume rules are derived from these field
 (:mod:`evo.config.options`). A field declared with ``derived(...)`` is resolved from something
 else. A field's annotation is the resolved value's type: an option without a default is given
 None by argparse and resolved by ``parse_config`` (the population from the MPI job, the budget
-from the YAML ...).
+from the YAML ...). Each option names its group of ``--help`` (:data:`GROUPS`, in the order
+``--help`` shows them); docs/running.md's "Every flag" has a table per group, checked against them.
+
+Help texts and choices that name the learners or the explorers are functions of their
+registries (``evo.learners.specs()``, ``evo.core.explorers.EXPLORERS``), written when the parser
+is built: what each can do is declared on it, not listed here.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from evo.config.declare import FIXED, OWN, RESTORED, declared, derived, must, op
 from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
 from evo.config.hyperparams import PARAM_SETS
 from evo.config.precision import PRECISIONS
-from evo.core.explorers import explorer_names
+from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.selection import TIE_RULES
 from evo.learners import DEFAULT_ALGO, algos
 
@@ -49,28 +54,90 @@ def known_param_set(flag: str, name: str | None) -> str | None:
     return f"{flag} {name!r} is not one of {', '.join(PARAM_SETS)}{hint}"
 
 
+GROUPS: dict[str, str] = {
+    "learner": "Learner and env",
+    "population": "Population and budget",
+    "selection": "Selection and exploration",
+    "scoring": "Scoring",
+    "procgen": "Procgen",
+    "asynchronous": "Asynchronous PBT",
+    "stages": "BG-PBT's stages",
+    "checkpoints": "Checkpoints, failures and resuming",
+    "output": "Run directory and logging",
+    "speed": "Speed",
+}
+"""The groups of ``--help``, in its order: each option's ``group`` is one of these keys, and each
+title is a heading of docs/running.md's "Every flag"."""
+
+
+def either(names: Sequence[str]) -> str:
+    """'a', 'b' or 'c'."""
+    quoted = [f"'{name}'" for name in names]
+    return " or ".join(quoted) if len(quoted) < 3 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def algo_help() -> str:
+    return (
+        f"the learner: {either(algos())} (Stable-Baselines3's; rl-baselines3-zoo's --algo); its settings come "
+        "from hyperparams/<algo>.yml"
+    )
+
+
+def explore_help() -> str:
+    """Each explorer's summary, and what it cannot do, as its class declares them."""
+    entries = []
+    for name, explorer in EXPLORERS.items():
+        limits = [
+            *([] if explorer.named_choices else ["not with named choices"]),
+            *([] if explorer.asynchronous else ["not with --asynchronous"]),
+        ]
+        entries.append(f"'{name}': {explorer.summary}" + "".join(f"; {limit}" for limit in limits))
+    return "how recipients change their hyperparameters. " + ". ".join(entries)
+
+
+def exploit_buffer_help() -> str:
+    return (
+        f"off-policy learners ({', '.join(algos(lambda spec: spec.replay))}): at an exploit the recipient keeps its "
+        "own replay buffer ('own': its experience is still valid off-policy data) or receives the donor's "
+        "('copy', sent over MPI)"
+    )
+
+
+def max_distillations_help() -> str:
+    return (
+        "BG-PBT's stages (Wan et al. 2022): at most this many times, when the best score has not improved for "
+        "--patience generations (or after --stage-steps), a new stage's --students students with new "
+        "architectures (the search space's layers and widths of each network) are distilled from the top "
+        "members and cut by successive halving to the population; 0: no stages (--algo "
+        f"{' or '.join(algos(lambda spec: spec.distils))}, synchronous runs)"
+    )
+
+
 @declared
 @dataclass(frozen=True, kw_only=True)
 class Config:
-    """Everything a run needs; the same object on every rank. The options in ``--help``'s order."""
+    """Everything a run needs; the same object on every rank. The options in declaration order
+    (``--help`` shows them by group, each group in this order)."""
 
     env_id: str = option(
         "gymnasium id, or a Procgen game ('bigfish', 'procgen:coinrun')",
         FIXED,
+        group="learner",
         default="CartPole-v1",
         check=lambda flag, value: unknown_env_message(value),
     )
     algo: str = option(
-        "the learner: 'ppo', 'sac' or 'td3' (Stable-Baselines3's; rl-baselines3-zoo's --algo); its settings "
-        "come from hyperparams/<algo>.yml",
+        algo_help,
         FIXED,
+        group="learner",
         default=DEFAULT_ALGO,
-        choices=algos(),
+        choices=algos,
     )
     env_kwargs: dict[str, Any] = option(
         "keyword arguments of the env for gym.make as key:value, values read as YAML scalars (e.g. "
         "reward_scale:0.1 max_episode_steps:200); every rank's training and evaluation envs get them",
         FIXED,
+        group="learner",
         nargs="+",
         metavar="KEY:VALUE",
     )
@@ -78,36 +145,37 @@ class Config:
     num_agents: int = option(
         "population size (default: number of MPI ranks)",
         FIXED,
+        group="population",
         type=int,
         check=must(lambda n: n >= 1, "the population needs at least one member"),
     )
     """Resolved: a multiple of world_size."""
-    total_generations: int = option("generations to train (default: from the YAML)", RESTORED, type=int)
+    total_generations: int = option(
+        "generations to train (default: from the YAML)", RESTORED, group="population", type=int
+    )
     agent_training_steps: int = option(
-        "env steps per member per generation (default: from the YAML)", RESTORED, type=int
+        "env steps per member per generation (default: from the YAML)", RESTORED, group="population", type=int
     )
     """Resolved: rounded up to whole rollouts by the trainer."""
     strategy: str = option(
         "'none': the control PBT must beat: the same population with the same initial hyperparameters, "
         "trained with no exploit or explore (random search)",
         FIXED,
+        group="selection",
         metavar="none",
     )
     """Resolved: the script's selection rule, 'wta' or 'truncation', or 'none' with ``--strategy none``."""
     explore: str = option(
-        "how recipients change their hyperparameters: 'perturb' (multiply by --perturb-factors, or resample), "
-        "'pb2' (PB2's GP bandit on the population's history, Parker-Holder et al. 2020), or, for search spaces "
-        "with choices such as DrAC's augmentation, the Procgen AutoRL paper's (Parker-Holder et al. 2021): 'pb2-mix' "
-        "(choices by the TV.EXP3.M bandit, one GP with CoCaBO's mixture kernel), 'pb2-mult' (choices by the "
-        "bandit, a GP per choice), 'pb2-rand' (choices kept or redrawn at random); or 'casmo', BG-PBT's "
-        "trust-region BO over mixed spaces (Wan et al. 2022; not with --asynchronous)",
+        explore_help,
         RESTORED,
-        default="perturb",
-        choices=explorer_names(),
+        group="selection",
+        default=DEFAULT_EXPLORER,
+        choices=lambda: tuple(EXPLORERS),
     )
     truncation_fraction: float = option(
         "fraction replaced by truncation, in (0, 0.5]",
         RESTORED,
+        group="selection",
         default=0.25,
         type=float,
         check=must(
@@ -118,6 +186,7 @@ class Config:
     perturb_factors: tuple[float, ...] = option(
         "explore multiplies by one of these",
         RESTORED,
+        group="selection",
         default=[0.8, 1.2],
         type=float,
         nargs="+",
@@ -126,6 +195,7 @@ class Config:
     resample_probability: float = option(
         "chance explore resamples instead of perturbing",
         RESTORED,
+        group="selection",
         default=0.25,
         type=float,
         check=must(lambda p: 0 <= p <= 1, "must be in [0, 1]"),
@@ -135,12 +205,14 @@ class Config:
         "weights and explores its own hyperparameters, as a tie is no evidence the donor is better; 'copy' "
         "copies the donor like any other recipient",
         RESTORED,
+        group="selection",
         default="explore",
         choices=TIE_RULES,
     )
     eval_episodes: int = option(
         "0: score = mean return of the last --score-window training episodes; N>0: N deterministic eval episodes",
         FIXED,
+        group="scoring",
         default=0,
         type=int,
         check=must(lambda n: n >= 0, "use 0 (training episodes) or a positive count"),
@@ -150,25 +222,30 @@ class Config:
         "the training score is the mean return of this many last training episodes finished since the "
         "member's weights last changed hands (1 to 100: SB3 keeps the last 100); the Procgen AutoRL paper uses 100",
         RESTORED,
+        group="scoring",
         default=10,
         type=int,
         check=must(lambda n: 1 <= n <= 100, "use 1 to 100 episodes (SB3 keeps the last 100)"),
     )
     initial_hparams: str = option(
         "'sample': each member starts from its own draw from the search space; 'defaults': every member "
-        "starts from the YAML's values (with --num-agents 1: plain PPO with the env's tuned settings)",
+        "starts from the YAML's values (with --num-agents 1: the learner alone, with the env's tuned settings)",
         RESTORED,
+        group="population",
         default="sample",
         choices=("sample", "defaults"),
     )
-    seed: int = option("base seed", FIXED, default=0, type=int, check=must(lambda s: s >= 0, "must be >= 0"))
+    seed: int = option(
+        "base seed", FIXED, group="population", default=0, type=int, check=must(lambda s: s >= 0, "must be >= 0")
+    )
     """Members, envs and selection derive their seeds from it."""
-    exp_name: str = option("experiment name (default: <script>-<env>-<time>)", RESTORED)
-    run_dir: Path = option("run directory (default: runs/<exp-name>)", OWN, type=Path)
+    exp_name: str = option("experiment name (default: <script>-<env>-<time>)", RESTORED, group="output")
+    run_dir: Path = option("run directory (default: runs/<exp-name>)", OWN, group="output", type=Path)
     """Where the run's records, TensorBoard files and checkpoints go (a resume's: the run's)."""
     tb_writer: bool = option(
         "write TensorBoard event files ('--tb-writer False' to turn off)",
         RESTORED,
+        group="output",
         default=True,
         type=str2bool,
         nargs="?",
@@ -177,6 +254,7 @@ class Config:
     torch_threads: int = option(
         "torch threads per rank",
         RESTORED,
+        group="speed",
         default=1,
         type=int,
         check=must(lambda n: n >= 1, "must be at least 1"),
@@ -184,6 +262,7 @@ class Config:
     conf_file: Path | None = option(
         "YAML file layered over hyperparams/<algo>.yml (its default, procgen and env blocks)",
         RESTORED,
+        group="learner",
         type=Path,
         metavar="FILE",
     )
@@ -192,6 +271,7 @@ class Config:
         "the learner's settings for the env as key:value (e.g. learning_rate:1e-3 batch_size:128 "
         "'policy_kwargs:{net_arch: [32, 32]}'), layered over every YAML file; or one FILE, as --conf-file",
         RESTORED,
+        group="learner",
         nargs="+",
         metavar="KEY:VALUE",
     )
@@ -199,6 +279,7 @@ class Config:
     learning_rate_range: tuple[float, float] | None = option(
         "search range for learning_rate",
         RESTORED,
+        group="learner",
         type=float,
         nargs=2,
         metavar=("LOW", "HIGH"),
@@ -208,6 +289,7 @@ class Config:
     gamma_range: tuple[float, float] | None = option(
         "search range for gamma",
         RESTORED,
+        group="learner",
         type=float,
         nargs=2,
         metavar=("LOW", "HIGH"),
@@ -217,16 +299,18 @@ class Config:
     num_envs: int | None = option(
         "parallel envs per member (default: from the YAML)",
         RESTORED,
+        group="learner",
         type=int,
         check=must(lambda n: n >= 1, "must be at least 1"),
     )
     """As given; ``agent.n_envs`` has the number used."""
     param_set: str | None = option(
-        "Procgen: train-procgen-pytorch's parameter set easy, easy-200, hard or hard-500 (envs, budget, "
+        "train-procgen-pytorch's parameter set easy, easy-200, hard or hard-500 (envs, budget, "
         "and the distribution mode and training levels of its name unless given), or autorl: the Procgen "
         "AutoRL paper's set-up (DrAC, its search space, easy mode, 200 levels, 4 members, a decision every "
         "500k steps, 25M steps, scores over the last 100 training episodes)",
         RESTORED,
+        group="procgen",
         metavar="NAME",
         check=known_param_set,
     )
@@ -235,33 +319,38 @@ class Config:
         "score that drives selection: 'train' = training episodes, 'test' = the --eval-episodes evaluation "
         "(on Procgen held-out levels: selecting on them uses them as a validation set)",
         RESTORED,
+        group="scoring",
         default="train",
         choices=("train", "test"),
     )
     eval_start_level: int = option(
-        "Procgen: first evaluation level (default: the level after the training levels)",
+        "first evaluation level (default: the level after the training levels)",
         RESTORED,
+        group="procgen",
         type=int,
     )
     """Resolved: 0 for other envs."""
     eval_num_levels: int = option(
-        "Procgen: evaluation levels (default 0: full distribution)",
+        "evaluation levels (default 0: full distribution)",
         RESTORED,
+        group="procgen",
         default=0,
         type=int,
     )
-    distribution_mode: str = option(f"Procgen: one of {', '.join(DISTRIBUTION_MODES)}", FIXED, default="easy")
-    num_levels: int = option("Procgen: number of training levels (0 = unlimited)", FIXED, default=0, type=int)
-    start_level: int = option("Procgen: first training level", FIXED, default=0, type=int)
+    distribution_mode: str = option(f"one of {', '.join(DISTRIBUTION_MODES)}", FIXED, group="procgen", default="easy")
+    num_levels: int = option("number of training levels (0 = unlimited)", FIXED, group="procgen", default=0, type=int)
+    start_level: int = option("first training level", FIXED, group="procgen", default=0, type=int)
     log_level: str = option(
         "rank 0's log level",
         OWN,
+        group="output",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
     )
     cpu_tuning: bool = option(
         "turn off evo's CPU speed-ups (glibc allocator settings, channels-last convolutions), for comparison",
         OWN,
+        group="speed",
         default=True,
         action="store_false",
         flag="--no-cpu-tuning",
@@ -272,12 +361,14 @@ class Config:
         "(weights, Adam state, checkpoints and exchanges stay float32); only on a processor with native "
         "bfloat16 (avx512_bf16 or amx_bf16). Default: the YAML's precision, else fp32",
         RESTORED,
+        group="speed",
         choices=PRECISIONS,
     )
     """Resolved: the flag, else the YAML's ``precision``, else 'fp32'. A run may resume in the other one."""
     schedule_file: Path | None = option(
-        "train one agent (--num-agents 1) on a hyperparameter schedule written by python -m evo.replay",
+        "train one agent (--num-agents 1) on a hyperparameter schedule written by python -m evo.tools.replay",
         RESTORED,
+        group="learner",
         type=Path,
         metavar="FILE",
         name="schedule",
@@ -286,6 +377,7 @@ class Config:
     checkpoint_every: int = option(
         "checkpoint the population every N generations",
         RESTORED,
+        group="checkpoints",
         default=1,
         type=int,
         check=must(lambda n: n >= 1, "must be at least 1 (generations)"),
@@ -294,6 +386,7 @@ class Config:
     keep_checkpoints: int = option(
         "complete checkpoints to keep",
         RESTORED,
+        group="checkpoints",
         default=2,
         type=int,
         check=must(lambda n: n >= 1, "keep at least 1"),
@@ -303,16 +396,15 @@ class Config:
         "weights with a fresh draw of hyperparameters, to train its generation again; one failure more ends "
         "the job; 0: the first failure ends it",
         RESTORED,
+        group="checkpoints",
         default=3,
         type=int,
         check=must(lambda n: n >= 0, "must be >= 0 (0: the first failure ends the job)"),
     )
     max_distillations: int = option(
-        "BG-PBT's stages (Wan et al. 2022): at most this many times, when the best score has not improved for "
-        "--patience generations (or after --stage-steps), a new stage's --students students with new "
-        "architectures (the search space's layers and widths of each network) are distilled from the top "
-        "members and cut by successive halving to the population; 0: no stages (PPO, synchronous runs)",
+        max_distillations_help,
         RESTORED,
+        group="stages",
         default=0,
         type=int,
         check=must(lambda n: n >= 0, "must be >= 0 (0: no stages)"),
@@ -320,6 +412,7 @@ class Config:
     patience: int = option(
         "generations without a new best score after which a new stage starts (--max-distillations; BG-PBT's 20)",
         RESTORED,
+        group="stages",
         default=20,
         type=int,
         check=must(lambda n: n >= 1, "must be at least 1 generation"),
@@ -328,6 +421,7 @@ class Config:
         "env steps per member after which a stage ends even while the best improves (BG-PBT's distill_every; "
         "default: no such limit)",
         RESTORED,
+        group="stages",
         type=int,
         check=must(lambda n: n >= 1, "must be a positive number of env steps"),
     )
@@ -335,12 +429,14 @@ class Config:
         "a stage's candidate students, cut by successive halving (eta 2) to the population "
         "(default: 3 per member, BG-PBT's 24 for 8)",
         FIXED,
+        group="stages",
         type=int,
     )
     distillation_steps: int | None = option(
         "env steps each surviving student is distilled for (alpha's schedule; the rungs' steps add up to it); "
         "a stage's rungs count as generations of --total-generations (default: 4 generations' env steps)",
         RESTORED,
+        group="stages",
         type=int,
         check=must(lambda n: n >= 1, "must be a positive number of env steps"),
     )
@@ -350,6 +446,7 @@ class Config:
         "--agent-training-steps env steps) against every member's latest score, and a free rank trains the member "
         "next due, wherever it last ran; every member is checkpointed at each ready point",
         FIXED,
+        group="asynchronous",
         default=False,
         action="store_true",
     )
@@ -357,14 +454,15 @@ class Config:
         "seconds between progress lines during a generation when stdout is not a terminal (a terminal "
         "gets a live bar): rank 0's env steps, env-steps/s, the ETA of the generation and of the run; 0: off",
         RESTORED,
+        group="output",
         default=30.0,
         type=float,
         check=must(lambda s: s >= 0, "must be >= 0 seconds (0 turns progress reports off)"),
     )
     exploit_buffer: str = option(
-        "off-policy learners (sac, td3): at an exploit the recipient keeps its own replay buffer ('own': its "
-        "experience is still valid off-policy data) or receives the donor's ('copy', sent over MPI)",
+        exploit_buffer_help,
         RESTORED,
+        group="selection",
         default="own",
         choices=("own", "copy"),
     )
@@ -372,6 +470,7 @@ class Config:
         "leave the off-policy learners' replay buffers out of checkpoints (smaller and faster to write; a "
         "resumed member then refills its buffer from scratch, as the log says)",
         RESTORED,
+        group="checkpoints",
         default=True,
         action="store_false",
         flag="--no-checkpoint-buffers",
@@ -381,6 +480,7 @@ class Config:
         "continue the run in --run-dir (or runs/--exp-name) from its last complete checkpoint; "
         "flags not given again keep the run's values, --total-generations may extend it",
         OWN,
+        group="checkpoints",
         default=False,
         action="store_true",
     )

@@ -1,4 +1,4 @@
-"""The hyperparameter schedule format (``python -m evo.replay`` writes it, ``--schedule`` reads it). Pure.
+"""The hyperparameter schedule format (``python -m evo.tools.replay`` writes it, ``--schedule`` reads it). Pure.
 
 A schedule is a list of ``(env_steps, hparams)`` entries sorted by ``env_steps``, the first
 at 0: an agent trained on it uses each entry's hyperparameters from the first update at or after
@@ -28,7 +28,7 @@ def load_schedule(
     Raises ValueError naming the file and what is wrong with it."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"--schedule {path}: no such file (write one with python -m evo.replay RUN_DIR)")
+        raise ValueError(f"--schedule {path}: no such file (write one with python -m evo.tools.replay RUN_DIR)")
     try:
         document = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from collections.abc import Callable
 
 from evo.learners.spec import LearnerSpec, Reach, Setting
 
@@ -31,9 +32,10 @@ def specs() -> dict[str, LearnerSpec]:
     return dict(sorted(found.items(), key=lambda item: (item[0] != DEFAULT_ALGO, item[0])))
 
 
-def algos() -> tuple[str, ...]:
-    """The ``--algo`` names, the default first."""
-    return tuple(specs())
+def algos(where: Callable[[LearnerSpec], bool] | None = None) -> tuple[str, ...]:
+    """The ``--algo`` names, the default first; with ``where``, of the learners whose spec it holds
+    for (``algos(lambda spec: spec.replay)``: the off-policy learners)."""
+    return tuple(name for name, spec in specs().items() if where is None or where(spec))
 
 
 def learner_spec(algo: str) -> LearnerSpec:

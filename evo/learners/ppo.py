@@ -224,6 +224,7 @@ SPEC = LearnerSpec(
     policy_kwargs={"ortho_init": bool, "log_std_init": float},
     default_net_arch={"pi": (64, 64), "vf": (64, 64)},
     precisions=("fp32", "bf16"),
+    distils=True,
     check=check,
     steps=rollout_steps,
     upgrade=upgrade,

@@ -106,6 +106,9 @@ class LearnerSpec:
     each head's depth and width are settings (:func:`architecture_settings`), appended to ``settings``."""
     replay: bool = False
     """Whether it learns from a replay buffer (off-policy): --exploit-buffer and buffers in checkpoints."""
+    distils: bool = False
+    """Whether a student can be distilled from a teacher with its loss (BG-PBT's stages, --max-distillations:
+    PPO's policy KL and value MSE); an off-policy learner would also need its critics and replay buffer."""
     precisions: tuple[str, ...] = ("fp32",)
     check: Callable[[dict[str, Any], Mapping[str, Kind], int, EnvShape | None, str, list[str]], None] | None = None
     """``check(settings, search_space, n_envs, env_shape, policy, problems)``: its own rules across

@@ -1,7 +1,7 @@
 """What SB3 without evo sees of a member: a stock SB3 model of its algorithm and architecture holding
 its state (SB3's own policy classes, torch's Adam), its statistics in a stock ``VecNormalize``, its
 settings as rl-baselines3-zoo's ``config.yml`` holds them; and a member played as SB3's
-``evaluate_policy`` plays an agent (evo-export and evo-evaluate, evo/export.py and evo/evaluate.py).
+``evaluate_policy`` plays an agent (evo-export and evo-evaluate, evo/tools/export.py and evo/tools/evaluate.py).
 
 A zip that SB3 saves from an evo member names evo's classes (PPO's policy
 ``evo.sb3.policies.MixedPrecisionPolicy`` with ``precision`` among its kwargs, the optimizers

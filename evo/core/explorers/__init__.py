@@ -1,7 +1,8 @@
 """How recipients change their hyperparameters: the explorers, by ``--explore`` name (pure).
 
 One module per explorer, one line each in :data:`EXPLORERS` (see :mod:`evo.core.explorers.base`
-for the interface).
+for the interface, and for what an explorer declares it can do: the config's checks and
+``--explore``'s help read it from the classes registered here when the parser is built).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from evo.core.explorers.pb2 import PB2
 from evo.core.explorers.perturb import Perturb, explore
 from evo.core.kinds import SearchSpace
 
+DEFAULT_EXPLORER = "perturb"
+"""``--explore``'s default, and the only explorer ``--strategy none`` accepts (it never explores)."""
+
 EXPLORERS: dict[str, type[Explorer]] = {
     "perturb": Perturb,  # random perturbation or resampling (the PBT paper)
     "pb2": PB2,  # PB2's GP bandit on the population's history (Parker-Holder et al. 2020)
@@ -27,6 +31,7 @@ EXPLORERS: dict[str, type[Explorer]] = {
 }
 
 __all__ = [
+    "DEFAULT_EXPLORER",
     "EXPLORERS",
     "Casmo",
     "PB2",
@@ -37,13 +42,8 @@ __all__ = [
     "Explorer",
     "Perturb",
     "explore",
-    "explorer_names",
     "make_explorer",
 ]
-
-
-def explorer_names() -> tuple[str, ...]:
-    return tuple(EXPLORERS)
 
 
 def make_explorer(

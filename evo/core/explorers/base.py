@@ -6,6 +6,26 @@ hyperparameters from its donor's; :meth:`Explorer.observe` sees every generation
 (PB2 learns from them); :meth:`Explorer.state` is what it keeps across generations, saved in every
 checkpoint under one key and given back to :meth:`Explorer.restore` on ``--resume``. A new
 explorer is one module here and one line in ``evo/core/explorers/__init__.py``.
+
+An explorer also declares, as class attributes, what it can do; the config layer's checks and
+``--explore``'s help read them (``evo/config/checks.py`` keeps no list of explorers):
+
+- ``summary``: one line for ``--help``, what it does and where it comes from;
+- ``asynchronous``: whether it can decide one member at a time, at that member's ready point
+  (``--asynchronous``): its :meth:`~Explorer.explore` needs no other recipient of the same
+  generation, and whatever it learns from results it also learns in
+  :meth:`~Explorer.observe_ready`. False by default: an explorer that learns only in
+  :meth:`~Explorer.observe` would learn nothing in an asynchronous run. ``why_synchronous``
+  says why not, in the refusal of ``--asynchronous`` ("--explore NAME --asynchronous: NAME
+  <why_synchronous>; ...");
+- ``named_choices``: whether a search space may hold named (unordered) choices, such as DrAC's
+  augmentation; PB2's GP reads every value on an axis with an order, so it cannot.
+  ``why_ordered`` says why not, in the refusal of such a space;
+- ``category_rule``: how it chooses a category (the value of any ``choices`` hyperparameter) by a
+  rule of its own, apart from the model of the other values: the Procgen AutoRL paper's
+  explorers draw categories at random or from a bandit, then PB2's GP for the rest. An explorer
+  with one is suggested where named choices are refused ('': none; casmo's categories are
+  inputs of its one GP and trust region, and perturb's move like any value).
 """
 
 from __future__ import annotations
@@ -51,6 +71,20 @@ class Explorer:
     """Random perturbation's interface and its defaults: no memory, no state (see the module docstring)."""
 
     name: ClassVar[str] = ""
+    """Its ``--explore`` name (the key of its line in ``EXPLORERS``)."""
+    summary: ClassVar[str] = ""
+    """One line for ``--explore``'s help: what it does, and where it comes from."""
+    asynchronous: ClassVar[bool] = False
+    """Whether it can decide one member at a time, at the member's ready point (``--asynchronous``)."""
+    why_synchronous: ClassVar[str] = "decides a whole generation's recipients together"
+    """Why it cannot (``asynchronous`` False), completing "NAME ..." in the refusal of ``--asynchronous``."""
+    named_choices: ClassVar[bool] = True
+    """Whether its search space may hold named (unordered) choices."""
+    why_ordered: ClassVar[str] = ""
+    """Why it cannot (``named_choices`` False), said in the refusal of a space with named choices."""
+    category_rule: ClassVar[str] = ""
+    """How it chooses categories by a rule of its own, completing "NAME ..." ("keeps or redraws each at
+    random"); '': it has none."""
 
     def __init__(
         self,

@@ -347,6 +347,14 @@ class Casmo(PB2):
     baselines, and the trust region with its counters, in every checkpoint."""
 
     name = "casmo"
+    summary = "BG-PBT's trust-region BO over mixed spaces (Wan et al. 2022)"
+    asynchronous = False
+    why_synchronous = (
+        "grows or shrinks its trust region by whether a generation's best member trained with its proposals, "
+        "and holds the members a generation does not replace as pending points"
+    )
+    named_choices = True
+    why_ordered = ""
 
     def __init__(
         self,

@@ -51,6 +51,9 @@ def is_category(kind: Kind) -> bool:
 class _WithCategories(PB2):
     """What the three share: which columns are categories, and the GP over the others."""
 
+    named_choices = True
+    why_ordered = ""
+
     @property
     def categories(self) -> dict[int, str]:
         return {i: name for i, (name, kind) in enumerate(self.space.items()) if is_category(kind)}
@@ -100,6 +103,11 @@ class PB2Rand(_WithCategories):
     """PB2-Rand: categories kept or redrawn at random, the continuous values by PB2 (see the module docstring)."""
 
     name = "pb2-rand"
+    summary = (
+        "PB2 for search spaces with named choices such as DrAC's augmentation (the Procgen AutoRL paper, "
+        "Parker-Holder et al. 2021): choices kept or redrawn at random"
+    )
+    category_rule = "keeps or redraws each at random"
 
     def pick_categories(
         self, generation: int, donors: Sequence[Sequence[float]], rng: np.random.Generator
@@ -136,6 +144,8 @@ class PB2Mult(_ByBandit):
     """PB2-Mult: categories by TV.EXP3.M, then a GP of those categories' data (see the module docstring)."""
 
     name = "pb2-mult"
+    summary = "the Procgen AutoRL paper's PB2 with choices by the TV.EXP3.M bandit, a GP per choice"
+    category_rule = "draws them from a TV.EXP3.M bandit"
 
     def rows(self, fixed: Mapping[int, float]) -> list[int] | None:
         return [
@@ -153,6 +163,8 @@ class PB2Mix(_ByBandit):
     held at the bandit's choices (see the module docstring)."""
 
     name = "pb2-mix"
+    summary = "the Procgen AutoRL paper's PB2 with choices by the TV.EXP3.M bandit, one GP with CoCaBO's mixture kernel"
+    category_rule = "draws them from a TV.EXP3.M bandit"
 
     @property
     def gp_columns(self) -> list[int]:

@@ -120,6 +120,10 @@ class PB2(Explorer):
     """
 
     name = "pb2"
+    summary = "PB2's GP bandit on the population's history (Parker-Holder et al. 2020)"
+    asynchronous = True  # observe_ready: one observation per ready point
+    named_choices = False
+    why_ordered = "PB2's GP needs values with an order"
 
     def __init__(
         self,

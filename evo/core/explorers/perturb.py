@@ -45,6 +45,8 @@ class Perturb(Explorer):
     """Each recipient perturbs or resamples its donor's hyperparameters (:func:`explore`)."""
 
     name = "perturb"
+    summary = "multiply by one of --perturb-factors, or resample (the PBT paper, Jaderberg et al. 2017)"
+    asynchronous = True
 
     def explore(self, generation: int, starts: Sequence[Mapping[str, Any]], rng: np.random.Generator) -> list[Explored]:
         return [explore(h, self.space, rng, self.perturb_factors, self.resample_probability) for h in starts]

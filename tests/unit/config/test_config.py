@@ -405,7 +405,8 @@ def test_pb2_refuses_named_choices_and_names_the_papers_explorers():
     assert "--explore pb2 with named choices in the search space (noise_type: ['normal', 'ornstein-uhlenbeck'])" in (
         problem
     )
-    assert "use --explore pb2-mix, pb2-mult, pb2-rand" in problem and "batch_size" not in problem
+    assert "PB2's GP needs values with an order; use --explore pb2-rand, pb2-mult or pb2-mix" in problem
+    assert "pb2-rand keeps or redraws each at random" in problem and "batch_size" not in problem
     for explorer in ("pb2-mix", "pb2-mult", "pb2-rand", "perturb"):
         config = parse_config(["--algo", "td3", "--env-id", "Pendulum-v1", "--explore", explorer], world_size=2)
         assert config.explore == explorer
@@ -434,7 +435,10 @@ def test_stages_resolve_bg_pbts_defaults(tmp_path):
     "argv, said",
     [
         (["--asynchronous", "--hyperparams", ARCH_SPACE], "BG-PBT refuses asynchronous runs"),
-        (["--algo", "sac"], "SAC and TD3 would need a distillation of their critics"),
+        (
+            ["--algo", "sac"],
+            "SAC would need a distillation of its critics and its replay buffer, not built; use --algo ppo",
+        ),
         ([], "the search space has none of pi_layers, pi_width, vf_layers, vf_width"),
         (["--students", "3", "--hyperparams", ARCH_SPACE], "--students 3: a stage needs at least as many students"),
         (["--patience", "0", "--hyperparams", ARCH_SPACE], "--patience 0: must be at least 1"),

@@ -3,6 +3,7 @@
 import argparse
 import dataclasses
 import datetime as dt
+import re
 import typing
 from pathlib import Path
 
@@ -11,8 +12,9 @@ import yaml
 
 from evo.config import Config, ConfigError, declare, parse_config
 from evo.config import precision as config_precision
-from evo.config.declare import DERIVED, FIXED, OPTION, declared
+from evo.config.declare import DERIVED, FIXED, OPTION, OWN, RESTORED, declared
 from evo.config.options import (
+    GROUPS,
     OPTION_BY_NAME,
     OPTIONS,
     TAKEN_FROM_RUN,
@@ -60,7 +62,7 @@ def test_a_field_declared_with_neither_or_both_is_refused():
 
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class Plain:
-        seed: int = declare.option("base seed", FIXED, default=0)
+        seed: int = declare.option("base seed", FIXED, group="population", default=0)
         plain: int = 0
 
     with pytest.raises(TypeError, match=r"Plain\.plain is declared with neither option\(\) nor derived\(\)"):
@@ -73,7 +75,7 @@ def test_a_field_declared_with_neither_or_both_is_refused():
 
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class Fine:
-        seed: int = declare.option("base seed", FIXED, default=0)
+        seed: int = declare.option("base seed", FIXED, group="population", default=0)
         world_size: int = declare.derived("the MPI job")
 
     assert declared(Fine) is Fine
@@ -104,14 +106,68 @@ def test_an_option_s_field_default_is_its_default_as_config_holds_it():
                 assert field.default == expected, field.name
 
 
-def test_help_lists_every_flag_with_its_default():
-    entries = {}
-    for entry in build_parser("evo").format_help().split("\n  -")[1:]:
-        entries["-" + entry.split()[0].rstrip(",")] = " ".join(entry.split())
+def help_sections(text: str) -> dict[str, dict[str, str]]:
+    """``--help``'s sections by title ('options', then each group's), each ``{flag: its entry on one line}``."""
+    sections = {}
+    for block in text.split("\n\n"):
+        title, _, body = block.partition("\n")
+        if title.endswith(":") and not title.startswith(("usage", " ")):
+            entries = ("\n" + body).split("\n  -")[1:]
+            sections[title[:-1]] = {"-" + entry.split()[0].rstrip(","): " ".join(entry.split()) for entry in entries}
+    return sections
+
+
+def test_every_option_is_in_a_group_of_help_and_every_group_has_options():
     for option in OPTIONS:
-        assert option.flag_name in entries, f"{option.flag_name} is not in --help"
-        if option.action is None:
-            assert f"(default: {option.default})" in entries[option.flag_name], entries[option.flag_name]
+        assert option.group in GROUPS, f"{option.flag_name} is in group {option.group!r}, not one of {list(GROUPS)}"
+    assert [key for key in GROUPS if any(option.group == key for option in OPTIONS)] == list(GROUPS)
+    assert len(set(GROUPS.values())) == len(GROUPS), "two groups of one title"
+
+
+def test_an_option_in_a_group_help_does_not_have_is_refused():
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Lost:
+        seed: int = declare.option("base seed", FIXED, group="nowhere", default=0)
+
+    with pytest.raises(TypeError, match=r"Lost\.seed is declared in group 'nowhere', which --help does not have"):
+        declare.options_of(Lost, GROUPS)
+    assert [option.name for option in declare.options_of(Lost, {"nowhere": "Nowhere"})] == ["seed"]
+
+
+def test_help_shows_every_flag_in_its_group_with_its_default_written_once():
+    text = build_parser("evo").format_help()
+    sections = help_sections(text)
+    assert list(sections) == ["options", *GROUPS.values()]  # -h alone outside the groups
+    assert list(sections["options"]) == ["-h"]
+    assert sum(len(entries) for entries in sections.values()) == len(OPTIONS) + 1
+    assert "(default: None)" not in text
+    for option in OPTIONS:
+        entry = sections[GROUPS[option.group]].get(option.flag_name)
+        assert entry is not None, f"{option.flag_name} is not in --help's group {GROUPS[option.group]!r}"
+        said = re.findall(r"\bdefault\b", entry, re.IGNORECASE)
+        assert len(said) <= 1, f"{option.flag_name} writes its default {len(said)} times: {entry}"
+        declared = option.help() if callable(option.help) else option.help
+        if option.action in declare.SWITCHES or option.default is None or declare.STATES_DEFAULT.search(declared):
+            assert option.help_text == declared, option.flag_name  # nothing to add, or said in its own words
+        else:
+            shown = " ".join(map(str, option.default)) if isinstance(option.default, list) else option.default
+            assert option.help_text == f"{declared} (default: {shown})", option.flag_name
+            assert "(default:" in entry, entry
+
+
+def test_a_switch_shows_no_default_and_a_help_that_states_one_gets_no_second():
+    switch = declare.Option("resume", "continue the run", OWN, "checkpoints", default=False, action="store_true")
+    assert switch.help_text == "continue the run"
+    stated = declare.Option("eval_num_levels", "levels (default 0: all of them)", RESTORED, "procgen", default=0)
+    assert stated.help_text == "levels (default 0: all of them)"
+    listed = declare.Option("perturb_factors", "factors", RESTORED, "selection", default=[0.8, 1.2])
+    assert listed.help_text == "factors (default: 0.8 1.2)"
+    resolved = declare.Option("num_agents", "population size", FIXED, "population")  # None: resolved elsewhere
+    assert resolved.help_text == "population size"
+    written = declare.Option("explore", lambda: "how; 100% of them", RESTORED, "selection", default="perturb")
+    parser = argparse.ArgumentParser()
+    written.add_to(parser)
+    assert "how; 100% of them (default: perturb)" in " ".join(parser.format_help().split())
 
 
 def test_explicit_flags_finds_every_declared_flag_in_both_spellings():

@@ -1,0 +1,44 @@
+"""An explorer is one class and one registry line: a test-only explorer (tests/mirror_explorer.py),
+registered by the script that runs it, explores an asynchronous run under mpiexec, and the run's
+records show its changes applied."""
+
+import pytest
+import yaml
+
+from evo.core.kinds import kind_from_spec
+from tests.e2e.runs import common
+from tests.mirror_explorer import HOW, mirrored
+from tests.support import PPO_SIX, TINY_DEFAULT, budget, mpiexec, read_lineage, read_population, write_hyperparams
+
+INTERVALS = 3
+
+
+def test_a_registered_explorer_explores_an_asynchronous_run(tmp_path):
+    run_dir = tmp_path / "run"
+    # a half of 4 is 2 recipients at each ready point that sees them: an explore is all but certain
+    flags = ["--asynchronous", "--explore", "mirror", "--truncation-fraction", "0.5", *budget(4, INTERVALS, 128)]
+    hyperparams = write_hyperparams(tmp_path, TINY_DEFAULT)
+    result = mpiexec(2, ["-m", "tests.mirror_explorer", *flags, *common(run_dir, hyperparams)])
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["explore"] == "mirror" and config["asynchronous"]
+    space = {name: kind_from_spec(spec) for name, spec in config["agent"]["search_space"].items()}
+    assert sorted(space) == sorted(PPO_SIX)
+    rows = {(int(row["member"]), int(row["generation"])): row for row in read_population(run_dir)}
+    assert sorted(rows) == [(member, interval) for member in range(4) for interval in range(1, INTERVALS + 1)]
+
+    exploits = [entry for entry in read_lineage(run_dir) if "recipient" in entry]
+    assert exploits, "no member explored"
+    followed = 0
+    for exploit in exploits:
+        assert [change.split(" : ")[0] for change in exploit["changes"]] == list(space)
+        assert all(f"({HOW})" in change for change in exploit["changes"]), exploit["changes"]
+        donor = rows[(exploit["donor"], exploit["donor_interval"])]  # the values of the ready point it copied
+        expected = {name: mirrored(kind, float(donor[name])) for name, kind in space.items()}
+        assert exploit["new_hparams"] == pytest.approx(expected, rel=1e-6)
+        after = rows.get((exploit["recipient"], exploit["generation"] + 1))
+        if after is not None:  # the recipient trains its next interval with them
+            assert {name: float(after[name]) for name in space} == pytest.approx(exploit["new_hparams"], rel=1e-6)
+            followed += 1
+    assert followed, "no recipient trained an interval after its explore"
