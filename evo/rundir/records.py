@@ -279,8 +279,11 @@ class RunRecords:
             writer.writeheader()
             writer.writerows(kept)
             atomic_write(timing_path, text.getvalue().encode())
-        lines = "".join(json.dumps(entry) + "\n" for entry in self.lineage)
-        atomic_write(self.lineage_path, lines.encode())
+        # the lines the checkpoint's lineage holds, as written (the manifest's copy has its keys sorted)
+        written = self.lineage_path.read_text().splitlines(keepends=True)[: len(self.lineage)]
+        if [json.loads(line) for line in written] != self.lineage:
+            written = [json.dumps(entry) + "\n" for entry in self.lineage]
+        atomic_write(self.lineage_path, "".join(written).encode())
 
     def write_generation(
         self,

@@ -1,0 +1,49 @@
+"""The session (evo/runner/session.py) without MPI jobs: what it makes of a config, on MPI.COMM_SELF."""
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from evo.config import parse_config
+from evo.core.kinds import sample_hparams
+from evo.core.streams import INIT_STREAM
+from evo.runner.session import Placement, member_factory, open_session
+from tests.support import write_hyperparams
+
+
+@pytest.mark.parametrize("members, ranks", [(1, 1), (4, 1), (4, 2), (8, 4), (6, 3)])
+def test_placement_is_contiguous_blocks_and_owner_inverts_it(members, ranks):
+    placement = Placement(members, ranks)
+    held = [list(placement.members_of(rank)) for rank in range(ranks)]
+    assert [m for block in held for m in block] == list(range(members))
+    assert all(placement.owner(m) == rank for rank, block in enumerate(held) for m in block)
+
+
+def test_initial_hyperparameters_are_drawn_per_member_or_the_yamls(tmp_path):
+    tiny = write_hyperparams(tmp_path)
+    sampled = member_factory(parse_config(["--hyperparams", str(tiny), "--seed", "5"], check_run_dir=False))
+    assert sampled.initial.of(0) != sampled.initial.of(1)
+    assert sampled.initial.of(1) == sampled.initial.of(1)  # its own stream: the same draw each time
+    rng = np.random.default_rng([5, 1, INIT_STREAM])  # member 1's stream of the table
+    assert sampled.initial.of(1) == sample_hparams(sampled.initial.space, rng)
+    config = parse_config(["--hyperparams", str(tiny), "--initial-hparams", "defaults"], check_run_dir=False)
+    defaults = member_factory(config).initial
+    assert defaults.of(0) == defaults.of(3) == {name: config.agent.settings[name] for name in config.agent.search_space}
+
+
+def test_a_session_without_records_writes_nothing_and_reads_the_config_once(tmp_path):
+    tiny = write_hyperparams(tmp_path)
+    argv = ["--hyperparams", str(tiny), "--run-dir", str(tmp_path / "run"), "--num-agents", "3"]
+    config = parse_config([*argv, "--seed", "9", "--truncation-fraction", "0.5", "--checkpoint-every", "2"])
+    session = open_session(config, MPI.COMM_SELF, records=False)
+    try:
+        assert not (tmp_path / "run").exists() and session.records is None
+        assert session.placement == Placement(3, 1)
+        assert (session.rules.seed, session.rules.truncation_fraction, session.rules.strategy) == (9, 0.5, "truncation")
+        assert session.rules.space == config.agent.explored_space and session.names == config.explored_names
+        assert (session.checkpoint_every, session.target.run_id, session.target.keep) == (2, config.run_id, 2)
+        assert session.budget.total_generations == config.total_generations
+        assert session.members.setup.agent is config.agent and session.stages is None
+        assert not session.stop.requested and session.progress(0, 3) is not None  # rank 0 reports progress
+    finally:
+        session.stop.uninstall()
