@@ -28,6 +28,29 @@ def need_mujoco() -> None:
     pytest.importorskip("mujoco", reason=MUJOCO_MISSING)
 
 
+def run_in_process(argv: list[str], strategy: str = "truncation", transport: str = "p2p") -> int:
+    """A run started as evo.main starts it after start-up (the config parsed, its driver, the checkpoint
+    of a --resume, the session opened, the driver run), in this process on MPI.COMM_SELF: the unit tier's
+    way to run a whole population (exceptions propagate instead of aborting). Returns the exit status."""
+    from mpi4py import MPI
+
+    from evo.config import parse_config
+    from evo.runner import driver_for
+    from evo.runner.session import open_session
+
+    config = parse_config(argv, strategy=strategy, transport=transport, world_size=1)
+    driver = driver_for(config.asynchronous)
+    checkpoint = driver.find(config.run_dir, config.run_id, config.num_agents) if config.resume else None
+    if driver.done(checkpoint, config.total_generations, config.num_agents) is not None:
+        return 0
+    session = open_session(config, MPI.COMM_SELF, ["in-process", *argv], driver.continuation(checkpoint))
+    try:
+        return driver.load().run(session, checkpoint)
+    except BaseException:
+        session.stop.uninstall()  # the driver's end did not run: give the signals back
+        raise
+
+
 def write_hyperparams(directory: Path, text: str = TINY_CARTPOLE) -> Path:
     """``text`` (a hyperparameters YAML) written to ``directory``/tiny.yml."""
     path = Path(directory) / "tiny.yml"

@@ -163,24 +163,6 @@ def test_a_member_whose_env_raises_is_restarted_and_the_run_completes(tmp_path, 
     assert f"{said} {restart['donor']}'s weights" in log
 
 
-def test_a_resumed_run_counts_the_failures_before_it(tmp_path):
-    """Member 2 fails once in generation 3 under --max-member-failures 1 and the run completes; the
-    resumed run reads that failure from the lineage, so member 2's next one (its env, restored from
-    the checkpoint, passes step 300 again in generation 5) ends the job."""
-    run_dir = tmp_path / "run"
-    args = [*FAULTY, "--env-kwargs", "fail_rank:1", "fail_after:300", "fail_times:1", *budget(4, 4, 256)]
-    first = mpiexec(
-        2,
-        ["pbt_rl_truct.py", *args, *common(run_dir, write_hyperparams(tmp_path, TINY_DEFAULT))]
-        + ["--max-member-failures", "1"],
-    )
-    assert first.returncode == 0, first.stderr[-3000:]
-    resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume", "--total-generations", "6"])
-    assert resumed.returncode != 0
-    assert "member 2 (2 failures, the last: RuntimeError: injected fault on rank 1)" in resumed.stderr
-    assert ckpt.latest(run_dir)[0].generation == 4
-
-
 def test_a_member_failing_past_the_limit_ends_the_job_with_its_checkpoint(tmp_path):
     """Both members of rank 1 fail in generation 3 (their envs' step 301) and restart with new envs,
     in which the fault comes back in generation 5: a second failure each, past

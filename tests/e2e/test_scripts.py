@@ -151,33 +151,6 @@ def test_bad_input_exits_2_once_and_leaves_the_run_dir_alone(tmp_path):
     assert (run_dir / "population.csv").read_text() == "precious\n"
 
 
-def test_strategy_none_trains_the_same_population_without_pbt(tmp_path, tiny_hyperparams):
-    from evo.config import parse_config
-    from evo.runner.session import member_factory
-
-    run_dir = tmp_path / "control"
-    flags = [
-        "--env-id",
-        "CartPole-v1",
-        *budget(4, 3, 256),
-        "--hyperparams",
-        str(tiny_hyperparams),
-        "--seed",
-        "5",
-    ]
-    result = mpiexec(2, ["pbt_rl_wta.py", *flags, "--strategy", "none", "--run-dir", str(run_dir)])
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "no (control: --strategy none) selection" in result.stdout
-    rows = read_population(run_dir)
-    assert len(rows) == 12 and all(row["donor"] == "" for row in rows)
-    assert read_lineage(run_dir) == []
-    config = parse_config(flags, world_size=2, check_run_dir=False)
-    for row in rows:  # every member keeps the initial hyperparameters a PBT run with this seed starts from
-        start = member_factory(config).initial.of(int(row["member"]))
-        assert {name: float(row[name]) for name in PPO_SIX} == pytest.approx(start)
-    assert yaml.safe_load((run_dir / "config.yaml").read_text())["strategy"] == "none"
-
-
 def test_progress_lines_appear_during_each_generation(tmp_path, tiny_hyperparams):
     """stdout is a pipe here, as in a SLURM log: rank 0 logs a progress line every 0.2 s
     (--progress-interval 0.2) while a generation trains (8192 env steps of a member: 1.3 s on a

@@ -15,25 +15,16 @@ from evo.runner import driver_for
 from evo.runner.session import open_session
 from evo.runner.stopping import EXIT_STOPPED, STOP_SIGNALS
 from tests.golden import STAGE_SPACE, weights_digest
-from tests.support import budget, read_lineage, read_population, write_hyperparams
-
-
-def start(argv: list[str]) -> int:
-    """What evo.main does after start-up, on COMM_SELF: the driver, its checkpoint, the session, the run."""
-    config = parse_config(argv, world_size=1)
-    driver = driver_for(config.asynchronous)
-    checkpoint = driver.find(config.run_dir, config.run_id, config.num_agents) if config.resume else None
-    session = open_session(config, MPI.COMM_SELF, ["test", *argv], driver.continuation(checkpoint))
-    return driver.load().run(session, checkpoint)
+from tests.support import budget, read_lineage, read_population, run_in_process, write_hyperparams
 
 
 def test_a_synchronous_run_resumed_after_a_generation_is_the_uninterrupted_run(tmp_path):
     tiny = write_hyperparams(tmp_path)
     flags = ["--hyperparams", str(tiny), "--tb-writer", "False", "--seed", "4", *budget(3, 3, 128)]
     whole, part = tmp_path / "whole", tmp_path / "part"
-    assert start([*flags, "--run-dir", str(whole)]) == 0
-    assert start([*flags, "--run-dir", str(part), "--total-generations", "1"]) == 0
-    assert start(["--run-dir", str(part), "--resume", "--total-generations", "3"]) == 0
+    assert run_in_process([*flags, "--run-dir", str(whole)]) == 0
+    assert run_in_process([*flags, "--run-dir", str(part), "--total-generations", "1"]) == 0
+    assert run_in_process(["--run-dir", str(part), "--resume", "--total-generations", "3"]) == 0
 
     rows = read_population(whole)
     assert [(int(r["generation"]), int(r["member"])) for r in rows] == [(g, m) for g in (1, 2, 3) for m in range(3)]
@@ -55,7 +46,10 @@ def test_a_run_that_has_its_generations_is_not_started_again(tmp_path):
     tiny = write_hyperparams(tmp_path)
     run_dir = tmp_path / "run"
     assert (
-        start(["--hyperparams", str(tiny), "--tb-writer", "False", *budget(1, 1, 64), "--run-dir", str(run_dir)]) == 0
+        run_in_process(
+            ["--hyperparams", str(tiny), "--tb-writer", "False", *budget(1, 1, 64), "--run-dir", str(run_dir)]
+        )
+        == 0
     )
     config = parse_config(["--run-dir", str(run_dir), "--resume"], world_size=1)
     driver = driver_for(False)
@@ -70,7 +64,7 @@ def test_an_asynchronous_run_on_one_rank_records_every_member_interval_once(tmp_
     tiny = write_hyperparams(tmp_path)
     run_dir = tmp_path / "run"
     argv = ["--hyperparams", str(tiny), "--tb-writer", "False", "--asynchronous", *budget(3, 3, 128)]
-    assert start([*argv, "--run-dir", str(run_dir), "--seed", "2"]) == 0
+    assert run_in_process([*argv, "--run-dir", str(run_dir), "--seed", "2"]) == 0
     rows = read_population(run_dir)
     assert sorted((int(r["generation"]), int(r["member"])) for r in rows) == [
         (i, m) for i in (1, 2, 3) for m in range(3)
@@ -117,7 +111,7 @@ def stage_flags(tmp_path, run_dir) -> list[str]:
 
 def test_a_stage_runs_its_rungs_as_generations_of_the_loop(tmp_path):
     run_dir = tmp_path / "run"
-    assert start(stage_flags(tmp_path, run_dir)) == 0
+    assert run_in_process(stage_flags(tmp_path, run_dir)) == 0
     lineage = read_lineage(run_dir)
     students = [e["member"] for e in lineage if e.get("event") == "student"]
     rungs = [e for e in lineage if e.get("event") == "rung"]
@@ -173,7 +167,7 @@ def test_a_failing_student_is_restarted_from_fresh_weights_and_trains_its_rung_a
     monkeypatch.setattr(Stages, "student", student)
     monkeypatch.setattr(Stages, "_distil_from_teacher", noted)
     run_dir = tmp_path / "run"
-    assert start(stage_flags(tmp_path, run_dir)) == 0
+    assert run_in_process(stage_flags(tmp_path, run_dir)) == 0
     assert len(failed) == 1
     # the rebuilt student (a new learner) distils from its teacher again
     (first, second) = [learner for member, learner in distilling if member == 3]
