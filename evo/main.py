@@ -23,6 +23,7 @@ from typing import Any
 from evo.config import Config, ConfigError, parse_config
 from evo.logs import install_logging
 from evo.mpi import exchange
+from evo.rundir.lock import RunDirLocked, RunLock
 from evo.runner import Driver, driver_for
 
 logger = logging.getLogger("evo")
@@ -30,26 +31,35 @@ logger = logging.getLogger("evo")
 EXIT_BAD_INPUT = 2
 
 
-def startup(comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str) -> tuple[Config, Driver, Any]:
-    """Rank 0 parses and validates (and, for --resume, finds the checkpoint); every rank gets the
-    config, its driver and the checkpoint, or exits with status 2 if the input was refused."""
+def startup(
+    comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str
+) -> tuple[Config, Driver, Any, RunLock | None]:
+    """Rank 0 parses and validates, takes the run directory's lock (creating the directory of a new
+    run) and, for --resume, finds the checkpoint; every rank gets the config, its driver and the
+    checkpoint (rank 0 the lock too, held for the run; None elsewhere), or exits with status 2 if the
+    input was refused (nothing written: a lock taken for it is released)."""
     outcome: tuple[str, object] = ("error", None)
+    lock = None
     if comm.Get_rank() == 0:
         try:
             config = parse_config(argv, strategy=strategy, transport=transport, world_size=comm.Get_size(), prog=prog)
             driver = driver_for(config.asynchronous)
+            lock = RunLock.acquire(config.run_dir, create=not config.resume)
             checkpoint = driver.find(config.run_dir, config.run_id, config.num_agents) if config.resume else None
             outcome = ("ok", (config, driver, checkpoint))
-        except ConfigError as error:
-            print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+        except (ConfigError, RunDirLocked) as error:
+            problems = error if isinstance(error, ConfigError) else ConfigError([str(error)])
+            print(f"{prog}: error: {problems}", file=sys.stderr, flush=True)
             outcome = ("error", EXIT_BAD_INPUT)
         except SystemExit as stop:  # argparse: --help (0) or a malformed flag (2)
             outcome = ("exit", stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT)
+        if outcome[0] != "ok" and lock is not None:
+            lock.release()
     outcome = exchange.broadcast(comm, outcome)
     if outcome[0] != "ok":
         sys.stdout.flush()
         raise SystemExit(outcome[1] if outcome[1] is not None else EXIT_BAD_INPUT)
-    return outcome[1]
+    return (*outcome[1], lock)
 
 
 def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -59,18 +69,13 @@ def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog:
     rank = comm.Get_rank()
     install_logging(rank)
     try:
-        config, driver, checkpoint = startup(comm, argv, strategy, transport, prog)
+        config, driver, checkpoint, lock = startup(comm, argv, strategy, transport, prog)
         install_logging(rank, config.log_level)
-        nothing_left = driver.done(checkpoint, config.total_generations, config.num_agents)
-        if nothing_left is not None:
-            if rank == 0:
-                logger.info("%s", nothing_left)
-            return 0
-        from evo.runner.session import open_session  # torch, SB3 and the learners: only now
-
-        command = [prog, *argv] if argv is not None else sys.argv
-        session = open_session(config, comm, command, driver.continuation(checkpoint))
-        return driver.load().run(session, checkpoint)
+        try:
+            return run(config, comm, [prog, *argv] if argv is not None else sys.argv, driver, checkpoint)
+        finally:
+            if lock is not None:  # not after an exception (the job is aborted below): a dead holder's is taken over
+                lock.release()
     except SystemExit:
         raise
     except BaseException:
@@ -80,6 +85,20 @@ def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog:
         sys.stderr.flush()
         exchange.abort(comm, 1)
     return 0
+
+
+def run(config: Config, comm, command: Sequence[str], driver: Driver, checkpoint: Any) -> int:
+    """The run, once the input is accepted: nothing if the checkpoint holds all of it, else the session
+    opened on every rank and the driver run. Returns the exit status."""
+    nothing_left = driver.done(checkpoint, config.total_generations, config.num_agents)
+    if nothing_left is not None:
+        if comm.Get_rank() == 0:
+            logger.info("%s", nothing_left)
+        return 0
+    from evo.runner.session import open_session  # torch, SB3 and the learners: only now
+
+    session = open_session(config, comm, command, driver.continuation(checkpoint))
+    return driver.load().run(session, checkpoint)
 
 
 def main_wta() -> int:

@@ -225,7 +225,9 @@ class RunRecords:
         self.population_step = population_step or 0
         if continued is None:
             saved_config, command_line = new_run if new_run is not None else ({}, command_line)
-            self.run_dir.mkdir(parents=True, exist_ok=False)
+            self.run_dir.mkdir(parents=True, exist_ok=True)  # the run's lock may have made it (evo.rundir.lock)
+            if (self.run_dir / "config.yaml").exists():
+                raise FileExistsError(f"{self.run_dir} holds a run already (config.yaml): it is not overwritten")
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(saved_config, sort_keys=False))
             (self.run_dir / "command.txt").write_text(command_line)
             (self.run_dir / "versions.json").write_text(json.dumps(versions(), indent=2) + "\n")

@@ -1,0 +1,200 @@
+"""A run directory's lock: one process holds it for the life of a run, new or resumed.
+
+Two jobs writing one run directory lose work without a word: a ``--resume`` of a run that is still
+training truncates its records to its checkpoint under it (a requeued SLURM job whose old step still
+runs does exactly this), and two new runs started at the same instant race for the directory. So the
+entry point's rank 0 takes the lock before any record is touched (:meth:`RunLock.acquire`) and holds it
+until the run ends; a second run or resume on a locked directory is refused (:class:`RunDirLocked`,
+exit 2) with the holder's host and PID.
+
+The lock is ``run_dir/lock.json``, created with ``O_EXCL`` (atomic, on a shared file system too): the
+holder's host, PID, its process's start time and when it took the lock. While the run goes, a
+daemon thread touches it every :data:`HEARTBEAT_S` seconds. A lock left by a dead process is taken over
+with a warning: on this host, when its PID is gone (or now names another process: the start time
+differs); from another host, whose processes this one cannot see, when its heartbeat is older than
+:data:`STALE_S` (a job killed with its node). A take-over renames the stale file first, which only one
+of several racing takers can do, so no two runs take one lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+LOCK = "lock.json"
+HEARTBEAT_S = 30.0
+"""How often the holder touches its lock."""
+STALE_S = 180.0
+"""Another host's lock whose heartbeat is older than this is a dead job's: 6 missed heartbeats."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a run directory's lock."""
+
+    host: str
+    pid: int
+    process_start: str
+    """The process's start time as its host's kernel counts it (``/proc/<pid>/stat`` field 22): with the
+    PID, it names one process even after the PID is reused."""
+    since: str
+    """When it took the lock (local time of its host)."""
+
+    @classmethod
+    def this_process(cls) -> Holder:
+        return cls(socket.gethostname(), os.getpid(), process_start(os.getpid()), time.strftime("%Y-%m-%d %H:%M:%S"))
+
+    def describe(self) -> str:
+        return f"process {self.pid} on {self.host} (since {self.since})"
+
+
+class RunDirLocked(RuntimeError):
+    """Another live process holds the lock; the message names it and what to do."""
+
+
+def process_start(pid: int) -> str:
+    """Process ``pid``'s start time on this host ('' if unknown: no /proc, or no such process)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]  # field 22, counted after the command's closing parenthesis
+
+
+def alive(holder: Holder) -> bool:
+    """Whether ``holder``, a process of this host, still runs (its PID with the same start time)."""
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        pass
+    start = process_start(holder.pid)
+    return not (start and holder.process_start and start != holder.process_start)
+
+
+class RunLock:
+    """The lock of one run directory, held by this process (see the module docstring)."""
+
+    def __init__(self, path: Path, holder: Holder):
+        self.path = path
+        self.holder = holder
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def acquire(cls, run_dir: Path, create: bool, heartbeat_s: float = HEARTBEAT_S) -> RunLock:
+        """Take ``run_dir``'s lock, creating the directory for a new run (``create``), and start the
+        heartbeat. Raises :class:`RunDirLocked` if a live process holds it, or if a new run's directory
+        was created by another run at the same moment."""
+        run_dir = Path(run_dir)
+        if create:
+            try:
+                run_dir.mkdir(parents=True, exist_ok=False)
+            except FileExistsError:
+                raise RunDirLocked(
+                    f"--run-dir {run_dir} was created by another run starting at the same moment"
+                    f"{held_by(run_dir / LOCK)}; evo will not overwrite a run. Pick another --run-dir or --exp-name."
+                ) from None
+        holder = Holder.this_process()
+        path = run_dir / LOCK
+        for _ in range(3):  # a take-over that lost a race tries again
+            if _create(path, holder):
+                lock = cls(path, holder)
+                lock._start(heartbeat_s)
+                return lock
+            found = read_holder(path)
+            if found is None:  # gone between our try and our read: its holder released it
+                continue
+            reason = stale(found, path)
+            if reason is None:
+                raise RunDirLocked(
+                    f"--run-dir {run_dir} is in use by the run of {found.describe()}: a second run or "
+                    f"--resume on it would overwrite its records. Wait for it to end, or stop it (kill -USR1 "
+                    f"{found.pid} on {found.host} checkpoints and exits 75), then resume. If that job is gone with "
+                    f"its host, the lock is taken over once its heartbeat ({path}) is older than {STALE_S:.0f} s."
+                )
+            taken = path.with_name(f"{LOCK}.stale-{holder.host}-{holder.pid}")
+            try:
+                os.rename(path, taken)
+            except FileNotFoundError:  # another taker renamed it first
+                continue
+            if read_holder(taken) != found:  # another taker replaced it in between: it is theirs
+                os.rename(taken, path)
+                continue
+            taken.unlink(missing_ok=True)
+            logger.warning("--run-dir %s: taking over the lock of %s: %s", run_dir, found.describe(), reason)
+        raise RunDirLocked(f"--run-dir {run_dir}: its lock changed hands while this run tried to take it; try again")
+
+    def _start(self, heartbeat_s: float) -> None:
+        self._thread = threading.Thread(target=self._beat, args=(heartbeat_s,), name="run-dir lock", daemon=True)
+        self._thread.start()
+
+    def _beat(self, heartbeat_s: float) -> None:
+        while not self._stop.wait(heartbeat_s):
+            try:
+                os.utime(self.path)
+            except OSError as error:  # the directory was removed under the run: say it once
+                logger.warning("the run directory's lock %s: %s", self.path, error)
+                return
+
+    def release(self) -> None:
+        """Stop the heartbeat and remove the lock (if it is still this process's)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if read_holder(self.path) == self.holder:
+            self.path.unlink(missing_ok=True)
+
+
+def _create(path: Path, holder: Holder) -> bool:
+    """Create the lock file holding ``holder``, if there is none (atomically)."""
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(json.dumps(asdict(holder)) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return True
+
+
+def read_holder(path: Path) -> Holder | None:
+    """The holder a lock file names, or None if there is none. A file being written (empty, or half a
+    line) names a holder that has just taken it: a holder of unknown PID on an unknown host, live."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        return Holder(**json.loads(text))
+    except (ValueError, TypeError):
+        return Holder("?", -1, "", "just now")
+
+
+def stale(holder: Holder, path: Path, now: float | None = None) -> str | None:
+    """Why ``holder``'s lock (the file ``path``) is a dead process's, or None if it may be alive."""
+    if holder.pid < 0:  # being written
+        return None
+    if holder.host == socket.gethostname():
+        return None if alive(holder) else f"its process {holder.pid} is gone"
+    try:
+        age = (time.time() if now is None else now) - path.stat().st_mtime
+    except FileNotFoundError:
+        return "it was removed"
+    return f"its last heartbeat is {age:.0f} s old (more than {STALE_S:.0f} s)" if age > STALE_S else None
+
+
+def held_by(path: Path) -> str:
+    """`` (process P on HOST ...)`` for a message, or '' when the lock names nobody yet."""
+    holder = read_holder(path)
+    return f" ({holder.describe()})" if holder is not None and holder.pid >= 0 else ""

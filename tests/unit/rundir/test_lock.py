@@ -1,0 +1,99 @@
+"""The run directory's lock (evo/rundir/lock.py) without MPI: taken, refused to a second taker with the
+holder named, released, and a dead holder's taken over (this host's by its PID, another host's by its
+heartbeat's age)."""
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+
+import pytest
+
+from evo.rundir.lock import LOCK, STALE_S, Holder, RunDirLocked, RunLock, process_start, read_holder
+
+
+def test_a_new_runs_lock_creates_its_directory_and_a_second_taker_is_refused_with_the_holder(tmp_path):
+    run_dir = tmp_path / "runs" / "new"
+    lock = RunLock.acquire(run_dir, create=True)
+    try:
+        holder = read_holder(run_dir / LOCK)
+        assert (holder.host, holder.pid) == (socket.gethostname(), os.getpid())
+        assert holder.process_start == process_start(os.getpid()) != ""
+        with pytest.raises(RunDirLocked, match=f"in use by the run of process {os.getpid()} on {socket.gethostname()}"):
+            RunLock.acquire(run_dir, create=False)  # a --resume while it runs
+        with pytest.raises(RunDirLocked, match="was created by another run starting at the same moment"):
+            RunLock.acquire(run_dir, create=True)  # the start race: the loser finds the directory made
+    finally:
+        lock.release()
+    assert not (run_dir / LOCK).exists()
+    RunLock.acquire(run_dir, create=False).release()  # free again
+
+
+def write_lock(run_dir, holder: Holder, age_s: float = 0.0) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK
+    path.write_text(json.dumps(asdict(holder)) + "\n")
+    stamp = time.time() - age_s
+    os.utime(path, (stamp, stamp))
+
+
+def test_a_lock_of_a_dead_process_of_this_host_is_taken_over_with_a_warning(tmp_path, caplog):
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(finished.stdout)  # a PID that no longer runs
+    write_lock(tmp_path, Holder(socket.gethostname(), dead, "123", "yesterday"))
+    with caplog.at_level(logging.WARNING, logger="evo.rundir.lock"):
+        lock = RunLock.acquire(tmp_path, create=False)
+    assert f"taking over the lock of process {dead} on {socket.gethostname()}" in caplog.text
+    assert f"its process {dead} is gone" in caplog.text
+    assert read_holder(tmp_path / LOCK).pid == os.getpid()
+    lock.release()
+
+
+def test_a_reused_pid_is_not_the_holder(tmp_path):
+    """The PID runs, but it is another process (its start time differs): the lock is a dead one's."""
+    write_lock(tmp_path, Holder(socket.gethostname(), os.getpid(), "1", "long ago"))
+    lock = RunLock.acquire(tmp_path, create=False)
+    assert read_holder(tmp_path / LOCK).process_start == process_start(os.getpid())
+    lock.release()
+
+
+def test_another_hosts_lock_is_refused_while_its_heartbeat_is_fresh_and_taken_over_after(tmp_path, caplog):
+    other = Holder("node-17", 4242, "99", "this morning")
+    write_lock(tmp_path, other, age_s=STALE_S / 2)
+    with pytest.raises(RunDirLocked, match="in use by the run of process 4242 on node-17") as refused:
+        RunLock.acquire(tmp_path, create=False)
+    assert "kill -USR1 4242 on node-17" in str(refused.value)
+    assert read_holder(tmp_path / LOCK) == other  # untouched
+    write_lock(tmp_path, other, age_s=STALE_S + 60)
+    with caplog.at_level(logging.WARNING, logger="evo.rundir.lock"):
+        lock = RunLock.acquire(tmp_path, create=False)
+    assert "taking over the lock of process 4242 on node-17" in caplog.text and "its last heartbeat is" in caplog.text
+    lock.release()
+
+
+def test_the_heartbeat_touches_the_lock_while_it_is_held(tmp_path):
+    lock = RunLock.acquire(tmp_path, create=False, heartbeat_s=0.01)
+    path = tmp_path / LOCK
+    os.utime(path, (0, 0))
+    deadline = time.monotonic() + 60
+    while path.stat().st_mtime == 0 and time.monotonic() < deadline:  # the heartbeat thread's event
+        time.sleep(0.01)
+    assert path.stat().st_mtime > 0
+    lock.release()
+
+
+def test_a_half_written_lock_names_a_live_holder(tmp_path):
+    (tmp_path / LOCK).write_text("")
+    with pytest.raises(RunDirLocked, match="in use"):
+        RunLock.acquire(tmp_path, create=False)
+
+
+def test_a_released_lock_of_another_holder_is_not_removed(tmp_path):
+    lock = RunLock.acquire(tmp_path, create=False)
+    write_lock(tmp_path, Holder("node-2", 7, "", "now"))  # taken over while this one was stalled
+    lock.release()
+    assert read_holder(tmp_path / LOCK).host == "node-2"
