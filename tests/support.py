@@ -47,7 +47,7 @@ def run_in_process(argv: list[str], strategy: str = "truncation", transport: str
     try:
         return driver.load().run(session, checkpoint)
     except BaseException:
-        session.stop.uninstall()  # the driver's end did not run: give the signals back
+        session.close()  # the driver's end did not run: give the signals back
         raise
 
 

@@ -189,7 +189,7 @@ def worker_hooks(session: Session, best: KeptBest, last: dict[int, MemberResult]
         return record
 
     return WorkerHooks(
-        train=lambda member, should_stop: session.budget.train(member, should_stop),
+        train=lambda member, should_stop: session.train(member, should_stop),
         score=score,
         pack=pack,
         keep_best=lambda member, point: best.keep_ready(target.run_dir, member, point.result, point.interval),

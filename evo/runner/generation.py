@@ -54,7 +54,7 @@ def generation_hooks(
     def train(member: Learner, should_stop) -> None:
         if reporter is not None and member.member_id == first:
             reporter.begin(reporter.progress.generation + 1)
-        session.budget.train(member, should_stop, reporter)
+        session.train(member, should_stop, reporter)
 
     def records(report: GenerationReport) -> dict | None:
         run_state = after_exchange(session, members, explorer, report, reporter)

@@ -43,6 +43,7 @@ from evo.rundir.checkpoint import Target
 from evo.rundir.records import Continuation, RunRecords
 from evo.runner.members import InitialHparams, MemberFactory
 from evo.runner.stopping import StopRequest
+from evo.runner.watchdog import Watchdog
 from evo.sb3.cputune import tune_allocator
 from evo.sb3.learner import EnvSettings, MemberSetup
 
@@ -130,6 +131,8 @@ class Session:
     about: About
     stop: StopRequest
     stopper: exchange.StopNotifier
+    watchdog: Watchdog
+    """The rank's watch over its members' training (a hung member seen, a stop honoured even then)."""
     records: RunRecords | None = None
     stages: StageSettings | None = None
     progress_interval: float = 0.0
@@ -147,6 +150,17 @@ class Session:
         return ProgressReporter(
             progress, self.progress_interval, logger.info, sys.stdout, terminal=output_is_terminal(sys.stdout)
         )
+
+    def train(self, member: Learner, should_stop, progress: ProgressReporter | None = None) -> None:
+        """``member`` trains one generation (or interval) under the watchdog: each env step noted, a stop
+        honoured even if the member hangs (its training then ends early, as at any stop)."""
+        with self.watchdog.watching(f"member {member.member_id} ({self.about.env_id})"):
+            self.budget.train(member, self.watchdog.beating(should_stop), progress)
+
+    def close(self) -> None:
+        """The stop request's handlers restored and the watchdog ended (the end of the run, or a test's)."""
+        self.watchdog.uninstall()
+        self.stop.uninstall()
 
     def finish(
         self,
@@ -178,7 +192,7 @@ class Session:
             if done_line is not None and not stopped:
                 logger.info("%s", done_line)
         exchange.barrier(self.comm)
-        self.stop.uninstall()
+        self.close()
 
 
 def prepare_process(torch_threads: int, cpu_tuning: bool) -> None:
@@ -299,6 +313,7 @@ def open_session(
     driving the loop without a run directory)."""
     prepare_process(config.torch_threads, config.cpu_tuning)
     stop = StopRequest().install()
+    watchdog = Watchdog(lambda: stop.requested, comm.Get_rank(), config.stall_timeout, config.step_timeout).install()
     run_records = open_records(config, command, continued) if comm.Get_rank() == 0 and records else None
     exchange.barrier(comm)
     planned = config.agent.spec.planned_steps(config.agent_training_steps, config.agent.settings, config.agent.n_envs)
@@ -323,6 +338,7 @@ def open_session(
         about=About(config.env_id, config.run_dir, config.schedule_file),
         stop=stop,
         stopper=exchange.StopNotifier(comm, lambda: stop.requested),
+        watchdog=watchdog,
         records=run_records,
         stages=stage_settings(config),
         progress_interval=config.progress_interval,

@@ -244,7 +244,8 @@ class Stages:
 
         def train(student: Learner, should_stop) -> None:
             distilling = self.book.distilling
-            student.train(distilling.rungs[distilling.rung].steps, should_stop)
+            with session.watchdog.watching(f"student {student.member_id} ({session.about.env_id})"):
+                student.train(distilling.rungs[distilling.rung].steps, session.watchdog.beating(should_stop))
 
         def rebuild(failed: Learner, restart: Restart, env_steps: int) -> Learner:
             plan = next(s for s in self.book.distilling.students if s.member == failed.member_id)

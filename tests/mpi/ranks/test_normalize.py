@@ -50,8 +50,9 @@ def test_recipients_hold_their_donors_statistics_bit_for_bit(comm, transport):
     explorer = make_explorer(
         config.explore, config.agent.search_space, config.perturb_factors, config.resample_probability
     )
+    session = open_session(config, comm, records=False)
     hooks = replace(
-        generation_hooks(open_session(config, comm, records=False), members, explorer),
+        generation_hooks(session, members, explorer),
         records=None,
         snapshot=None,
         save=None,
@@ -87,3 +88,4 @@ def test_recipients_hold_their_donors_statistics_bit_for_bit(comm, transport):
         assert list(member.exploit_state()) == ["weights", "normalization"]
     for member in members.values():
         member.close()
+    session.close()

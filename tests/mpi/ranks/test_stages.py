@@ -83,3 +83,4 @@ def test_survivors_take_the_members_places_with_their_whole_state(comm, transpor
         assert member.env_steps == survivors[slot][1] + TRAIN
     for member in members.values():
         member.close()
+    session.close()

@@ -265,6 +265,8 @@ def examples(tmp_path):
         "checkpoint_every": ["--checkpoint-every", "2"],
         "keep_checkpoints": ["--keep-checkpoints", "3"],
         "max_member_failures": ["--max-member-failures", "0"],
+        "step_timeout": ["--step-timeout", "120"],
+        "stall_timeout": ["--stall-timeout", "900"],
         "asynchronous": ["--asynchronous"],
         "precision": ["--precision", "bf16"],
         "progress_interval": ["--progress-interval", "5"],

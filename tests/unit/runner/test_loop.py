@@ -207,8 +207,9 @@ def test_two_ppo_members_exchange_through_the_real_loop(tiny_hyperparams, tmp_pa
     explorer = make_explorer(
         config.explore, config.agent.search_space, config.perturb_factors, config.resample_probability
     )
+    session = open_session(config, MPI.COMM_SELF, records=False)
     hooks = replace(
-        generation_hooks(open_session(config, MPI.COMM_SELF, records=False), members, explorer),
+        generation_hooks(session, members, explorer),
         records=None,
         snapshot=None,
         save=None,
@@ -228,6 +229,7 @@ def test_two_ppo_members_exchange_through_the_real_loop(tiny_hyperparams, tmp_pa
     )
     for member in members.values():
         member.close()
+    session.close()
 
 
 # --- a failing member is restarted, not the job ------------------------------------------

@@ -46,4 +46,4 @@ def test_a_session_without_records_writes_nothing_and_reads_the_config_once(tmp_
         assert session.members.setup.agent is config.agent and session.stages is None
         assert not session.stop.requested and session.progress(0, 3) is not None  # rank 0 reports progress
     finally:
-        session.stop.uninstall()
+        session.close()

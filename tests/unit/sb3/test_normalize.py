@@ -82,8 +82,9 @@ def test_statistics_move_with_the_weights_through_the_real_loop(transport):
     explorer = make_explorer(
         config.explore, config.agent.search_space, config.perturb_factors, config.resample_probability
     )
+    session = open_session(config, MPI.COMM_SELF, records=False)
     hooks = replace(
-        generation_hooks(open_session(config, MPI.COMM_SELF, records=False), members, explorer),
+        generation_hooks(session, members, explorer),
         records=None,
         snapshot=None,
         save=None,
@@ -114,6 +115,7 @@ def test_statistics_move_with_the_weights_through_the_real_loop(transport):
     assert np.array_equal(members[recipient].model._last_obs, normalizer.normalize_obs(normalizer.get_original_obs()))
     for member in members.values():
         member.close()
+    session.close()
 
 
 def test_member_round_trips_its_statistics_bit_exactly(tmp_path):
