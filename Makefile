@@ -51,8 +51,9 @@ $(STAMP): pyproject.toml scripts/system-deps.sh
 	$(BIN)/python -m pip install --quiet -e '.[$(PIP_EXTRAS)]'
 	touch $@
 
+# through evo's launcher: its start-up checks, and Open MPI's banner kept out of a refusal of bad ARGS
 run: install
-	$(MPI_ENV) $(BIN)/mpiexec -n $(RANKS) --oversubscribe $(BIN)/python pbt_rl_truct.py \
+	$(MPI_ENV) $(BIN)/python -m evo.launch -n $(RANKS) --oversubscribe pbt_rl_truct.py \
 		--env-id CartPole-v1 --eval-episodes 10 --select-on test $(ARGS)
 
 # the PBT paper's toy: four variants, a table of final Q and toy.png (seconds)

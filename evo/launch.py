@@ -3,14 +3,20 @@
 Open MPI refuses two common set-ups before Python starts, with messages that do not say
 what to do in evo's terms: running as root without the two OMPI_ALLOW_RUN_AS_ROOT
 variables, and more ranks than cores without ``--oversubscribe``. This launcher checks
-both, says what to set or add (exit status 2), and otherwise replaces itself with
-``mpiexec -n N [--oversubscribe] python SCRIPT ARGS``.
+both, says what to set or add (exit status 2), and otherwise runs
+``mpiexec -n N [--oversubscribe] python SCRIPT ARGS``, passing on its exit status and the stop
+signals it gets (SIGTERM, SIGUSR1, SIGINT). When evo refuses the input (exit status 2), Open MPI
+follows the refusal with a banner of its own ("prterun detected that one or more processes
+exited with non-zero status ..."), which looks like a broken install; Open MPI can silence it only
+by also reporting the job's status as 0, so the launcher leaves that one banner out of its
+output instead, and passes everything else through as it comes.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -90,8 +96,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("evo.launch: error: " + "\n  - ".join(["cannot start MPI:", *problems]), file=sys.stderr)
         return 2
     command = [mpiexec, "-n", str(ranks), *(["--oversubscribe"] if oversubscribe else []), sys.executable, *rest]
-    os.execv(mpiexec, command)
-    return 0  # not reached
+    return run_quietly(command)
+
+
+EXIT_BAD_INPUT = 2
+RULE = "-" * 74
+"""The line Open MPI draws above and below its messages."""
+NONZERO_BANNER = "detected that one or more processes exited with non-zero status"
+PMIX_ERROR = "PMIX ERROR: PMIX_ERR_UNREACH"
+"""A line PMIx may print when every rank of a refused job exits at once."""
+
+
+def run_quietly(command: Sequence[str]) -> int:
+    """Run ``command`` (mpiexec), its stdout as it is and its stderr line by line, forwarding the stop
+    signals to it; Open MPI's banner about a non-zero exit (and PMIx's unreachable-peer line) are held
+    back, and left out if the job's status is evo's refusal of its input (2). Returns the job's status."""
+    job = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, bufsize=1)
+    forwarded = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+    previous = {signum: signal.signal(signum, lambda signum, frame: job.send_signal(signum)) for signum in forwarded}
+    banner: list[str] = []  # Open MPI's non-zero-exit banner and PMIx's line, held back
+    block: list[str] = []  # an Open MPI message being read, from its first rule
+    try:
+        for line in job.stderr:
+            if block:
+                block.append(line)
+                if len(block) == 2 and NONZERO_BANNER not in line:  # another message: let it through
+                    sys.stderr.writelines(block)
+                    block = []
+                elif len(block) > 2 and line.rstrip("\n") == RULE:  # the banner's closing rule
+                    banner, block = banner + block, []
+            elif line.rstrip("\n") == RULE:
+                block = [line]
+            elif PMIX_ERROR in line:  # the ranks' exit seen by PMIx: noise after a refusal
+                banner.append(line)
+            else:
+                sys.stderr.write(line)
+        status = job.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    sys.stderr.writelines(block)  # a message cut short
+    if status != EXIT_BAD_INPUT:
+        sys.stderr.writelines(banner)
+    sys.stderr.flush()
+    return status
 
 
 if __name__ == "__main__":

@@ -324,6 +324,44 @@ def test_launcher_runs_the_script(tmp_path, tiny_hyperparams):
     assert generations_recorded(tmp_path / "run") == {1: [0, 1]}
 
 
+def test_the_launcher_keeps_open_mpis_noise_out_of_a_refusal_and_passes_a_stop_on(tmp_path):
+    """A refused input through the launcher: evo's message, exit 2, and neither Open MPI's banner about a
+    non-zero exit nor PMIx's unreachable-peer line. A stop signal to the launcher reaches the run (75)."""
+    refused = subprocess.run(
+        [sys.executable, "-m", "evo.launch", "-n", "2", "pbt_rl_truct.py", "--env-id", "CartPol-v1"],
+        cwd=ROOT,
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2
+    assert "did you mean 'CartPole-v1'" in refused.stderr.lower() or "Did you mean 'CartPole-v1'" in refused.stderr
+    assert "prterun detected" not in refused.stderr and "PMIX ERROR" not in refused.stderr, refused.stderr
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    hyperparams = write_hyperparams(tmp_path, TINY_DEFAULT)  # the gated env's id takes the default block
+    flags = [*gate_flags("CartPole-v1", 100, gate), *budget(2, 3, 128), *common(tmp_path / "run", hyperparams)]
+    job = subprocess.Popen(
+        [sys.executable, "-m", "evo.launch", "-n", "2", "pbt_rl_truct.py", *flags],
+        cwd=ROOT,
+        env=mpi_env(),
+        stdout=subprocess.DEVNULL,  # read by nobody while the run goes: a pipe would fill and hold it
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: job.poll() is not None or set(held(gate, range(2))) == {0, 1}, 300, "both ranks at the gate")
+        assert job.poll() is None, job.communicate()[1][-3000:]
+        job.send_signal(signal.SIGUSR1)
+        _, errors = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 75, errors[-3000:]
+    assert generations_recorded(tmp_path / "run") == {1: [0, 1]}
+
+
 def test_long_episodes_no_score_is_lost_to_an_exploit_or_a_resume(tmp_path):
     """8 envs x 32 steps per generation while CartPole's episodes grow to hundreds of steps: a
     recipient often finishes no episode in the generation after its exploit. It is scored by
