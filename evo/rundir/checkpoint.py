@@ -346,7 +346,16 @@ def write_best(directory: Path, data: bytes) -> dict[str, Any]:
 def carry_best(source: Path, directory: Path) -> None:
     """The previous checkpoint's ``best.pt`` (``source``, unchanged since) into ``directory``: a
     hard link where the file system allows (no bytes copied; pruning the old directory leaves it),
-    else a copy; atomic as :func:`atomic_write`."""
+    else a copy; atomic as :func:`atomic_write`. A ``source`` that is gone (removed from outside the
+    run) is not the end of the run: nothing is written, a warning says so, and the checkpoint's kept
+    best is lost (:attr:`Checkpoint.best_lost`) while its members are complete."""
+    if not Path(source).exists():
+        logger.warning(
+            "the kept best %s is gone (removed from outside the run): %s holds no kept best, its members are complete",
+            source,
+            directory,
+        )
+        return
     path = Path(directory) / BEST
     temporary = temporary_path(path)
     temporary.unlink(missing_ok=True)

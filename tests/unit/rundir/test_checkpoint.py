@@ -332,3 +332,21 @@ def test_stray_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_pa
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == sorted(kept)
     assert ckpt.remove_stray_temporaries(tmp_path) == []
     assert ckpt.remove_stray_temporaries(tmp_path / "absent") == []
+
+
+def test_carrying_a_kept_best_that_is_gone_loses_the_best_not_the_run(tmp_path, caplog):
+    """best.pt removed from outside while the run goes on: the next checkpoint is written without it
+    (no exception ends the run), with a warning, and it counts as complete with its kept best lost."""
+    first = fake_checkpoint(tmp_path, 1)
+    with_best(first)
+    entry = json.loads((first / ckpt.MANIFEST).read_text())["best"]
+    (first / "best.pt").unlink()
+    second = fake_checkpoint(tmp_path, 2)
+    with caplog.at_level(logging.WARNING, logger="evo.rundir.checkpoint"):
+        ckpt.carry_best(first / "best.pt", second)
+    assert f"the kept best {first / 'best.pt'} is gone" in caplog.text
+    assert sorted(p.name for p in second.iterdir()) == ["manifest.json", "member_0.pt", "member_1.pt"]
+    manifest = json.loads((second / ckpt.MANIFEST).read_text())
+    ckpt.write_manifest(second, {**manifest, "best": entry})
+    found, _ = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 2 and found.best is None and found.best_lost.startswith(f"{second / 'best.pt'}: missing")
