@@ -352,10 +352,10 @@ def output_problems(flag: str, path: Path | None, folder: bool = False) -> list[
             existing = existing.parent
         if not existing.is_dir():
             return [f"{flag} {path}: {existing} is a file, not a folder; give a path under a folder"]
-        if not os.access(existing, os.W_OK | os.X_OK) or (
-            not folder and path.exists() and not os.access(path, os.W_OK)
-        ):
+        if not os.access(existing, os.W_OK | os.X_OK):
             return [f"{flag} {path}: you may not write into {existing}; give a path you may write to"]
+        if not folder and path.exists() and not os.access(path, os.W_OK):
+            return [f"{flag} {path}: you may not write it; give a path you may write to"]
     except OSError as error:
         return [f"{flag} {path}: cannot be reached ({error.strerror or error}); give a path you may write to"]
     return []
