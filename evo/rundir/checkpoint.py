@@ -24,6 +24,15 @@ exploit), with an extra key ``best`` ({member, generation, score, env_steps}) th
 ``best`` entry repeats beside the file's size and SHA-256. A checkpoint whose best did not change
 since the previous one holds the same bytes (a hard link to the previous file where the file
 system allows). Checkpoints from before it have no ``best`` (``Checkpoint.best`` is None).
+
+The kept best is not part of what makes a checkpoint complete: shared by every checkpoint since it
+was scored, one damaged ``best.pt`` would otherwise void them all, though every member file is
+intact. A checkpoint whose kept best is missing, damaged or does not load is complete and keeps no
+best (``Checkpoint.best`` None, ``Checkpoint.best_lost`` saying which file and why).
+
+A write that does not finish leaves its temporary (``.<name>.tmp-<host>-<pid>``): removed at once
+when the write fails (a full disk), and by :func:`remove_stray_temporaries` at the next start when
+the process was killed.
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -79,16 +90,89 @@ def fsync_dir(path: Path) -> None:
         os.close(descriptor)
 
 
+def _host() -> str:
+    """This host's name as a temporary's name holds it."""
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
+
+
+def temporary_path(path: Path) -> Path:
+    """Where :func:`atomic_write` and :func:`carry_best` build ``path`` before renaming it:
+    ``.<name>.tmp-<host>-<pid>`` beside it (the host and process that write it: see
+    :func:`remove_stray_temporaries`)."""
+    return path.with_name(f".{path.name}.tmp-{_host()}-{os.getpid()}")
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` so that ``path`` holds either its old content or all of ``data``."""
+    """Write ``data`` so that ``path`` holds either its old content or all of ``data``; a failed
+    write (a full disk) removes its temporary and raises."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    temporary = temporary_path(path)
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
+
+
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.tmp-(?:(?P<host>[A-Za-z0-9._-]+)-)?(?P<pid>\d+)")
+"""A temporary's name: ``.<name>.tmp-<host>-<pid>``, or ``.<name>.tmp-<pid>`` as evo wrote it before it
+named the host."""
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (another user's counts)."""
+    if pid <= 0:
+        return True  # not a process id: never taken for a dead one
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stray_temporaries(run_dir: Path) -> list[Path]:
+    """Remove the temporaries that writes killed mid-way left anywhere under ``run_dir`` (the run
+    directory, its checkpoints, the members' and best's folders); returns the paths removed.
+
+    Only files named as :func:`temporary_path` names them are candidates, and of those only the ones
+    written on this host by a process that no longer runs: a running job's temporaries are never
+    touched, and neither are another host's (this host cannot see its processes; call this on one rank
+    per host to clear each host's). A temporary in the former form, without a host, counts as this
+    host's. Safe to call on several ranks at once; does nothing where ``run_dir`` does not exist.
+    Call it at start-up, before the run writes."""
+    host = _host()
+    removed = []
+    for folder, _, names in os.walk(run_dir):
+        for name in names:
+            match = _TEMPORARY.fullmatch(name)
+            if match is None or match["host"] not in (None, host) or _running(int(match["pid"])):
+                continue
+            path = Path(folder) / name
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue  # another rank of this host removed it first
+            except OSError as error:
+                logger.warning("%s: a left-over temporary that cannot be removed (%s)", path, error.strerror)
+                continue
+            removed.append(path)
+    if removed:
+        shown = ", ".join(str(path.relative_to(run_dir)) for path in removed[:5])
+        more = f" and {len(removed) - 5} more" if len(removed) > 5 else ""
+        logger.warning(
+            "removed %d left-over temporary file(s) of writes that did not finish (a process killed mid-write): %s%s",
+            len(removed),
+            shown,
+            more,
+        )
+    return removed
 
 
 def sha256(data: bytes) -> str:
@@ -176,6 +260,9 @@ class Checkpoint:
 
     directory: Path
     manifest: dict[str, Any]
+    best_lost: str | None = None
+    """Why the kept best the manifest lists cannot be used (its file missing, damaged or not loading;
+    the message names the file), or None. The checkpoint is complete all the same and keeps no best."""
 
     @property
     def generation(self) -> int:
@@ -187,9 +274,9 @@ class Checkpoint:
     @property
     def best(self) -> dict[str, Any] | None:
         """The manifest's entry of the kept best (``file``, ``bytes``, ``sha256``, ``member``,
-        ``generation``, ``score``, ``env_steps``), or None (no member scored yet, or a checkpoint
-        from before the best was kept)."""
-        return self.manifest.get("best")
+        ``generation``, ``score``, ``env_steps``), or None (no member scored yet, a checkpoint from
+        before the best was kept, or a kept best that is lost: :attr:`best_lost`)."""
+        return self.manifest.get("best") if self.best_lost is None else None
 
     def best_path(self) -> Path | None:
         """The kept best's member file (``best.pt``), or None."""
@@ -201,9 +288,25 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     atomic_write(directory / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
+def _check_file(directory: Path, entry: dict[str, Any], manifest_path: Path) -> None:
+    """A file a manifest lists: present, with the recorded size and SHA-256. Raises CheckpointError."""
+    path = directory / entry["file"]
+    try:
+        if not path.exists():
+            raise CheckpointError(f"{path}: missing (listed in {manifest_path})")
+        size = path.stat().st_size
+        if size != entry["bytes"]:
+            raise CheckpointError(f"{path}: {size} bytes, the manifest says {entry['bytes']} (truncated or damaged)")
+        if file_sha256(path) != entry["sha256"]:
+            raise CheckpointError(f"{path}: SHA-256 does not match the manifest (damaged)")
+    except OSError as error:
+        raise CheckpointError(f"{path}: cannot be read ({error.strerror or error})") from error
+
+
 def verify(directory: Path, run_id: str | None = None) -> Checkpoint:
-    """Check a checkpoint directory: manifest readable, every file present with the
-    recorded size and SHA-256, and (if given) the run id matching. Raises CheckpointError."""
+    """Check a checkpoint directory: manifest readable, every member file present with the
+    recorded size and SHA-256, and (if given) the run id matching. Raises CheckpointError. The kept
+    best is checked too, but a lost one leaves the checkpoint complete (:attr:`Checkpoint.best_lost`)."""
     manifest_path = directory / MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text())
@@ -218,19 +321,15 @@ def verify(directory: Path, run_id: str | None = None) -> Checkpoint:
             f"{manifest_path}: belongs to run {manifest.get('run_id')!r}, not to this run ({run_id!r}); "
             "it was copied from another run directory"
         )
-    entries = [entry for _, entry in sorted(manifest["members"].items(), key=lambda item: int(item[0]))]
+    for _, entry in sorted(manifest["members"].items(), key=lambda item: int(item[0])):
+        _check_file(directory, entry, manifest_path)
+    best_lost = None
     if manifest.get("best") is not None:
-        entries.append(manifest["best"])
-    for entry in entries:
-        path = directory / entry["file"]
-        if not path.exists():
-            raise CheckpointError(f"{path}: missing (listed in {manifest_path})")
-        size = path.stat().st_size
-        if size != entry["bytes"]:
-            raise CheckpointError(f"{path}: {size} bytes, the manifest says {entry['bytes']} (truncated or damaged)")
-        if file_sha256(path) != entry["sha256"]:
-            raise CheckpointError(f"{path}: SHA-256 does not match the manifest (damaged)")
-    return Checkpoint(directory, manifest)
+        try:
+            _check_file(directory, manifest["best"], manifest_path)
+        except CheckpointError as error:
+            best_lost = str(error)
+    return Checkpoint(directory, manifest, best_lost)
 
 
 def file_entry(name: str, data: bytes) -> dict[str, Any]:
@@ -247,17 +346,30 @@ def write_best(directory: Path, data: bytes) -> dict[str, Any]:
 def carry_best(source: Path, directory: Path) -> None:
     """The previous checkpoint's ``best.pt`` (``source``, unchanged since) into ``directory``: a
     hard link where the file system allows (no bytes copied; pruning the old directory leaves it),
-    else a copy; atomic as :func:`atomic_write`."""
+    else a copy; atomic as :func:`atomic_write`. A ``source`` that is gone (removed from outside the
+    run) is not the end of the run: nothing is written, a warning says so, and the checkpoint's kept
+    best is lost (:attr:`Checkpoint.best_lost`) while its members are complete."""
+    if not Path(source).exists():
+        logger.warning(
+            "the kept best %s is gone (removed from outside the run): %s holds no kept best, its members are complete",
+            source,
+            directory,
+        )
+        return
     path = Path(directory) / BEST
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary = temporary_path(path)
     temporary.unlink(missing_ok=True)
     try:
-        os.link(source, temporary)
-    except OSError:
-        shutil.copyfile(source, temporary)
-        with open(temporary, "rb") as handle:
-            os.fsync(handle.fileno())
-    os.replace(temporary, path)
+        try:
+            os.link(source, temporary)
+        except OSError:
+            shutil.copyfile(source, temporary)
+            with open(temporary, "rb") as handle:
+                os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
 
 
@@ -271,18 +383,31 @@ def candidates(run_dir: Path) -> list[Path]:
 
 
 def latest(run_dir: Path, run_id: str | None = None) -> tuple[Checkpoint | None, list[str]]:
-    """The newest complete checkpoint, and why each newer one was passed over."""
+    """The newest complete checkpoint, and why each newer one was passed over. A kept best that is
+    lost does not pass a checkpoint over: it is used without it, with a warning naming the file."""
     skipped = []
     for directory in candidates(run_dir):
         try:
             checkpoint = verify(directory, run_id)
             for member in checkpoint.manifest["members"]:
                 load_payload(checkpoint.member_path(int(member)))
-            if checkpoint.best is not None:
-                load_payload(checkpoint.best_path())
-            return checkpoint, skipped
         except CheckpointError as error:
             skipped.append(str(error))
+            continue
+        if checkpoint.best is not None:
+            try:
+                load_payload(checkpoint.best_path())
+            except CheckpointError as error:
+                checkpoint = Checkpoint(checkpoint.directory, checkpoint.manifest, str(error))
+        if checkpoint.best_lost is not None:
+            logger.warning(
+                "the kept best is lost: %s; the checkpoint of generation %d is used without its kept best "
+                "(every member file is intact), and a resumed run keeps as its best the best member scored "
+                "from then on",
+                checkpoint.best_lost,
+                checkpoint.generation,
+            )
+        return checkpoint, skipped
     return None, skipped
 
 

@@ -29,7 +29,10 @@ names a ready point whose score beats the best so far, the worker writes the mem
 scored (before it copies a donor) under a name of its own (two ranks may each hold a new best at
 once), and rank 0 points ``best.json`` at it once the ready point is settled, if no better one was
 settled first, then removes the file it replaced. Files ``best.json`` does not name are left-overs
-of a crash, removed on ``--resume``; a resumed run compares with ``best.json``'s score.
+of a crash, removed on ``--resume``; a resumed run compares with ``best.json``'s score. A kept best that
+is lost (``best.json`` unreadable, its file missing, damaged or not loading) loses nothing else: the
+members resume from their own checkpoints and the run keeps no best until a member is scored
+(:attr:`ReadyCheckpoints.best_lost` says which file and why).
 """
 
 from __future__ import annotations
@@ -42,7 +45,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evo.rundir.checkpoint import CheckpointError, atomic_write, checkpoints_dir, file_sha256, load_payload, sha256
+from evo.rundir.checkpoint import (
+    BEST_KEYS,
+    CheckpointError,
+    atomic_write,
+    checkpoints_dir,
+    file_sha256,
+    load_payload,
+    sha256,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -113,15 +124,29 @@ def write_best_record(run_dir: Path, entry: Mapping[str, Any], previous: Mapping
 
 
 def read_best(run_dir: Path, run_id: str | None = None) -> dict[str, Any] | None:
-    """``best.json``'s entry with its file verified (size, SHA-256, run id), or None if the run kept
-    none; raises CheckpointError for a damaged one."""
+    """``best.json``'s entry with its file verified (size, SHA-256, and, given ``run_id``, the run it
+    belongs to), or None if the run kept none; raises CheckpointError naming the file and why for one
+    that is lost (``best.json`` unreadable, its file missing, damaged or not loading)."""
     path = best_dir(run_dir) / BEST_RECORD
     if not path.exists():
         return None
     entry = _read(path)
+    missing = [
+        key for key in ("file", "bytes", "sha256", *BEST_KEYS) if not isinstance(entry, dict) or key not in entry
+    ]
+    if missing:
+        raise CheckpointError(f"{path}: unreadable (no {', '.join(missing)}; damaged)")
     file = path.with_name(entry["file"])
-    if not file.exists() or file.stat().st_size != entry["bytes"] or file_sha256(file) != entry["sha256"]:
-        raise CheckpointError(f"{file}: missing, or its size or SHA-256 does not match {path.name} (damaged)")
+    try:
+        if not file.exists():
+            raise CheckpointError(f"{file}: missing (named by {path.name})")
+        size = file.stat().st_size
+        if size != entry["bytes"]:
+            raise CheckpointError(f"{file}: {size} bytes, {path.name} says {entry['bytes']} (truncated or damaged)")
+        if file_sha256(file) != entry["sha256"]:
+            raise CheckpointError(f"{file}: SHA-256 does not match {path.name} (damaged)")
+    except OSError as error:
+        raise CheckpointError(f"{file}: cannot be read ({error.strerror or error})") from error
     if run_id is not None and load_payload(file).get("run_id") != run_id:
         raise CheckpointError(f"{file}: belongs to another run")
     return entry
@@ -165,6 +190,8 @@ class ReadyCheckpoints:
     explorer: dict | None = None
     best: dict | None = None
     """``best.json``'s entry (the best ready point so far and its file), or None."""
+    best_lost: str | None = None
+    """Why the kept best ``best.json`` names cannot be used (naming the file), or None."""
 
     @property
     def intervals(self) -> dict[int, int]:
@@ -231,9 +258,14 @@ def latest_ready(run_dir: Path, run_id: str, num_agents: int) -> tuple[ReadyChec
     records.sort(key=lambda r: (float(r["wall_s"]), r["member"], r["interval"]))
     explorer_path = members_dir(run_dir) / EXPLORER
     explorer = _read(explorer_path) if explorer_path.exists() else None
+    best, best_lost = None, None
     try:
         best = read_best(run_dir, run_id)
     except CheckpointError as error:
-        skipped.append(f"{error}; the best is kept afresh")
-        best = None
-    return ReadyCheckpoints(members_dir(run_dir), members, records, explorer, best), skipped
+        best_lost = str(error)
+        logger.warning(
+            "the kept best is lost: %s; every member resumes from its own checkpoint, and the run keeps no best "
+            "until a member is scored",
+            best_lost,
+        )
+    return ReadyCheckpoints(members_dir(run_dir), members, records, explorer, best, best_lost), skipped

@@ -15,7 +15,11 @@ distribution by the fresh seed.
 
 The episodes run one after another on ``--envs`` envs (default 1: one env whose episodes follow
 from one seed, as SB3's ``evaluate_policy`` plays them; an exported agent replays them with the
-same seed, see docs/running.md). Nothing is written into RUN. Exit status 2 on bad input.
+same seed, see docs/running.md). Nothing is written into RUN. Exit status 2 on bad input (a run
+directory that cannot be read, a ``--json`` that cannot be written included). A kept best that is lost
+(its file missing or damaged) is left out with a warning naming the file and why; ``--member best`` and
+``best-ever`` are refused for a run that has trained no member yet, whose members evaluate with a
+warning.
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from evo.tools.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
+from evo.tools.saved import BEST, BEST_EVER, LostBest, MemberFile, SavedRun, SavedRunError
 from evo.tools.video import add_video_arguments, record_saved, video_problems
 
 logger = logging.getLogger(__name__)
@@ -112,15 +116,28 @@ def evaluate_members(
     return results
 
 
-def members_to_evaluate(run: SavedRun, member: str | None, generation: int | None) -> list[MemberFile]:
+def members_to_evaluate(
+    run: SavedRun, member: str | None, generation: int | None, warn: Callable[[str], None] = logger.warning
+) -> list[MemberFile]:
     """``--member`` (one member, ``best`` or ``best-ever``), or every member of the checkpoint and
-    the kept best when there is one."""
-    from evo.tools.saved import best_ever, choose, population
+    the kept best when there is one. ``warn`` is given what the user should know: members that have
+    not trained, a kept best that is lost (left out)."""
+    from evo.tools.saved import best_ever, choose, population, untrained_warning
 
     if member is not None:
-        return [choose(run, member, generation)]
+        chosen = [choose(run, member, generation)]
+        if member not in (BEST, BEST_EVER) and (note := untrained_warning(chosen)):
+            warn(note)
+        return chosen
     chosen = population(run, generation)
-    kept = best_ever(run) if generation is None else None
+    if note := untrained_warning(chosen):
+        warn(note)
+    kept = None
+    if generation is None:
+        try:
+            kept = best_ever(run)
+        except LostBest as lost:
+            warn(f"the kept best is left out, as it is lost: {lost.why}; every member is evaluated")
     return chosen + ([kept] if kept is not None else [])
 
 
@@ -173,6 +190,7 @@ def parser() -> argparse.ArgumentParser:
 def check_arguments(args: argparse.Namespace, run: SavedRun) -> list[str]:
     """Every problem with the options, each with its fix."""
     from evo.config.envnames import procgen_game
+    from evo.tools.saved import output_problems
 
     problems = []
     if args.episodes < 1:
@@ -188,11 +206,16 @@ def check_arguments(args: argparse.Namespace, run: SavedRun) -> list[str]:
         problems.append(
             f"--json {args.json}: inside the run directory, which evo-evaluate never writes; give a path outside it"
         )
-    return problems
+    return problems + output_problems("--json", args.json) + output_problems("--video", args.video)
 
 
 def _inside(path: Path, directory: Path) -> bool:
     return path.resolve().is_relative_to(directory.resolve())
+
+
+def warn(message: str) -> None:
+    """A warning for the user, on stderr beside the errors (the log goes to stdout)."""
+    print(f"evo-evaluate: warning: {message}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -205,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = open_run(args.run_dir)
         if problems := check_arguments(args, run) + video_problems(args, run):
             raise SavedRunError("; ".join(problems))
-        chosen = members_to_evaluate(run, args.member, args.generation)
+        chosen = members_to_evaluate(run, args.member, args.generation, warn)
     except SavedRunError as error:
         print(f"evo-evaluate: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -227,8 +250,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "levels": levels,
             "members": [result.to_dict() for result in results],
         }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+        try:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(record, indent=1) + "\n")
+        except OSError as error:
+            message = f"--json {args.json}: cannot be written ({error}); give a path you may write to"
+            print(f"evo-evaluate: error: {message}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if args.video is not None:  # the first of the fresh episodes, on the same seed and levels
         top = max(results, key=lambda result: result.summary()["mean"]).member
         return record_saved("evo-evaluate", run, top, args.video, seed, args.video_steps,

@@ -12,7 +12,8 @@ SB3 saves it. The normalisation statistics go into a stock ``VecNormalize`` save
 ``VecNormalize.save``. Written::
 
     FOLDER/<algo>/<env>_<N>/<env>.zip           the member (N: the next free id >= 1)
-    FOLDER/<algo>/<env>_<N>/best_model.zip      the kept best (the same member if the run kept none)
+    FOLDER/<algo>/<env>_<N>/best_model.zip      the kept best (the same member if the run kept none, or
+                                                its kept best is lost: a warning says which file and why)
     FOLDER/<algo>/<env>_<N>/<env>/config.yml    its settings as rl-baselines3-zoo writes them
     FOLDER/<algo>/<env>_<N>/<env>/vecnormalize.pkl   with normalisation: the member's statistics
 
@@ -23,7 +24,9 @@ Procgen members with the NatureCNN policy export as SB3's ``CnnPolicy`` (zoo can
 envs, but ``PPO.load`` opens them); IMPALA members use evo's own network class and are refused:
 ``evo-evaluate`` plays them. A bf16 member's weights are float32 and are exported as they are; the
 exported agent runs in float32, so its returns may differ from evo's bf16 evaluation. Nothing is
-written into RUN. Exit status 2 on bad input.
+written into RUN. Exit status 2 on bad input, and on an ``--out`` that cannot be written (a part of
+it a file, a folder you may not write). ``best`` and ``best-ever`` are refused for a run that has
+trained no member yet (only generation 0's checkpoint); a member id of it exports with a warning.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evo.config.envnames import procgen_game
-from evo.tools.saved import BEST, BEST_EVER, MemberFile, SavedRun, SavedRunError
+from evo.tools.saved import BEST, BEST_EVER, LostBest, MemberFile, SavedRun, SavedRunError
 from evo.tools.video import add_video_arguments, record_saved, video_problems
 
 logger = logging.getLogger(__name__)
@@ -140,24 +143,43 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from evo.logs import install_logging
-    from evo.tools.saved import best_ever, choose, evaluation_seed, open_run
+    from evo.tools.saved import best_ever, choose, evaluation_seed, open_run, output_problems, untrained_warning
 
     args = parser().parse_args(argv)
     install_logging(0)
+    warnings = []
     try:
         run = open_run(args.run_dir)
-        if problems := export_problems(run) + video_problems(args, run):
+        problems = export_problems(run) + video_problems(args, run)
+        problems += output_problems("--out", args.out, folder=True) + output_problems("--video", args.video)
+        if problems:
             raise SavedRunError("; ".join(problems))
         if args.out.resolve().is_relative_to(run.run_dir.resolve()):
             raise SavedRunError(
                 f"--out {args.out}: inside the run directory, which evo-export never writes; give a folder outside it"
             )
         chosen = choose(run, args.member, args.generation)
-        best = best_ever(run)
+        if args.member not in (BEST, BEST_EVER) and (note := untrained_warning([chosen])):
+            warnings.append(note)
+        try:
+            best = best_ever(run)
+        except LostBest as lost:
+            best = None
+            warnings.append(f"best_model.zip holds member {chosen.label}, not the kept best, which is lost: {lost.why}")
     except SavedRunError as error:
         print(f"evo-export: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    experiment = export(run, chosen, args.out, best)
+    for warning in warnings:
+        print(f"evo-export: warning: {warning}", file=sys.stderr)
+    try:
+        experiment = export(run, chosen, args.out, best)
+    except OSError as error:
+        print(
+            f"evo-export: error: --out {args.out}: the export cannot be written ({error}); give a folder you may "
+            "write to, with room for it",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     env_name = zoo_env_name(run.config.env_id)
     print(f"member {chosen.label} of generation {chosen.generation} ({chosen.env_steps} env steps): {experiment}")
     if run.config.precision != "fp32":

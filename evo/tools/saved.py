@@ -10,15 +10,18 @@ and ``--video`` share.
 Nothing here writes into the run directory: the config is parsed as ``--resume`` would parse it
 (on a world of one rank, with no TensorBoard and no evaluation env of the run's own), and members
 are rebuilt from their checkpoint files, which are only read. Every bad input (a directory that is
-not a run, a run without a complete checkpoint, a member or generation that is not there, a
-best-ever that was not kept) raises :class:`SavedRunError`, whose message names the value and what
-to give instead; the tools exit with status 2 on it.
+not a run or cannot be read, a run without a complete checkpoint, a member or generation that is not
+there, a best-ever that was not kept or is lost, a "best" of a run that has trained no member yet)
+raises :class:`SavedRunError`, whose message names the value and what to give instead; the tools
+exit with status 2 on it.
 
 A synchronous run's checkpoints are ``checkpoints/gen_<G>/`` (the last two kept); an asynchronous
 run's are each member's own ready points (``checkpoints/members/member_<i>/interval_<G>.pt``),
-where "generation" means the member's interval. The kept best (``best.pt`` beside a generation
-checkpoint's members, :attr:`Checkpoint.best`) is the member file of the highest selection score the
-run has seen.
+where "generation" means the member's interval. The kept best is the member file of the highest
+selection score the run has seen: ``best.pt`` beside a generation checkpoint's members
+(:attr:`Checkpoint.best`), or an asynchronous run's ``checkpoints/best/`` file that ``best.json``
+names. A kept best that is lost (its file missing or damaged) costs only itself: :func:`best_ever`
+refuses it, saying which file and why, and every member is still there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,15 @@ BEST, BEST_EVER = "best", "best-ever"
 
 class SavedRunError(ValueError):
     """A run, member or generation that cannot be used; the message says which and what to do."""
+
+
+class LostBest(SavedRunError):
+    """The run's kept best cannot be used (its file missing, damaged or not loading); ``why`` names the
+    file and says why. Every member is still there."""
+
+    def __init__(self, message: str, why: str):
+        super().__init__(message)
+        self.why = why
 
 
 @dataclass(frozen=True)
@@ -82,14 +95,35 @@ class SavedRun:
 
 
 def open_run(run_dir: Path | str) -> SavedRun:
-    """The run in ``run_dir`` with its complete checkpoints (SavedRunError if there is none)."""
-    from evo.config import ConfigError, parse_config
-
+    """The run in ``run_dir`` with its complete checkpoints (SavedRunError if there is none, or if the
+    directory cannot be read)."""
     run_dir = Path(run_dir)
+    try:
+        return _open_run(run_dir)
+    except OSError as error:
+        path = error.filename or run_dir
+        raise SavedRunError(
+            f"{path}: cannot be read ({error.strerror or error}); the tools only read a run directory, but must "
+            f"read all of it: give a run directory you may read (its owner can allow it: chmod -R a+rX {run_dir})"
+        ) from error
+
+
+def _open_run(run_dir: Path) -> SavedRun:
+    from evo.config import ConfigError, parse_config
+    from evo.rundir.checkpoint import candidates
+
     saved_config = run_dir / "config.yaml"
     if not saved_config.is_file():
         raise SavedRunError(f"{run_dir}: not an evo run directory (no config.yaml); give the --run-dir of a run")
-    saved = yaml.safe_load(saved_config.read_text()) or {}
+    not_a_config = f"{saved_config}: not a run's configuration, as evo writes it"
+    fix = "give the --run-dir of a run whose config.yaml is intact"
+    try:
+        saved = yaml.safe_load(saved_config.read_text()) or {}
+    except yaml.YAMLError as error:
+        problem = " ".join(str(error).split())
+        raise SavedRunError(f"{not_a_config} ({problem}); {fix}") from error
+    if not isinstance(saved, dict):
+        raise SavedRunError(f"{not_a_config} (not a mapping); {fix}")
     strategy = saved.get("strategy", "truncation")
     try:
         config = parse_config(
@@ -107,8 +141,6 @@ def open_run(run_dir: Path | str) -> SavedRun:
             raise SavedRunError(_no_checkpoint(run_dir))
         return SavedRun(run_dir, config, ())
     complete = []
-    from evo.rundir.checkpoint import candidates
-
     for directory in candidates(run_dir):
         try:
             complete.append(verify(directory, config.run_id))
@@ -177,7 +209,10 @@ def _not_kept(run: SavedRun, generation: int, what: str) -> str:
 
 
 def _member_file(member: int, generation: int, path: Path, label: str) -> MemberFile:
-    payload = load_payload(path)
+    try:
+        payload = load_payload(path)
+    except CheckpointError as error:
+        raise SavedRunError(f"{error}; give another member or --generation") from error
     scores = payload.get("scores") or []
     return MemberFile(
         member=int(payload.get("member", member)),
@@ -190,23 +225,83 @@ def _member_file(member: int, generation: int, path: Path, label: str) -> Member
 
 
 def best_ever(run: SavedRun) -> MemberFile | None:
-    """The kept best of the newest checkpoint that has one (None for a run that keeps none)."""
+    """The kept best: of the newest checkpoint that has one, or an asynchronous run's (``best.json``);
+    None for a run that keeps none. SavedRunError, saying which file and why and what to give instead,
+    for a kept best that is lost (its file missing, damaged or not loading)."""
+    if run.asynchronous:
+        from evo.rundir.ready import best_dir, read_best
+
+        try:
+            entry = read_best(run.run_dir, run.config.run_id)
+        except CheckpointError as error:
+            raise LostBest(_lost_best(run, str(error)), str(error)) from error
+        return _kept(run, entry, best_dir(run.run_dir) / entry["file"]) if entry is not None else None
     for checkpoint in run.checkpoints:
-        entry = getattr(checkpoint, "best", None)
+        if checkpoint.best_lost is not None:
+            raise LostBest(_lost_best(run, checkpoint.best_lost), checkpoint.best_lost)
+        entry = checkpoint.best
         if entry:
-            path = checkpoint.best_path()
-            return dataclasses.replace(
-                _member_file(int(entry["member"]), int(entry["generation"]), path, ""),
-                label=f"{BEST_EVER} ({entry['member']})",
-                score=float(entry["score"]) if entry.get("score") is not None else math.nan,
-            )
+            return _kept(run, entry, checkpoint.best_path())
     return None
+
+
+def _kept(run: SavedRun, entry: dict, path: Path) -> MemberFile:
+    try:
+        found = _member_file(int(entry["member"]), int(entry["generation"]), path, "")
+    except SavedRunError as error:
+        why = str(error.__cause__ or error)
+        raise LostBest(_lost_best(run, why), why) from error
+    return dataclasses.replace(
+        found,
+        label=f"{BEST_EVER} ({entry['member']})",
+        score=float(entry["score"]) if entry.get("score") is not None else math.nan,
+    )
+
+
+def _lost_best(run: SavedRun, why: str) -> str:
+    members = ", ".join(str(m.member) for m in population(run))
+    return (
+        f"--member {BEST_EVER}: the kept best cannot be used: {why}. The members do not depend on it: give a member "
+        f"id ({members}) or --member {BEST} (the best selection score of the last checkpoint); a resumed run keeps a "
+        "new best from the next member it scores"
+    )
+
+
+def untrained(members: list[MemberFile]) -> bool:
+    """Whether none of ``members`` has trained (no env step: generation 0's initial population)."""
+    return all(m.env_steps == 0 for m in members)
+
+
+def _untrained(run: SavedRun, member: str, generation: int | None) -> str:
+    if generation is not None and len(run.kept_generations) > 1:
+        kept = ", ".join(map(str, run.kept_generations))
+        return (
+            f"--member {member} --generation {generation}: generation {generation}'s checkpoint holds the initial "
+            f"population, untrained and unscored; give a later --generation (kept: {kept}) or a member id"
+        )
+    return (
+        f"--member {member}: {run.run_dir} has no trained member yet: its only checkpoint is generation 0's, the "
+        "initial population (the run stopped before it finished a generation); continue the run with --resume "
+        f"(its command is in {run.run_dir / 'command.txt'}), or give a member id to take an untrained member"
+    )
+
+
+def untrained_warning(members: list[MemberFile]) -> str | None:
+    """The warning for members given by id that have not trained, or None."""
+    if not members or not untrained(members):
+        return None
+    which = f"member {members[0].member}" if len(members) == 1 else "every member"
+    return (
+        f"{which} of generation {members[0].generation} is untrained (generation 0's checkpoint holds the initial "
+        "population, before any training); continue the run with --resume to train it"
+    )
 
 
 def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> MemberFile:
     """The member ``member`` names: ``best`` (the highest selection score at the last kept
     checkpoint, or at ``generation``'s; ties to the lower id), ``best-ever`` (the kept best: not
-    with ``generation``), or a member id."""
+    with ``generation``), or a member id. ``best`` and ``best-ever`` are refused for a run that has
+    trained no member yet (a member id gives an untrained member: :func:`untrained_warning`)."""
     if member == BEST_EVER:
         if generation is not None:
             raise SavedRunError(
@@ -215,13 +310,17 @@ def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> 
             )
         found = best_ever(run)
         if found is None:
+            if untrained(population(run)):
+                raise SavedRunError(_untrained(run, member, None))
             raise SavedRunError(
                 f"--member best-ever: {run.run_dir} keeps no best-ever weights (its checkpoints have no best.pt: "
-                "written by an evo that did not keep them, or an asynchronous run); use --member best or an id"
+                "written by an evo that did not keep them); use --member best or an id"
             )
         return found
     members = population(run, generation)
     if member == BEST:
+        if untrained(members):
+            raise SavedRunError(_untrained(run, member, generation))
         from evo.core.selection import ranking
 
         top = members[int(ranking([m.score for m in members])[0])]
@@ -233,6 +332,33 @@ def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> 
             f"them, {BEST} or {BEST_EVER}"
         )
     return ids[member]
+
+
+def output_problems(flag: str, path: Path | None, folder: bool = False) -> list[str]:
+    """Why a tool could not write ``path`` (``folder``: a folder it creates, else a file), each with its
+    fix: a part of the path is a file, or the nearest folder that exists may not be written. Checked
+    before any work, so a tool refuses at once instead of failing at the end."""
+    if path is None:
+        return []
+    path = Path(path)
+    try:
+        if path.exists():
+            if folder and not path.is_dir():
+                return [f"{flag} {path}: a file, not a folder; give a folder"]
+            if not folder and path.is_dir():
+                return [f"{flag} {path}: a folder; give a file's path"]
+        existing = (path if folder else path.parent).absolute()
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            return [f"{flag} {path}: {existing} is a file, not a folder; give a path under a folder"]
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return [f"{flag} {path}: you may not write into {existing}; give a path you may write to"]
+        if not folder and path.exists() and not os.access(path, os.W_OK):
+            return [f"{flag} {path}: you may not write it; give a path you may write to"]
+    except OSError as error:
+        return [f"{flag} {path}: cannot be reached ({error.strerror or error}); give a path you may write to"]
+    return []
 
 
 def load(run: SavedRun, chosen: MemberFile, precision: str | None = None):

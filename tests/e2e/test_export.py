@@ -221,6 +221,10 @@ def test_bad_input_exits_2_naming_the_value_and_the_fix(runs, tmp_path):
     assert "--generation 9" in message and "kept: 1, 2" in message
     assert "inside the run directory" in bad("export", run_dir, "--out", str(run_dir / "logs"))
     assert not (tmp_path / "logs").exists()
+    blocker = tmp_path / "a-file"  # where a folder is needed: fails for root too, unlike permission bits
+    blocker.write_text("")
+    message = bad("export", run_dir, "--out", str(blocker / "logs"))
+    assert f"{blocker} is a file, not a folder" in message and "Traceback" not in message
 
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -2,6 +2,7 @@
 are refused by name and the previous one is used; the launcher's start-up checks."""
 
 import json
+import logging
 import os
 import shutil
 
@@ -207,20 +208,59 @@ def test_a_checkpoints_best_is_listed_verified_and_absent_from_older_checkpoints
     directory = fake_checkpoint(tmp_path, 2)
     record = with_best(directory)
     found, skipped = ckpt.latest(tmp_path, "run-a")
-    assert found.generation == 2 and skipped == []
+    assert found.generation == 2 and skipped == [] and found.best_lost is None
     assert found.best_path() == directory / "best.pt"
     assert {key: found.best[key] for key in ckpt.BEST_KEYS} == record
     assert ckpt.load_payload(found.best_path())["best"] == record
-    path = directory / "best.pt"
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
-    with pytest.raises(ckpt.CheckpointError, match="best.pt: SHA-256 does not match"):
-        ckpt.verify(directory)
-    assert ckpt.latest(tmp_path, "run-a")[0].generation == 1
-    path.unlink()
-    with pytest.raises(ckpt.CheckpointError, match="best.pt: missing"):
-        ckpt.verify(directory)
+
+
+def flip_a_byte(path):
+    """Damage ``path`` in place (the same inode: every hard link to it sees the damage), its size kept."""
+    with open(path, "r+b") as handle:
+        handle.seek(path.stat().st_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_damaged_or_missing_kept_best_is_no_kept_best_and_the_checkpoint_stays(tmp_path, caplog):
+    """The kept best is one file that later checkpoints share (a hard link): damaged, it would void every
+    checkpoint if it counted as one of the checkpoint's files. It does not: the checkpoint is complete
+    (its members are), it keeps no best, and why is said, naming the file."""
+    fake_checkpoint(tmp_path, 1)
+    with_best(ckpt.generation_dir(tmp_path, 1))
+    second = fake_checkpoint(tmp_path, 2)
+    ckpt.carry_best(ckpt.generation_dir(tmp_path, 1) / "best.pt", second)
+    manifest = json.loads((second / ckpt.MANIFEST).read_text())
+    manifest["best"] = json.loads((ckpt.generation_dir(tmp_path, 1) / ckpt.MANIFEST).read_text())["best"]
+    ckpt.write_manifest(second, manifest)
+    assert ckpt.latest(tmp_path, "run-a")[0].best is not None
+
+    flip_a_byte(second / "best.pt")  # both checkpoints' best.pt: one file
+    for generation in (1, 2):
+        checkpoint = ckpt.verify(ckpt.generation_dir(tmp_path, generation), "run-a")
+        assert checkpoint.best is None and checkpoint.best_path() is None
+        assert checkpoint.best_lost.startswith(f"{checkpoint.directory / 'best.pt'}: SHA-256 does not match")
+    with caplog.at_level(logging.WARNING, logger="evo.rundir.checkpoint"):
+        found, skipped = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 2 and skipped == [] and found.best is None
+    assert f"{second / 'best.pt'}: SHA-256 does not match the manifest" in caplog.text
+    assert "without its kept best" in caplog.text
+
+    (second / "best.pt").unlink()
+    found, _ = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 2 and found.best_lost.startswith(f"{second / 'best.pt'}: missing")
+
+
+def test_a_kept_best_that_does_not_load_is_no_kept_best(tmp_path):
+    directory = fake_checkpoint(tmp_path, 1)
+    data = b"not a torch file"
+    manifest = json.loads((directory / ckpt.MANIFEST).read_text())
+    manifest["best"] = {**ckpt.write_best(directory, data), "member": 0, "generation": 1, "score": 1.0, "env_steps": 8}
+    ckpt.write_manifest(directory, manifest)
+    found, skipped = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 1 and skipped == [] and found.best is None
+    assert found.best_lost.startswith(f"{directory / 'best.pt'}: cannot be loaded")
 
 
 def test_a_carried_best_is_the_same_file_and_outlives_the_pruned_checkpoint(tmp_path):
@@ -233,3 +273,80 @@ def test_a_carried_best_is_the_same_file_and_outlives_the_pruned_checkpoint(tmp_
     assert (second / "best.pt").stat().st_ino == (first / "best.pt").stat().st_ino  # a hard link: no copy
     shutil.rmtree(first)
     assert ckpt.load_payload(second / "best.pt")["best"]["member"] == 1
+
+
+def test_a_failed_write_leaves_no_temporary_behind(tmp_path, monkeypatch):
+    """A full disk (the write or the fsync fails): the old content stays and the temporary is removed."""
+    path = tmp_path / "f"
+    ckpt.atomic_write(path, b"old")
+
+    def full(descriptor):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        ckpt.atomic_write(path, b"new")
+    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+KILLED_MID_WRITE = """
+import os, sys
+from pathlib import Path
+from evo.rundir import checkpoint
+os.replace = lambda *args: os._exit(9)  # killed between the write and the rename
+checkpoint.atomic_write(Path(sys.argv[1]), b"half")
+"""
+
+
+def test_stray_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
+    """A kill mid-write leaves ``.<name>.tmp-<host>-<pid>``; at the next start it is removed, wherever it is
+    in the run directory, unless its process still runs on this host (a job writing now) or it was
+    written on another host (whose processes this host cannot see). Nothing else is touched."""
+    import socket
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    directory = ckpt.generation_dir(tmp_path, 3)
+    directory.mkdir(parents=True)
+    for target in (tmp_path / "population.csv", directory / "member_0.pt"):
+        killed = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(target)], cwd=ROOT, timeout=120)
+        assert killed.returncode == 9
+    dead = list(tmp_path.rglob(".*.tmp-*"))
+    assert sorted(p.name.split(".tmp-")[0] for p in dead) == [".member_0.pt", ".population.csv"]
+    dead_pid = dead[0].name.rsplit("-", 1)[1]
+    host = socket.gethostname()
+    kept = [
+        directory / f".best.pt.tmp-{host}-{os.getpid()}",  # this process: alive
+        directory / f".member_1.pt.tmp-another-host-{dead_pid}",  # another host's: unknowable here
+        directory / "member_1.pt.tmp-123",  # not a name atomic_write makes
+        tmp_path / ".notes.tmp-abc",
+    ]
+    legacy = tmp_path / f".lineage.jsonl.tmp-{dead_pid}"  # an evo before the host was in the name
+    for path in [*kept, legacy]:
+        path.write_bytes(b"x")
+
+    removed = ckpt.remove_stray_temporaries(tmp_path)
+    assert sorted(removed) == sorted([*dead, legacy])
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == sorted(kept)
+    assert ckpt.remove_stray_temporaries(tmp_path) == []
+    assert ckpt.remove_stray_temporaries(tmp_path / "absent") == []
+
+
+def test_carrying_a_kept_best_that_is_gone_loses_the_best_not_the_run(tmp_path, caplog):
+    """best.pt removed from outside while the run goes on: the next checkpoint is written without it
+    (no exception ends the run), with a warning, and it counts as complete with its kept best lost."""
+    first = fake_checkpoint(tmp_path, 1)
+    with_best(first)
+    entry = json.loads((first / ckpt.MANIFEST).read_text())["best"]
+    (first / "best.pt").unlink()
+    second = fake_checkpoint(tmp_path, 2)
+    with caplog.at_level(logging.WARNING, logger="evo.rundir.checkpoint"):
+        ckpt.carry_best(first / "best.pt", second)
+    assert f"the kept best {first / 'best.pt'} is gone" in caplog.text
+    assert sorted(p.name for p in second.iterdir()) == ["manifest.json", "member_0.pt", "member_1.pt"]
+    manifest = json.loads((second / ckpt.MANIFEST).read_text())
+    ckpt.write_manifest(second, {**manifest, "best": entry})
+    found, _ = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 2 and found.best is None and found.best_lost.startswith(f"{second / 'best.pt'}: missing")

@@ -118,5 +118,44 @@ def test_the_kept_best_of_an_asynchronous_run_is_named_by_best_json_and_verified
     with pytest.raises(CheckpointError, match="belongs to another run"):
         ready.read_best(tmp_path, "run-b")
     ready.best_path(tmp_path).write_bytes(b"damaged")
-    with pytest.raises(CheckpointError, match="does not match best.json"):
+    with pytest.raises(CheckpointError, match=r"7 bytes, best.json says \d+ \(truncated or damaged\)"):
         ready.read_best(tmp_path)
+
+
+def test_a_lost_kept_best_leaves_every_member_checkpoint_and_says_which_file_and_why(tmp_path, caplog):
+    """A damaged or missing best file, or an unreadable best.json: the members resume from their own
+    checkpoints, the run keeps no best, and the warning names the file and why (not a skipped checkpoint)."""
+    import logging
+
+    from evo.rundir import ready
+    from evo.rundir.checkpoint import MEMBER_FORMAT, CheckpointError, dump_payload
+
+    run_dir = tmp_path / "run"
+    checkpoint(run_dir, point(0, 1, 1.0))
+    data = dump_payload({"format": MEMBER_FORMAT, "run_id": RUN_ID, "member": 0, "best": {"score": 11.0}})
+    entry = {**ready.write_best_file(run_dir, 0, 1, data), "member": 0, "generation": 1, "score": 11.0, "env_steps": 9}
+    ready.write_best_record(run_dir, entry, None)
+    assert latest_ready(run_dir, RUN_ID, 1)[0].best == entry
+    best_file = ready.best_dir(run_dir) / entry["file"]
+
+    for damage, why in [
+        (lambda: best_file.write_bytes(data[:-1] + bytes([data[-1] ^ 1])), "SHA-256 does not match best.json"),
+        (lambda: best_file.write_bytes(data[:-3]), f"{len(data) - 3} bytes, best.json says {len(data)}"),
+        (best_file.unlink, "missing"),
+    ]:
+        damage()
+        with pytest.raises(CheckpointError, match=why):
+            ready.read_best(run_dir, RUN_ID)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="evo.rundir.ready"):
+            found, skipped = latest_ready(run_dir, RUN_ID, 1)
+        assert found.intervals == {0: 1} and skipped == []
+        assert found.best is None and found.best_lost.startswith(f"{best_file}: {why}")
+        assert f"{best_file}: {why}" in caplog.text and "keeps no best" in caplog.text
+    record = ready.best_dir(run_dir) / "best.json"
+    for text in ("{half", '{"file": "x.pt"}\n', "7\n"):
+        record.write_text(text)
+        with pytest.raises(CheckpointError, match=f"{record}: "):
+            ready.read_best(run_dir)
+        found, skipped = latest_ready(run_dir, RUN_ID, 1)
+        assert found.intervals == {0: 1} and found.best is None and str(record) in found.best_lost
