@@ -15,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from evo.config.envnames import DISTRIBUTION_MODES, env_kwargs_message
-from evo.config.hyperparams import parse_env_kwargs
+from evo.config.hyperparams import DuplicateKey, load_yaml, parse_env_kwargs
 from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.kinds import Categorical, kind_from_entry
 from evo.core.schedule import load_schedule
@@ -201,6 +203,13 @@ def schedule(
     if path is None:
         return ()
     tunable = {s.name: (s.type, s.may_be_off) for s in spec.settings if s.tunable}
+    try:
+        load_yaml(Path(path).read_text())
+    except DuplicateKey as error:
+        problems.append(f"--schedule {path}: {error}; keep one")
+        return ()
+    except (OSError, yaml.YAMLError):
+        pass  # said by load_schedule
     try:
         entries, found_on, found_with = load_schedule(path, tunable, spec.record_order(explored))
     except ValueError as error:
