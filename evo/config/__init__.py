@@ -10,8 +10,8 @@ every problem found, each with the bad value and how to fix it.
 - ``options.py``: ``OPTIONS``, read from Config's fields, and the parser derived from them.
 - ``hyperparams.py``: the YAML layers and ``--hyperparams key:value`` overrides.
 - ``checks.py``: checks across options; ``agent.py``: the learner's settings for the env
-  (AgentSettings, from the learner's declaration in evo/learners); ``resume.py``: the run's saved
-  config and what a resume may change.
+  (AgentSettings, from the learner's declaration in evo/learners; every value within its declared
+  domain); ``resume.py``: the run's saved config and what a resume may change.
 """
 
 from __future__ import annotations
@@ -119,14 +119,22 @@ def parse_config(
     game = procgen_game(args.env_id)
     param_set = apply_param_set(args, given, game, problems)
     conf_file, file_flag, overrides = hyperparams_sources(args.conf_file, args.hyperparams, problems, spec)
+    sources: dict[str, str] = {}
     settings = resolve_agent(
-        spec, args.env_id, conf_file, problems, param_set=param_set, overrides=overrides, file_flag=file_flag
+        spec,
+        args.env_id,
+        conf_file,
+        problems,
+        param_set=param_set,
+        overrides=overrides,
+        file_flag=file_flag,
+        sources=sources,
     )
     resolved = cross_option_checks(args, spec, settings, game, world_size, problems)
     resolved.update(run_names(args, game, prog, now, check_run_dir, problems))
     ranges = {"learning_rate": args.learning_rate_range, "gamma": args.gamma_range}
     shape = env_shape(args.env_id, resolved["env_kwargs"])
-    agent = build_agent(spec, settings, args.env_id, game, shape, args.num_envs, ranges, problems)
+    agent = build_agent(spec, settings, args.env_id, game, shape, args.num_envs, ranges, problems, sources)
     if problems:
         raise ConfigError(problems)
     config = build_config(

@@ -215,6 +215,11 @@ def schedule(
     except ValueError as error:
         problems.append(str(error))
         return ()
+    for steps, hparams in entries:
+        for name, value in hparams.items():
+            problem = spec.by_name[name].value_problem(value, f"--schedule {path}, from env step {steps}")
+            if problem is not None:
+                problems.append(problem)
     if num_agents != 1:
         problems.append(
             f"--schedule trains one agent with no population, but --num-agents is {num_agents}: "

@@ -349,9 +349,15 @@ def _layers(
     spec: LearnerSpec,
     param_set: str | None = None,
 ) -> list:
+    """The blocks of ``data`` that apply, each with where it is (``ppo.yml[CartPole-v1]``)."""
     procgen_names = ["procgen"] + ([f"procgen-{param_set}"] if param_set else [])
     names = ["default"] + (procgen_names if game else []) + [env_key]
-    return [_check_block(data[name], f"{source}[{name}]", problems, spec) for name in names if name in data]
+    found = []
+    for name in names:
+        if name in data:
+            where = f"{source}[{name}]"
+            found.append((where, _check_block(data[name], where, problems, spec)))
+    return found
 
 
 def _file_layers(
@@ -375,12 +381,19 @@ def _file_layers(
     return _layers(data, env_key, game, str(path), problems, spec, param_set)
 
 
-def _merge(layers: Sequence[Mapping[str, Any]], exclusive: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    """One flat settings dict; nested mappings merge key by key, the later layer winning. Of a pair
-    of ``exclusive`` settings (that say the same thing), the one a later layer gives wins."""
+def _merge(
+    layers: Sequence[tuple[str, Mapping[str, Any]]],
+    exclusive: Sequence[tuple[str, str]] = (),
+    sources: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One flat settings dict from ``(where, layer)`` pairs; nested mappings merge key by key, the later
+    layer winning. Of a pair of ``exclusive`` settings (that say the same thing), the one a later layer
+    gives wins. ``sources``, if given, gets where each value came from: a setting's name, and
+    ``search_space.<name>`` and ``policy_kwargs.<key>`` for the nested ones."""
     others = {a: b for pair in exclusive for a, b in (pair, pair[::-1])}
     merged: dict[str, Any] = {}
-    for layer in layers:
+    found: dict[str, str] = {}
+    for where, layer in layers:
         for key, value in layer.items():
             if key == "search_space":  # an entry set to null leaves the space
                 space = {**merged.get(key, {}), **value}
@@ -389,8 +402,12 @@ def _merge(layers: Sequence[Mapping[str, Any]], exclusive: Sequence[tuple[str, s
                 merged[key] = {**merged.get(key, {}), **value}
             else:
                 merged[key] = value
+            found |= {f"{key}.{name}": where for name in value} if isinstance(value, dict) else {}
+            found[key] = where
             if key in others:
                 merged.pop(others[key], None)
+    if sources is not None:
+        sources.update(found)
     return merged
 
 
@@ -404,18 +421,20 @@ def resolve_agent(
     *,
     overrides: Mapping[str, Any] | None = None,
     file_flag: str = "--conf-file",
+    sources: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Merge ``spec``'s YAML layers for ``env_id`` (and a Procgen ``param_set``), then the checked
-    ``--hyperparams key:value`` ``overrides``, into one flat settings dict."""
+    ``--hyperparams key:value`` ``overrides``, into one flat settings dict; ``sources``, if given, gets
+    where each value came from (:func:`_merge`), for the messages about it."""
     game = procgen_game(env_id)
     builtin = builtin or builtin_hyperparams(spec.name)
-    data = load_hyperparams_file(builtin, problems)
+    data = load_hyperparams_file(builtin, problems, "the built-in file")
     layers = _layers(data, game or env_id, game, builtin.name, problems, spec, param_set)
     if hyperparams_file is not None:
         layers += _file_layers(hyperparams_file, file_flag, env_id, problems, spec, param_set)
     if overrides:
-        layers.append(overrides)
-    return _merge(layers, spec.exclusive)
+        layers.append(("--hyperparams", overrides))
+    return _merge(layers, spec.exclusive, sources)
 
 
 def is_file_form(tokens: Sequence[str] | None) -> bool:
