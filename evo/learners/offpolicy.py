@@ -4,19 +4,25 @@ and their rules. Pure; their SB3 side is evo/sb3/offpolicy.py."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.kinds import Kind
 from evo.learners.spec import (
     COUNT,
     DISCOUNT,
+    FLOAT32,
     NON_NEGATIVE,
     POSITIVE,
+    TRAINED,
+    EnvShape,
+    Footprint,
     Interval,
     Reach,
     Values,
     check_ranges,
+    mlp_parameters,
+    networks_footprint,
     setting,
 )
 
@@ -109,6 +115,27 @@ def check_shared(settings: dict[str, Any], space: Mapping[str, Kind], problems: 
     check_ranges(
         space, {"gradient_steps": (1, math.inf, "at least 1 (-1, as many as collected, is not a count)")}, problems
     )
+
+
+def replay_footprint(settings: Mapping[str, Any], n_envs: int, shape: EnvShape) -> Footprint:
+    """SB3's ``ReplayBuffer`` (``optimize_memory_usage`` off, as evo keeps it): ``buffer_size`` rows (a
+    whole number per env) of an observation and the next one in the observation space's dtype, an action
+    in float32 (SB3 casts float64 actions down), and a float32 reward, done and timeout."""
+    rows = max(settings["buffer_size"] // n_envs, 1) * n_envs
+    row = 2 * shape.observation_dims * shape.observation_itemsize + shape.action_dims * FLOAT32 + 3 * FLOAT32
+    return Footprint(f"replay buffer {rows} x {row} bytes", rows * row, "a smaller buffer_size")
+
+
+def actor_critic_memory(
+    net_arch: Mapping[str, Sequence[int]], inputs: int, shape: EnvShape, actor_outputs: int, actor_targets: int
+) -> Footprint:
+    """An actor (``pi``, with ``actor_outputs`` outputs, and ``actor_targets`` target copies of it) and
+    SB3's two critics (``qf``: the observation and the action in, one Q value out) with their targets."""
+    actions = shape.action_dims
+    actor = mlp_parameters(inputs, net_arch["pi"], actor_outputs)
+    critic = mlp_parameters(inputs + actions, net_arch["qf"], 1)
+    trained, kept = actor + 2 * critic, actor_targets * actor + 2 * critic
+    return networks_footprint(net_arch, trained * TRAINED + kept * FLOAT32)
 
 
 def collection_steps(settings: Mapping[str, Any], n_envs: int) -> int:

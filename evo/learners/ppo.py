@@ -11,22 +11,27 @@ one of :data:`AUG_TYPES`. DrAC augments images, so it needs a CNN policy.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.kinds import Kind
 from evo.learners.spec import (
     COUNT,
     DISCOUNT,
+    FLOAT32,
     FRACTION,
     NON_NEGATIVE,
     POSITIVE,
+    TRAINED,
     EnvShape,
+    Footprint,
     LearnerSpec,
     Reach,
     Values,
     at_least,
     check_ranges,
+    mlp_parameters,
+    networks_footprint,
     setting,
 )
 
@@ -197,6 +202,20 @@ def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:
     return n_envs * settings["n_steps"]
 
 
+def memory(
+    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
+) -> list[Footprint]:
+    """The policy and value networks (one output per action dimension: a lower bound for discrete
+    actions' logits), and SB3's rollout buffer: per env step an observation in the space's dtype, an
+    action, and six float32 values (reward, return, episode start, value, log-probability, advantage)."""
+    actions = shape.action_dims
+    parameters = mlp_parameters(inputs, net_arch["pi"], actions) + mlp_parameters(inputs, net_arch["vf"], 1)
+    steps = n_envs * settings["n_steps"]
+    step = shape.observation_dims * shape.observation_itemsize + actions * FLOAT32 + 6 * FLOAT32
+    rollout = Footprint(f"rollout buffer {steps} x {step} bytes", steps * step, "a smaller n_steps or n_envs")
+    return [networks_footprint(net_arch, parameters * TRAINED), rollout]
+
+
 def upgrade(recorded: dict[str, Any]) -> None:
     """A run recorded before the learners kept the batch size only; n_minibatches is resolved now."""
     if recorded.get("n_minibatches") is None:
@@ -216,6 +235,7 @@ SPEC = LearnerSpec(
     distils=True,
     check=check,
     steps=rollout_steps,
+    memory=memory,
     upgrade=upgrade,
     exclusive=(("batch_size", "n_minibatches"),),
 )

@@ -7,15 +7,22 @@ replay buffer stays its own unless --exploit-buffer copy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.offpolicy import check_shared, collection_steps, shared_settings
+from evo.learners.offpolicy import (
+    actor_critic_memory,
+    check_shared,
+    collection_steps,
+    replay_footprint,
+    shared_settings,
+)
 from evo.learners.spec import (
     COUNT,
     POSITIVE,
     EnvShape,
+    Footprint,
     Interval,
     LearnerSpec,
     Named,
@@ -90,6 +97,14 @@ def check(
         )
 
 
+def memory(
+    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
+) -> list[Footprint]:
+    """The actor (a mean and a log-std per action dimension), two critics and their targets, and the replay buffer."""
+    networks = actor_critic_memory(net_arch, inputs, shape, actor_outputs=2 * shape.action_dims, actor_targets=0)
+    return [networks, replay_footprint(settings, n_envs, shape)]
+
+
 SPEC = LearnerSpec(
     name="sac",
     title="SAC",
@@ -100,4 +115,5 @@ SPEC = LearnerSpec(
     replay=True,
     check=check,
     steps=collection_steps,
+    memory=memory,
 )

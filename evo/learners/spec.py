@@ -280,14 +280,54 @@ class Setting:
 
 @dataclass(frozen=True)
 class EnvShape:
-    """What a learner must know of the env at start-up: its action space's class and shape."""
+    """What a learner must know of the env at start-up: its action space's class and shape, and its
+    observations' shape and bytes per element (as SB3's replay buffer stores them: the space's dtype)."""
 
     action_space: str
     action_shape: tuple[int, ...] = ()
+    observation_shape: tuple[int, ...] = ()
+    observation_itemsize: int = 4
 
     @property
     def action_dims(self) -> int:
         return math.prod(self.action_shape)
+
+    @property
+    def observation_dims(self) -> int:
+        return math.prod(self.observation_shape)
+
+
+FLOAT32 = 4
+TRAINED = 4 * FLOAT32
+"""Bytes per trained parameter: its weight, its gradient and Adam's two moments, float32 each."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Part of a member's memory, estimated at start-up (at least this much: see ``LearnerSpec.memory``)."""
+
+    what: str
+    """What it is, for the message: 'replay buffer 1000000 x 40 bytes'."""
+    bytes: int
+    fix: str
+    """How to make it smaller: 'a smaller buffer_size'."""
+
+
+def mlp_parameters(inputs: int, hidden: Sequence[int], outputs: int) -> int:
+    """The weights and biases of an MLP from ``inputs`` through the ``hidden`` layers to ``outputs``."""
+    sizes = [inputs, *hidden, outputs]
+    return sum((into + 1) * out for into, out in zip(sizes, sizes[1:], strict=False))
+
+
+def networks_footprint(net_arch: Mapping[str, Sequence[int]], size: int) -> Footprint:
+    """A member's networks of ``size`` bytes, named by their hidden layers."""
+    heads = ", ".join(f"{head} {list(hidden)}" for head, hidden in net_arch.items())
+    fixes = ", ".join(f"{head}_layers, {head}_width" for head in net_arch)
+    return Footprint(
+        f"networks {heads}",
+        size,
+        f"smaller networks (policy_kwargs net_arch, or {fixes} and their search ranges)",
+    )
 
 
 @dataclass(frozen=True)
@@ -327,6 +367,14 @@ class LearnerSpec:
     steps: Callable[[Mapping[str, Any], int], int] | None = None
     """``steps(settings, n_envs)``: the env steps one unit of its training takes (a PPO rollout);
     a generation's budget is rounded up to whole units."""
+    memory: Callable[[Mapping[str, Any], Mapping[str, Sequence[int]], int, int, EnvShape], list[Footprint]] | None = (
+        None
+    )
+    """``memory(settings, net_arch, inputs, n_envs, env_shape)``: what one member holds, at least
+    (:class:`Footprint`), for ``net_arch`` (each head's hidden layers) on ``inputs`` features (the
+    observation's, or a CNN's output): the networks it trains (:data:`TRAINED` bytes per parameter) and
+    keeps (target networks: their weights), and its buffers as SB3 allocates them. Checked at start-up
+    against the memory a rank has, so that a size that cannot be allocated is refused before training."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", (*self.settings, *architecture_settings(self.net_arch_heads)))

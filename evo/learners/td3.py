@@ -9,15 +9,22 @@ optimizers; its replay buffer and its exploration noise stay its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.offpolicy import check_shared, collection_steps, shared_settings
+from evo.learners.offpolicy import (
+    actor_critic_memory,
+    check_shared,
+    collection_steps,
+    replay_footprint,
+    shared_settings,
+)
 from evo.learners.spec import (
     COUNT,
     NON_NEGATIVE,
     EnvShape,
+    Footprint,
     LearnerSpec,
     Reach,
     Values,
@@ -98,6 +105,14 @@ def check(
     check_ranges(space, {name: (0, math.inf, trap) for name in noises}, problems)
 
 
+def memory(
+    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
+) -> list[Footprint]:
+    """The actor and its target, two critics and their targets, and the replay buffer."""
+    networks = actor_critic_memory(net_arch, inputs, shape, actor_outputs=shape.action_dims, actor_targets=1)
+    return [networks, replay_footprint(settings, n_envs, shape)]
+
+
 SPEC = LearnerSpec(
     name="td3",
     title="TD3",
@@ -107,4 +122,5 @@ SPEC = LearnerSpec(
     replay=True,
     check=check,
     steps=collection_steps,
+    memory=memory,
 )

@@ -10,9 +10,12 @@ import pytest
 
 from evo.config import ConfigError, parse_config
 
+GiB = 2**30
+PLENTY = 1024 * GiB
 
-def parse(argv, tmp_path, **kwargs):
-    return parse_config([*argv, "--run-dir", str(tmp_path / "run")], **kwargs)
+
+def parse(argv, tmp_path, memory=PLENTY, **kwargs):
+    return parse_config([*argv, "--run-dir", str(tmp_path / "run")], available_memory=lambda: memory, **kwargs)
 
 
 def problems(argv, tmp_path, **kwargs):
@@ -162,6 +165,51 @@ def test_a_replayed_schedules_values_are_checked(tmp_path):
         f"gamma (--schedule {schedule}, from env step 1000) is 1.5; it must be in (0, 1] (discount factor): "
         "change it, e.g. to its default 0.99",
     ]
+
+
+# --- sizes that cannot be allocated ---------------------------------------------------------------------------
+
+
+def test_networks_too_large_for_the_memory_are_refused_with_the_estimate(tmp_path):
+    """A net_arch of [1000000, 1000000] failed 16 s in with an allocator traceback."""
+    argv = ["--hyperparams", "policy_kwargs:{net_arch: [1000000, 1000000]}", "--num-agents", "4"]
+    problem = only(argv, tmp_path, memory=16 * GiB, world_size=2)
+    assert problem.startswith("memory: each member needs at least 32.0 TB")
+    assert "networks pi [1000000, 1000000], vf [1000000, 1000000]: 32.0 TB" in problem
+    assert "2 members per rank need at least 64.0 TB" in problem
+    assert "this machine has 17.2 GB available" in problem
+    assert "smaller networks" in problem and "more ranks" in problem
+
+
+def test_the_largest_architecture_the_search_space_can_draw_is_estimated(tmp_path):
+    space = "search_space:{pi_width: {low: 64, high: 200000, type: int}}"
+    problem = only(["--hyperparams", space], tmp_path, memory=16 * GiB)
+    assert "networks pi [200000, 200000], vf [64, 64]" in problem
+    parse(["--hyperparams", space.replace("200000", "256")], tmp_path / "small", memory=16 * GiB)
+
+
+def test_a_sac_replay_buffer_too_large_is_refused_with_the_estimate(tmp_path):
+    argv = ["--algo", "sac", "--env-id", "Pendulum-v1", "--hyperparams", "buffer_size:1000000000"]
+    problem = only(argv, tmp_path, memory=16 * GiB)
+    # Pendulum: 3 float32 observations (twice: next observations too), 1 float32 action, reward, done, timeout
+    assert "replay buffer 1000000000 x 40 bytes: 40.0 GB" in problem
+    assert "a smaller buffer_size" in problem
+    parse(argv[:-1] + ["buffer_size:100000000"], tmp_path / "fits", memory=16 * GiB)
+
+
+def test_the_memory_check_is_skipped_where_the_available_memory_is_unknown(tmp_path):
+    parse(["--hyperparams", "policy_kwargs:{net_arch: [1000000, 1000000]}"], tmp_path, memory=None)
+
+
+def test_the_hosts_available_memory_is_read_from_proc_meminfo(tmp_path):
+    from evo.config.memory import available_memory
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       16000000 kB\nMemAvailable:    8000000 kB\n")
+    assert available_memory(meminfo) == 8_000_000 * 1024
+    meminfo.write_text("MemTotal:       16000000 kB\n")
+    assert available_memory(meminfo) is None
+    assert available_memory(tmp_path / "missing") is None
 
 
 def test_valid_runs_resolve_as_before(tmp_path):
