@@ -199,7 +199,8 @@ def schedule(
     explored: Sequence[str] = (),
 ) -> tuple:
     """The entries of ``--schedule FILE``, which trains one agent of the learner on the env it was found on;
-    each must give every name of ``explored`` (the search space's: the run records a column for each)."""
+    each must give every name of ``explored`` (the search space's: the run records a column for each), each
+    value within its setting's domain, and no key twice."""
     if path is None:
         return ()
     tunable = {s.name: (s.type, s.may_be_off) for s in spec.settings if s.tunable}

@@ -120,9 +120,7 @@ class Values(Domain):
     values: tuple[Any, ...]
 
     def contains(self, value: Any) -> bool:
-        return any(
-            value == known and type(value) is type(known) for known in self.values if _real(value) == _real(known)
-        )
+        return any(value == known and type(value) is type(known) for known in self.values)
 
     def holds(self, low: float, high: float) -> bool:
         return low == high and self.contains(low)

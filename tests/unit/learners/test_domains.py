@@ -3,6 +3,7 @@ every declaration obeys; the built-in YAML files' values and search ranges lie i
 own forms say what they hold. Pure: no torch."""
 
 import math
+import re
 
 import pytest
 
@@ -20,6 +21,7 @@ from evo.learners.spec import (
     at_least,
     setting,
 )
+from tests.support import ROOT
 
 
 def undeclared(spec: LearnerSpec) -> list[str]:
@@ -125,3 +127,48 @@ def test_a_message_names_the_value_its_source_its_range_and_the_fix():
     assert lr.value_problem(-math.inf).endswith(
         "is -inf (not finite); it must be >= 1 (a limit): change it (or null: off)"
     )
+
+
+# --- docs/hyperparameters.md ------------------------------------------------------------------------------------
+
+
+def valid_cell(declared: Setting) -> str | None:
+    """What a learner's table in docs/hyperparameters.md says in its ``valid`` column (None: a switch,
+    said in words)."""
+    if declared.domain is None:
+        return None
+    return f"`{declared.domain.text}`" + (", or `null`" if declared.may_be_off else "")
+
+
+def table_problems(text: str, spec: LearnerSpec) -> list[str]:
+    """Where the learner's table (under ``## <title>``) and its declarations differ: a setting missing, or
+    a ``valid`` cell that is not its domain's text."""
+    section = text.split(f"\n## {spec.title}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    column = header.index("valid")
+    problems, seen = [], set()
+    for row in rows[1:]:  # after the header (the separator is no "| " line)
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        for name in re.findall(r"`([a-z0-9_]+)`", cells[0]):
+            seen.add(name)
+            expected = valid_cell(spec.by_name[name]) if name in spec.by_name else "(not a setting)"
+            if expected is not None and cells[column] != expected:
+                problems.append(f"{spec.title} {name}: valid is {cells[column]}, its domain says {expected}")
+    problems += [f"{spec.title} {name}: not in the table" for name in spec.by_name if name not in seen]
+    return problems
+
+
+def test_each_learners_table_gives_every_setting_and_its_valid_values():
+    text = (ROOT / "docs" / "hyperparameters.md").read_text()
+    problems = [problem for spec in specs().values() for problem in table_problems(text, spec)]
+    assert not problems, "docs/hyperparameters.md and the declarations differ:\n  " + "\n  ".join(problems)
+
+
+def test_the_table_check_would_see_a_wrong_range_or_a_missing_setting():
+    text = (ROOT / "docs" / "hyperparameters.md").read_text()
+    ppo = learner_spec("ppo")
+    wrong = text.replace("| `gamma` | 0.99 | `in (0, 1]` |", "| `gamma` | 0.99 | `in [0, 1]` |", 1)
+    assert table_problems(wrong, ppo) == ["PPO gamma: valid is `in [0, 1]`, its domain says `in (0, 1]`"]
+    missing = "\n".join(line for line in text.splitlines() if not line.startswith("| `microbatch_size`"))
+    assert table_problems(missing, ppo) == ["PPO microbatch_size: not in the table"]
