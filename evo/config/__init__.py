@@ -10,7 +10,8 @@ every problem found, each with the bad value and how to fix it.
 - ``options.py``: ``OPTIONS``, read from Config's fields, and the parser derived from them.
 - ``hyperparams.py``: the YAML layers and ``--hyperparams key:value`` overrides.
 - ``checks.py``: checks across options; ``agent.py``: the learner's settings for the env
-  (AgentSettings, from the learner's declaration in evo/learners); ``resume.py``: the run's saved
+  (AgentSettings, from the learner's declaration in evo/learners; every value within its declared
+  domain); ``memory.py``: whether a rank's members fit in memory; ``resume.py``: the run's saved
   config and what a resume may change.
 """
 
@@ -21,7 +22,7 @@ import datetime as _dt
 import difflib
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ from evo.config.hyperparams import (
     load_hyperparams_file,
     resolve_agent,
 )
+from evo.config.memory import available_memory as host_memory
+from evo.config.memory import memory_problems
 from evo.config.options import (
     OPTION_BY_FLAG,
     OPTIONS,
@@ -95,10 +98,13 @@ def parse_config(
     prog: str | None = None,
     now: _dt.datetime | None = None,
     check_run_dir: bool = True,
+    available_memory: Callable[[], int | None] = host_memory,
 ) -> Config:
     """Parse and validate; raise :class:`ConfigError` naming every problem.
 
     argparse's own errors (a flag that is not a number, say) exit with status 2 as usual.
+    ``available_memory``: the bytes a new run's members may use on this machine (None: unknown, not
+    checked); the host's MemAvailable unless a test says otherwise.
     """
     tokens = list(argv) if argv is not None else sys.argv[1:]
     args, problems = read_command_line(tokens, prog)
@@ -119,14 +125,25 @@ def parse_config(
     game = procgen_game(args.env_id)
     param_set = apply_param_set(args, given, game, problems)
     conf_file, file_flag, overrides = hyperparams_sources(args.conf_file, args.hyperparams, problems, spec)
+    sources: dict[str, str] = {}
     settings = resolve_agent(
-        spec, args.env_id, conf_file, problems, param_set=param_set, overrides=overrides, file_flag=file_flag
+        spec,
+        args.env_id,
+        conf_file,
+        problems,
+        param_set=param_set,
+        overrides=overrides,
+        file_flag=file_flag,
+        sources=sources,
     )
     resolved = cross_option_checks(args, spec, settings, game, world_size, problems)
     resolved.update(run_names(args, game, prog, now, check_run_dir, problems))
     ranges = {"learning_rate": args.learning_rate_range, "gamma": args.gamma_range}
     shape = env_shape(args.env_id, resolved["env_kwargs"])
-    agent = build_agent(spec, settings, args.env_id, game, shape, args.num_envs, ranges, problems)
+    agent = build_agent(spec, settings, args.env_id, game, shape, args.num_envs, ranges, problems, sources)
+    if not args.resume:  # a resumed run's sizes were accepted when it started (and evo's tools open runs so)
+        members_per_rank = max(resolved["num_agents"] // max(world_size, 1), 1)
+        problems += memory_problems(agent, shape, members_per_rank, available_memory())
     if problems:
         raise ConfigError(problems)
     config = build_config(

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from evo.core.kinds import Kind, kind_from_entry, kind_from_spec
 from evo.learners import LearnerSpec, learner_spec
-from evo.learners.spec import EnvShape, check_ranges
+from evo.learners.spec import EnvShape, Setting
 
 POLICY_ALIASES = {"mlppolicy": "mlp", "cnnpolicy": "nature", "impalacnn": "impala"}
 CNN_POLICIES = ("impala", "nature")
@@ -118,16 +117,25 @@ def build_agent(
     num_envs: int | None,
     ranges: Mapping[str, Sequence[float] | None],
     problems: list[str],
+    sources: Mapping[str, str] | None = None,
 ) -> AgentSettings:
     """``merged`` (the YAML layers) with the learner's declared defaults under them,
     ``--num-envs`` and the search ranges of the flags (``ranges``: name -> (low, high) or None),
-    checked against the learner and the env (``shape``; None when the env could not be made)."""
+    checked against the learner and the env (``shape``; None when the env could not be made).
+    Every value and search range is checked against its setting's domain first, naming where it
+    came from (``sources``: see evo.config.hyperparams.resolve_agent)."""
+    sources = sources or {}
     settings = {**spec.defaults(), **{name: merged[name] for name in spec.by_name if name in merged}}
+    for setting in spec.settings:
+        problem = setting.value_problem(settings[setting.name], sources.get(setting.name, ""))
+        if problem is not None:
+            problems.append(problem)
+            settings[setting.name] = _stand_in(setting)  # said once: the rules below see a valid value
     n_envs = num_envs if num_envs is not None else merged.get("n_envs", 1)
     if n_envs < 1:
         problems.append(f"n_envs {n_envs}: must be at least 1")
         n_envs = 1
-    space = _search_space(spec, merged.get("search_space", {}), ranges, problems)
+    space = _search_space(spec, merged.get("search_space", {}), ranges, problems, sources)
     if shape is not None:
         _action_space(spec, env_id, shape, problems)
     policy = _policy(spec, merged.get("policy", "mlp"), env_id, game, problems)
@@ -150,6 +158,14 @@ def build_agent(
         search_space=space,
         normalize=_normalize(merged, env_id, game, problems),
     )
+
+
+def _stand_in(setting: Setting) -> Any:
+    """The value the rules after a refused one see, so that a bad value is refused once: its default, or
+    its first name where that default is "off" (a noise type, say: exploring it from none is refused)."""
+    if setting.default is None and setting.may_be_off and setting.domain is not None and setting.domain.names:
+        return setting.domain.names[0]
+    return setting.default
 
 
 def _architecture(
@@ -187,10 +203,6 @@ def _architecture(
                     f"width for all of them: set {width} (e.g. --hyperparams {width}:{max(hidden or [64])})"
                 )
                 settings[width] = max(hidden or [64])
-    for name in spec.architecture:
-        if name not in space and settings[name] < 1:
-            problems.append(f"{name} {settings[name]}: must be at least 1")
-    check_ranges(space, {name: (1, math.inf, "at least 1") for name in spec.architecture}, problems)
 
 
 def _contains(kind: Kind, value: Any) -> bool:
@@ -258,26 +270,33 @@ def _search_space(
     raw_space: Mapping[str, Any],
     ranges: Mapping[str, Sequence[float] | None],
     problems: list[str],
+    sources: Mapping[str, str],
 ) -> dict[str, Kind]:
     """The YAML's search space as kinds, in the learner's declaration order, with the bounds given
-    on the command line (which replace choices too)."""
+    on the command line (which replace choices too); an entry badly written, or reaching outside its
+    setting's domain, is reported (naming where it came from) and left out."""
     space: dict[str, Kind] = {}
     for name, bounds in ranges.items():
         if bounds is not None and name not in spec.by_name:
             problems.append(f"--{name.replace('_', '-')}-range: {spec.title} has no {name} to explore")
     for name in spec.record_order([*raw_space, *(n for n, b in ranges.items() if b is not None)]):
         entry = dict(raw_space.get(name, {}))
+        where = sources.get(f"search_space.{name}", "")
         bounds = ranges.get(name)
         if bounds is not None:
             if bounds[0] >= bounds[1]:
                 continue  # reported by the flag's own check
             entry.pop("choices", None)
             entry.update(low=bounds[0], high=bounds[1])
+            where = f"--{name.replace('_', '-')}-range"
         if "choices" not in entry and not ("low" in entry and "high" in entry):
             problems.append(f"search_space.{name} needs both low and high, or choices (got {entry or 'nothing'})")
             continue
-        kind = kind_from_entry(entry, whole=spec.by_name[name].whole)
-        found = kind.problems(name)
+        setting = spec.by_name[name]
+        kind = kind_from_entry(entry, whole=setting.whole)
+        found = kind.problems(f"{name} ({where})" if where else name)
+        if not found and (outside := setting.range_problem(kind, where)) is not None:
+            found = [outside]
         problems += found
         if not found:
             space[name] = kind

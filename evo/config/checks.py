@@ -15,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from evo.config.envnames import DISTRIBUTION_MODES, env_kwargs_message
-from evo.config.hyperparams import parse_env_kwargs
+from evo.config.hyperparams import DuplicateKey, load_yaml, parse_env_kwargs
 from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.kinds import Categorical, kind_from_entry
 from evo.core.schedule import load_schedule
@@ -197,15 +199,28 @@ def schedule(
     explored: Sequence[str] = (),
 ) -> tuple:
     """The entries of ``--schedule FILE``, which trains one agent of the learner on the env it was found on;
-    each must give every name of ``explored`` (the search space's: the run records a column for each)."""
+    each must give every name of ``explored`` (the search space's: the run records a column for each), each
+    value within its setting's domain, and no key twice."""
     if path is None:
         return ()
     tunable = {s.name: (s.type, s.may_be_off) for s in spec.settings if s.tunable}
+    try:
+        load_yaml(Path(path).read_text())
+    except DuplicateKey as error:
+        problems.append(f"--schedule {path}: {error}; keep one")
+        return ()
+    except (OSError, yaml.YAMLError):
+        pass  # said by load_schedule
     try:
         entries, found_on, found_with = load_schedule(path, tunable, spec.record_order(explored))
     except ValueError as error:
         problems.append(str(error))
         return ()
+    for steps, hparams in entries:
+        for name, value in hparams.items():
+            problem = spec.by_name[name].value_problem(value, f"--schedule {path}, from env step {steps}")
+            if problem is not None:
+                problems.append(problem)
     if num_agents != 1:
         problems.append(
             f"--schedule trains one agent with no population, but --num-agents is {num_agents}: "

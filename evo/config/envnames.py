@@ -2,7 +2,7 @@
 
 Pure apart from reading gymnasium's registry (and importing the module of a ``module:EnvId``
 id, which registers it); it never imports procgen. It creates an env to check ``--env-kwargs``
-(:func:`env_kwargs_message`) and to read its action space (:func:`env_shape`).
+(:func:`env_kwargs_message`) and to read its spaces (:func:`env_shape`).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def _spelled(env_kwargs: dict[str, Any]) -> str:
 @functools.lru_cache(maxsize=64)
 def _shape_of(env_id: str, env_kwargs: tuple[tuple[str, Any], ...]) -> EnvShape | None:
     if procgen_game(env_id) is not None:
-        return EnvShape("Discrete", ())  # Procgen's 15 buttons
+        return EnvShape("Discrete", (), (64, 64, 3), 1)  # Procgen's 15 buttons; 64 x 64 RGB frames
     if unknown_env_message(env_id) is not None:
         return None  # reported as the env id's own problem
     try:
@@ -135,15 +135,22 @@ def _shape_of(env_id: str, env_kwargs: tuple[tuple[str, Any], ...]) -> EnvShape 
     except Exception:  # a user's env may raise anything; --env-kwargs' check reports it
         return None
     try:
-        space = env.action_space
-        return EnvShape(type(space).__name__, tuple(int(n) for n in (space.shape or ())))
+        actions, observations = env.action_space, env.observation_space
+        itemsize = observations.dtype.itemsize if observations.dtype is not None else 4
+        return EnvShape(
+            type(actions).__name__,
+            tuple(int(n) for n in (actions.shape or ())),
+            tuple(int(n) for n in (observations.shape or ())),
+            int(itemsize),
+        )
     finally:
         env.close()
 
 
 def env_shape(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvShape | None:
-    """The env's action space (its class and shape), made once with ``env_kwargs``; None if it
-    cannot be made (the reason is the env id's or the keyword arguments' own problem)."""
+    """The env's action space (its class and shape) and observations (their shape and bytes per
+    element), made once with ``env_kwargs``; None if it cannot be made (the reason is the env id's or
+    the keyword arguments' own problem)."""
     try:
         return _shape_of(env_id, tuple(sorted((env_kwargs or {}).items())))
     except TypeError:  # a keyword argument that cannot be hashed (a list): make it uncached

@@ -23,6 +23,44 @@ import yaml
 from evo.config.envnames import procgen_game
 from evo.learners import LearnerSpec, specs
 
+
+class DuplicateKey(yaml.YAMLError):
+    """A mapping gives a key twice (PyYAML's safe_load keeps the last one silently)."""
+
+    def __init__(self, key: Any, first: int, second: int):
+        lines = f" (lines {first} and {second})" if first != second else ""
+        super().__init__(f"{key!r} is given twice in one mapping{lines}")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load's loader, refusing a key given twice in one mapping (a merge key's keys may be
+    overridden: ``<<: *block`` then ``gamma: 0.999``)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        try:
+            if key in seen:
+                raise DuplicateKey(key, seen[key], line)
+        except TypeError:  # an unhashable key: safe_load's own error says so
+            break
+        seen[key] = line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load``, but a key given twice in one mapping raises :class:`DuplicateKey`."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506  (a SafeLoader)
+
+
 # The built-in settings ship inside the package, one file per learner (hyperparams/<algo>.yml at the
 # top of the repository links to each: the copies users read and edit).
 HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
@@ -284,7 +322,10 @@ def load_hyperparams_file(path: Path, problems: list[str], flag: str = "--conf-f
         problems.append(f"{flag} {path}: cannot read the file ({error.strerror or error})")
         return {}
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except DuplicateKey as error:
+        problems.append(f"{flag} {path}: {error}; PyYAML would keep the last one without a word: keep one")
+        return {}
     except yaml.YAMLError as error:
         problems.append(f"{flag} {path}: invalid YAML: {error}".replace("\n", " "))
         return {}
@@ -308,9 +349,15 @@ def _layers(
     spec: LearnerSpec,
     param_set: str | None = None,
 ) -> list:
+    """The blocks of ``data`` that apply, each with where it is (``ppo.yml[CartPole-v1]``)."""
     procgen_names = ["procgen"] + ([f"procgen-{param_set}"] if param_set else [])
     names = ["default"] + (procgen_names if game else []) + [env_key]
-    return [_check_block(data[name], f"{source}[{name}]", problems, spec) for name in names if name in data]
+    found = []
+    for name in names:
+        if name in data:
+            where = f"{source}[{name}]"
+            found.append((where, _check_block(data[name], where, problems, spec)))
+    return found
 
 
 def _file_layers(
@@ -319,7 +366,13 @@ def _file_layers(
     """The blocks of a user's hyperparameter file that apply to ``env_id``."""
     game = procgen_game(env_id)
     env_key = game or env_id
+    before = len(problems)
     data = load_hyperparams_file(path, problems, flag)
+    if not data and len(problems) == before:
+        problems.append(
+            f"{flag} {path} is empty: it holds no settings; give a 'default' or {env_key!r} block (e.g. "
+            f"'{env_key}: {{learning_rate: 1.0e-3}}'), or drop {flag}"
+        )
     if data and not ({"default", "procgen", env_key} & set(data)):
         problems.append(
             f"{flag} {path}: no block applies to {env_id!r}; "
@@ -328,12 +381,19 @@ def _file_layers(
     return _layers(data, env_key, game, str(path), problems, spec, param_set)
 
 
-def _merge(layers: Sequence[Mapping[str, Any]], exclusive: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
-    """One flat settings dict; nested mappings merge key by key, the later layer winning. Of a pair
-    of ``exclusive`` settings (that say the same thing), the one a later layer gives wins."""
+def _merge(
+    layers: Sequence[tuple[str, Mapping[str, Any]]],
+    exclusive: Sequence[tuple[str, str]] = (),
+    sources: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One flat settings dict from ``(where, layer)`` pairs; nested mappings merge key by key, the later
+    layer winning. Of a pair of ``exclusive`` settings (that say the same thing), the one a later layer
+    gives wins. ``sources``, if given, gets where each value came from: a setting's name, and
+    ``search_space.<name>`` and ``policy_kwargs.<key>`` for the nested ones."""
     others = {a: b for pair in exclusive for a, b in (pair, pair[::-1])}
     merged: dict[str, Any] = {}
-    for layer in layers:
+    found: dict[str, str] = {}
+    for where, layer in layers:
         for key, value in layer.items():
             if key == "search_space":  # an entry set to null leaves the space
                 space = {**merged.get(key, {}), **value}
@@ -342,8 +402,12 @@ def _merge(layers: Sequence[Mapping[str, Any]], exclusive: Sequence[tuple[str, s
                 merged[key] = {**merged.get(key, {}), **value}
             else:
                 merged[key] = value
+            found |= {f"{key}.{name}": where for name in value} if isinstance(value, dict) else {}
+            found[key] = where
             if key in others:
                 merged.pop(others[key], None)
+    if sources is not None:
+        sources.update(found)
     return merged
 
 
@@ -357,18 +421,20 @@ def resolve_agent(
     *,
     overrides: Mapping[str, Any] | None = None,
     file_flag: str = "--conf-file",
+    sources: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Merge ``spec``'s YAML layers for ``env_id`` (and a Procgen ``param_set``), then the checked
-    ``--hyperparams key:value`` ``overrides``, into one flat settings dict."""
+    ``--hyperparams key:value`` ``overrides``, into one flat settings dict; ``sources``, if given, gets
+    where each value came from (:func:`_merge`), for the messages about it."""
     game = procgen_game(env_id)
     builtin = builtin or builtin_hyperparams(spec.name)
-    data = load_hyperparams_file(builtin, problems)
+    data = load_hyperparams_file(builtin, problems, "the built-in file")
     layers = _layers(data, game or env_id, game, builtin.name, problems, spec, param_set)
     if hyperparams_file is not None:
         layers += _file_layers(hyperparams_file, file_flag, env_id, problems, spec, param_set)
     if overrides:
-        layers.append(overrides)
-    return _merge(layers, spec.exclusive)
+        layers.append(("--hyperparams", overrides))
+    return _merge(layers, spec.exclusive, sources)
 
 
 def is_file_form(tokens: Sequence[str] | None) -> bool:
@@ -393,10 +459,19 @@ def key_values(tokens: Sequence[str], flag: str, form: str, problems: list[str])
         if not colon:
             problems.append(f"{flag} {token}: expected {form}")
             continue
+        key = key.strip()
         try:
-            raw[key.strip()] = yaml.safe_load(text) if text.strip() else None
+            value = load_yaml(text) if text.strip() else None
+        except DuplicateKey as error:
+            problems.append(f"{flag} {token}: {error}; keep one")
+            continue
         except yaml.YAMLError as error:
             problems.append(f"{flag} {token}: {text!r} is not a YAML value ({error})".replace("\n", " "))
+            continue
+        if key in raw:
+            problems.append(f"{flag} {key} is given twice ({raw[key]} and {value}); keep one")
+            continue
+        raw[key] = value
     for key in [key for key, value in raw.items() if value is None]:
         problems.append(f"{flag} {key}: has no value; expected {form}")
         del raw[key]

@@ -4,11 +4,27 @@ and their rules. Pure; their SB3 side is evo/sb3/offpolicy.py."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.spec import Reach, check_ranges, setting
+from evo.learners.spec import (
+    COUNT,
+    DISCOUNT,
+    FLOAT32,
+    NON_NEGATIVE,
+    POSITIVE,
+    TRAINED,
+    EnvShape,
+    Footprint,
+    Interval,
+    Reach,
+    Values,
+    check_ranges,
+    mlp_parameters,
+    networks_footprint,
+    setting,
+)
 
 A, LR, D, C = Reach.ATTRIBUTE, Reach.LEARNING_RATE, Reach.DISCOUNT, Reach.CUSTOM
 
@@ -19,10 +35,28 @@ N_STEPS_FIXED = "the replay buffer computes n-step returns with it from the star
 def shared_settings(learning_rate: float) -> tuple:
     """The settings of every off-policy learner, with the learner's own default learning rate."""
     return (
-        setting("learning_rate", float, learning_rate, "Adam's step size (every optimizer)", LR, label="learning rate"),
-        setting("gamma", float, 0.99, "discount factor", D, label="discount γ"),
-        setting("tau", float, 0.005, "soft (Polyak) update coefficient of the target networks", A, label="τ (Polyak)"),
-        setting("batch_size", int, 256, "minibatch size of each gradient step", A, label="minibatch size"),
+        setting(
+            "learning_rate",
+            float,
+            learning_rate,
+            "Adam's step size (every optimizer)",
+            LR,
+            label="learning rate",
+            domain=POSITIVE,
+        ),
+        setting("gamma", float, 0.99, "discount factor", D, label="discount γ", domain=DISCOUNT),
+        setting(
+            "tau",
+            float,
+            0.005,
+            "soft (Polyak) update coefficient of the target networks (1 copies the networks into the targets)",
+            A,
+            label="τ (Polyak)",
+            domain=Interval(0, 1, low_open=True),
+        ),
+        setting(
+            "batch_size", int, 256, "minibatch size of each gradient step", A, label="minibatch size", domain=COUNT
+        ),
         setting(
             "train_freq",
             int,
@@ -30,6 +64,7 @@ def shared_settings(learning_rate: float) -> tuple:
             "update the model every this many env steps (per env)",
             C,
             label="env steps between updates",
+            domain=COUNT,
         ),
         setting(
             "gradient_steps",
@@ -38,16 +73,27 @@ def shared_settings(learning_rate: float) -> tuple:
             "gradient steps after each collection; -1: as many as env steps collected (an update-to-data ratio of 1)",
             A,
             label="gradient steps per update",
+            domain=COUNT | Values((-1,)),
         ),
-        setting("buffer_size", int, 1_000_000, "replay buffer size (transitions)", why_fixed=BUFFER_FIXED),
+        setting(
+            "buffer_size", int, 1_000_000, "replay buffer size (transitions)", why_fixed=BUFFER_FIXED, domain=COUNT
+        ),
         setting(
             "learning_starts",
             int,
             100,
             "env steps before the first update",
             why_fixed="it only matters before the first update",
+            domain=NON_NEGATIVE,
         ),
-        setting("n_steps", int, 1, "n-step returns for the Q targets (1: one-step TD)", why_fixed=N_STEPS_FIXED),
+        setting(
+            "n_steps",
+            int,
+            1,
+            "n-step returns for the Q targets (1: one-step TD)",
+            why_fixed=N_STEPS_FIXED,
+            domain=COUNT,
+        ),
         setting(
             "optimize_memory_usage",
             bool,
@@ -59,35 +105,37 @@ def shared_settings(learning_rate: float) -> tuple:
 
 
 def check_shared(settings: dict[str, Any], space: Mapping[str, Kind], problems: list[str]) -> None:
-    """The off-policy rules: positive sizes and counts, tau in (0, 1], and search ranges an update can run."""
-    for name in ("batch_size", "train_freq", "buffer_size", "n_steps"):
-        if settings[name] < 1:
-            problems.append(f"{name} {settings[name]}: must be a positive whole number")
-    if settings["gradient_steps"] < -1:
-        problems.append(
-            f"gradient_steps {settings['gradient_steps']}: give a number of gradient steps, or -1 for as many as "
-            "env steps collected"
-        )
-    if settings["learning_starts"] < 0:
-        problems.append(f"learning_starts {settings['learning_starts']}: must be >= 0")
-    if not 0 < settings["tau"] <= 1:
-        problems.append(f"tau {settings['tau']}: must be in (0, 1] (1 copies the networks into the targets)")
+    """The off-policy rules across settings (each value's own range is its domain, checked before): the
+    replay buffer evo keeps, and gradient steps explored as counts."""
     if settings["optimize_memory_usage"]:
         problems.append(
             "optimize_memory_usage: evo's replay buffers keep next observations (they travel and are checkpointed "
             "as plain arrays); set it false"
         )
     check_ranges(
-        space,
-        {
-            "batch_size": (1, math.inf, "at least 1"),
-            "train_freq": (1, math.inf, "at least 1"),
-            "gradient_steps": (1, math.inf, "at least 1"),
-            "tau": (0, 1, "in (0, 1]"),
-            "learning_rate": (0, math.inf, "positive"),
-        },
-        problems,
+        space, {"gradient_steps": (1, math.inf, "at least 1 (-1, as many as collected, is not a count)")}, problems
     )
+
+
+def replay_footprint(settings: Mapping[str, Any], n_envs: int, shape: EnvShape) -> Footprint:
+    """SB3's ``ReplayBuffer`` (``optimize_memory_usage`` off, as evo keeps it): ``buffer_size`` rows (a
+    whole number per env) of an observation and the next one in the observation space's dtype, an action
+    in float32 (SB3 casts float64 actions down), and a float32 reward, done and timeout."""
+    rows = max(settings["buffer_size"] // n_envs, 1) * n_envs
+    row = 2 * shape.observation_dims * shape.observation_itemsize + shape.action_dims * FLOAT32 + 3 * FLOAT32
+    return Footprint(f"replay buffer {rows} x {row} bytes", rows * row, "a smaller buffer_size")
+
+
+def actor_critic_memory(
+    net_arch: Mapping[str, Sequence[int]], inputs: int, shape: EnvShape, actor_outputs: int, actor_targets: int
+) -> Footprint:
+    """An actor (``pi``, with ``actor_outputs`` outputs, and ``actor_targets`` target copies of it) and
+    SB3's two critics (``qf``: the observation and the action in, one Q value out) with their targets."""
+    actions = shape.action_dims
+    actor = mlp_parameters(inputs, net_arch["pi"], actor_outputs)
+    critic = mlp_parameters(inputs + actions, net_arch["qf"], 1)
+    trained, kept = actor + 2 * critic, actor_targets * actor + 2 * critic
+    return networks_footprint(net_arch, trained * TRAINED + kept * FLOAT32)
 
 
 def collection_steps(settings: Mapping[str, Any], n_envs: int) -> int:

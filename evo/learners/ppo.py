@@ -10,13 +10,30 @@ one of :data:`AUG_TYPES`. DrAC augments images, so it needs a CNN policy.
 
 from __future__ import annotations
 
-import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.spec import EnvShape, LearnerSpec, Reach, check_ranges, setting
+from evo.learners.spec import (
+    COUNT,
+    DISCOUNT,
+    FLOAT32,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    TRAINED,
+    EnvShape,
+    Footprint,
+    LearnerSpec,
+    Reach,
+    Values,
+    at_least,
+    check_ranges,
+    mlp_parameters,
+    networks_footprint,
+    setting,
+)
 
 A, S, LR, D, C = Reach.ATTRIBUTE, Reach.SCHEDULE, Reach.LEARNING_RATE, Reach.DISCOUNT, Reach.CUSTOM
 
@@ -35,14 +52,22 @@ N_STEPS_FIXED = (
 )
 
 SETTINGS = (
-    setting("learning_rate", float, 3e-4, "Adam's step size", LR, label="learning rate"),
-    setting("ent_coef", float, 0.0, "entropy bonus coefficient", A, label="entropy coefficient"),
-    setting("clip_range", float, 0.2, "PPO's clip range of the probability ratio", S, label="PPO clip range"),
-    setting("gamma", float, 0.99, "discount factor", D, label="discount γ"),
-    setting("gae_lambda", float, 0.95, "GAE's λ", C, label="GAE λ"),
-    setting("vf_coef", float, 0.5, "value-loss coefficient", A, label="value-loss coefficient"),
-    setting("n_epochs", int, 10, "epochs over each rollout", A, label="epochs per update"),
-    setting("batch_size", int, 64, "minibatch size", A, label="minibatch size"),
+    setting("learning_rate", float, 3e-4, "Adam's step size", LR, label="learning rate", domain=POSITIVE),
+    setting("ent_coef", float, 0.0, "entropy bonus coefficient", A, label="entropy coefficient", domain=NON_NEGATIVE),
+    setting(
+        "clip_range",
+        float,
+        0.2,
+        "PPO's clip range of the probability ratio",
+        S,
+        label="PPO clip range",
+        domain=POSITIVE,
+    ),
+    setting("gamma", float, 0.99, "discount factor", D, label="discount γ", domain=DISCOUNT),
+    setting("gae_lambda", float, 0.95, "GAE's λ", C, label="GAE λ", domain=FRACTION),
+    setting("vf_coef", float, 0.5, "value-loss coefficient", A, label="value-loss coefficient", domain=NON_NEGATIVE),
+    setting("n_epochs", int, 10, "epochs over each rollout", A, label="epochs per update", domain=COUNT),
+    setting("batch_size", int, 64, "minibatch size", A, label="minibatch size", domain=at_least(2)),
     setting(
         "n_minibatches",
         int,
@@ -50,8 +75,9 @@ SETTINGS = (
         "minibatches per epoch: batch_size = ceil(n_envs * n_steps / n_minibatches); give this or batch_size",
         C,
         label="minibatches per epoch",
+        domain=COUNT,
     ),
-    setting("max_grad_norm", float, 0.5, "gradient-norm clip", A, label="gradient-norm clip"),
+    setting("max_grad_norm", float, 0.5, "gradient-norm clip", A, label="gradient-norm clip", domain=POSITIVE),
     setting(
         "target_kl",
         float,
@@ -60,8 +86,9 @@ SETTINGS = (
         A,
         may_be_off=True,
         label="KL early-stop target",
+        domain=POSITIVE,
     ),
-    setting("n_steps", int, 2048, "env steps per env per rollout", why_fixed=N_STEPS_FIXED),
+    setting("n_steps", int, 2048, "env steps per env per rollout", why_fixed=N_STEPS_FIXED, domain=COUNT),
     setting(
         "normalize_advantage",
         bool,
@@ -82,6 +109,7 @@ SETTINGS = (
         -1,
         "with gSDE, a new noise matrix every this many steps (-1: at each rollout's start only)",
         why_fixed="not tuned by evo",
+        domain=COUNT | Values((-1,)),
     ),
     setting(
         "microbatch_size",
@@ -90,6 +118,7 @@ SETTINGS = (
         "back-propagate each minibatch in pieces of this many samples (0: whole); the same update in less memory",
         why_fixed="it changes how the update is computed, not what it computes",
         free_on_resume=True,
+        domain=NON_NEGATIVE,
     ),
     setting(
         "aug_coef",
@@ -99,6 +128,7 @@ SETTINGS = (
         "observations only (policy impala or nature)",
         A,
         label="DrAC coefficient",
+        domain=NON_NEGATIVE,
     ),
     setting(
         "aug_type",
@@ -107,6 +137,7 @@ SETTINGS = (
         f"DrAC's augmentation of the frames: {', '.join(AUG_TYPES)}",
         A,
         label="DrAC augmentation",
+        domain=Values(AUG_TYPES),
     ),
 )
 
@@ -119,29 +150,11 @@ def check(
     policy: str,
     problems: list[str],
 ) -> None:
-    """PPO's rules across its settings: positive counts, a batch size within the rollout (from
-    ``n_minibatches`` if given), search ranges PPO can run, and DrAC's (:func:`check_drac`)."""
-    n_steps = settings["n_steps"]
-    if n_steps < 1:
-        problems.append(f"n_steps {n_steps}: must be a positive whole number")
-    if settings["n_epochs"] < 1:
-        problems.append(f"n_epochs {settings['n_epochs']}: must be a positive whole number")
-    if settings["microbatch_size"] < 0:
-        problems.append(
-            f"microbatch_size {settings['microbatch_size']}: must be a positive number of samples, or 0 to "
-            "back-propagate each minibatch whole"
-        )
-    sde = settings["sde_sample_freq"]
-    if sde == 0 or sde < -1:
-        problems.append(
-            f"sde_sample_freq is {sde}: use -1 (a new gSDE noise matrix at the start of each rollout only) or a "
-            "positive number of steps"
-        )
-    rollout = max(1, n_envs * max(n_steps, 1))
+    """PPO's rules across its settings (each value's own range is its domain, checked before): a batch
+    size within the rollout (from ``n_minibatches`` if given), search ranges within the rollout, and
+    DrAC's (:func:`check_drac`)."""
+    rollout = max(1, n_envs * settings["n_steps"])
     if settings["n_minibatches"] is not None:
-        if settings["n_minibatches"] < 1:
-            problems.append(f"n_minibatches {settings['n_minibatches']}: must be a positive whole number")
-            settings["n_minibatches"] = 1
         settings["batch_size"] = rollout // settings["n_minibatches"]
     if not (2 <= settings["batch_size"] <= rollout):
         problems.append(
@@ -157,11 +170,8 @@ def check(
     check_ranges(
         space,
         {
-            "n_epochs": (1, math.inf, "at least 1"),
             "batch_size": (2, rollout, f"between 2 and n_envs * n_steps = {rollout}"),
             "n_minibatches": (1, rollout // 2, f"between 1 and n_envs * n_steps / 2 = {rollout // 2}"),
-            "max_grad_norm": (0, math.inf, "positive"),
-            "target_kl": (0, math.inf, "positive (null in choices: no early stop)"),
         },
         problems,
     )
@@ -169,25 +179,9 @@ def check(
 
 
 def check_drac(settings: Mapping[str, Any], space: Mapping[str, Kind], policy: str, problems: list[str]) -> None:
-    """DrAC's rules: a known augmentation (fixed, or every choice of the search space), a weight of
-    at least 0, and a policy that reads images (it augments frames; a vector has none)."""
-    aug_type, aug_coef = settings["aug_type"], settings["aug_coef"]
-    if aug_type not in AUG_TYPES:
-        close = difflib.get_close_matches(str(aug_type), AUG_TYPES, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        problems.append(f"aug_type {aug_type!r} is not a DrAC augmentation; use one of {', '.join(AUG_TYPES)}{hint}")
-    kind = space.get("aug_type")
-    if kind is not None and not kind.problems("aug_type"):
-        unknown = [choice for choice in getattr(kind, "choices", ()) if choice not in AUG_TYPES]
-        if unknown:
-            problems.append(
-                f"search_space.aug_type: {unknown} are not DrAC augmentations; choose among {', '.join(AUG_TYPES)}"
-            )
-    if aug_coef < 0:
-        problems.append(f"aug_coef {aug_coef}: DrAC's weight must be >= 0 (0: off)")
-    kind = space.get("aug_coef")
-    if kind is not None and not kind.problems("aug_coef") and kind.low is not None and kind.low < 0:
-        problems.append(f"search_space.aug_coef starts at {kind.low}; DrAC's weight must be >= 0 (0: off)")
+    """DrAC's rules across settings (a known augmentation and a weight >= 0 are their domains): an
+    explored augmentation needs DrAC on, and DrAC a policy that reads images (it augments frames)."""
+    aug_coef = settings["aug_coef"]
     if "aug_type" in space and aug_coef == 0 and "aug_coef" not in space:
         problems.append(
             "search_space.aug_type: DrAC is off (aug_coef 0), so no augmentation is used; set aug_coef > 0 (e.g. "
@@ -206,6 +200,20 @@ def check_drac(settings: Mapping[str, Any], space: Mapping[str, Kind], policy: s
 def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:
     """Env steps collected per update (n_envs * n_steps): a generation's budget is rounded up to them."""
     return n_envs * settings["n_steps"]
+
+
+def memory(
+    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
+) -> list[Footprint]:
+    """The policy and value networks (one output per action dimension: a lower bound for discrete
+    actions' logits), and SB3's rollout buffer: per env step an observation in the space's dtype, an
+    action, and six float32 values (reward, return, episode start, value, log-probability, advantage)."""
+    actions = shape.action_dims
+    parameters = mlp_parameters(inputs, net_arch["pi"], actions) + mlp_parameters(inputs, net_arch["vf"], 1)
+    steps = n_envs * settings["n_steps"]
+    step = shape.observation_dims * shape.observation_itemsize + actions * FLOAT32 + 6 * FLOAT32
+    rollout = Footprint(f"rollout buffer {steps} x {step} bytes", steps * step, "a smaller n_steps or n_envs")
+    return [networks_footprint(net_arch, parameters * TRAINED), rollout]
 
 
 def upgrade(recorded: dict[str, Any]) -> None:
@@ -227,6 +235,7 @@ SPEC = LearnerSpec(
     distils=True,
     check=check,
     steps=rollout_steps,
+    memory=memory,
     upgrade=upgrade,
     exclusive=(("batch_size", "n_minibatches"),),
 )

@@ -7,12 +7,31 @@ replay buffer stays its own unless --exploit-buffer copy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.offpolicy import check_shared, collection_steps, shared_settings
-from evo.learners.spec import EnvShape, LearnerSpec, Reach, setting
+from evo.learners.offpolicy import (
+    actor_critic_memory,
+    check_shared,
+    collection_steps,
+    replay_footprint,
+    shared_settings,
+)
+from evo.learners.spec import (
+    COUNT,
+    POSITIVE,
+    EnvShape,
+    Footprint,
+    Interval,
+    LearnerSpec,
+    Named,
+    Reach,
+    Values,
+    setting,
+)
+
+AUTO = Values(("auto",))
 
 SETTINGS = (
     *shared_settings(learning_rate=3e-4),
@@ -23,6 +42,7 @@ SETTINGS = (
         "the entropy the learned coefficient aims at; 'auto': -dim(action space)",
         Reach.CUSTOM,
         label="target entropy",
+        domain=Interval() | AUTO,
     ),
     setting(
         "ent_coef",
@@ -30,6 +50,7 @@ SETTINGS = (
         "auto",
         "entropy coefficient: a number, or 'auto' (learned; 'auto_0.1' starts it at 0.1)",
         why_fixed="with 'auto' it is learned (and moves with the weights at an exploit): tune target_entropy",
+        domain=POSITIVE | AUTO | Named("auto_", POSITIVE),
     ),
     setting(
         "target_update_interval",
@@ -37,9 +58,17 @@ SETTINGS = (
         1,
         "gradient steps between target-network updates",
         why_fixed="not tuned by evo (tau sets how fast the targets follow)",
+        domain=COUNT,
     ),
     setting("use_sde", bool, False, "generalised state-dependent exploration", why_fixed="it shapes the policy"),
-    setting("sde_sample_freq", int, -1, "with gSDE, a new noise matrix every this many steps", why_fixed="not tuned"),
+    setting(
+        "sde_sample_freq",
+        int,
+        -1,
+        "with gSDE, a new noise matrix every this many steps (-1: at each rollout's start only)",
+        why_fixed="not tuned",
+        domain=COUNT | Values((-1,)),
+    ),
     setting(
         "use_sde_at_warmup",
         bool,
@@ -61,13 +90,6 @@ def check(
     check_shared(settings, space, problems)
     if settings["target_entropy"] == "auto" and shape is not None:
         settings["target_entropy"] = -float(shape.action_dims)  # SB3's 'auto', resolved here for the records
-    for name in ("target_entropy", "ent_coef"):
-        value = settings[name]
-        if isinstance(value, str) and not (value == "auto" or (name == "ent_coef" and _auto_start(value))):
-            form = "'auto', 'auto_0.1' or a positive number" if name == "ent_coef" else "'auto' or a number"
-            problems.append(f"{name} {value!r}: give {form}")
-    if not isinstance(settings["ent_coef"], str) and settings["ent_coef"] <= 0:
-        problems.append(f"ent_coef {settings['ent_coef']}: must be positive, or 'auto' to learn it")
     if "target_entropy" in space and not str(settings["ent_coef"]).startswith("auto"):
         problems.append(
             f"search_space.target_entropy: the entropy coefficient is fixed at {settings['ent_coef']}, so no target "
@@ -75,12 +97,12 @@ def check(
         )
 
 
-def _auto_start(value: str) -> bool:
-    head, _, start = value.partition("_")
-    try:
-        return head == "auto" and float(start) > 0
-    except ValueError:
-        return False
+def memory(
+    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
+) -> list[Footprint]:
+    """The actor (a mean and a log-std per action dimension), two critics and their targets, and the replay buffer."""
+    networks = actor_critic_memory(net_arch, inputs, shape, actor_outputs=2 * shape.action_dims, actor_targets=0)
+    return [networks, replay_footprint(settings, n_envs, shape)]
 
 
 SPEC = LearnerSpec(
@@ -93,4 +115,5 @@ SPEC = LearnerSpec(
     replay=True,
     check=check,
     steps=collection_steps,
+    memory=memory,
 )

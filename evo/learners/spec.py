@@ -3,21 +3,26 @@
 A learner's settings are what its YAML file may set for an env (rl-baselines3-zoo's
 ``hyperparams/<algo>.yml``): SB3's constructor arguments under SB3's names, and a few of evo's.
 Each is declared once, with its type (a YAML value is coerced to it: PyYAML reads ``3e-4`` as a
-string), its default (SB3's, unless the declaration says otherwise), a help line, and how a new
-value reaches SB3 while a member trains (:class:`Reach`). The config layer derives from the
-declarations the keys a YAML block may hold, their coercion, which may enter a search space and
-with which kinds, and the message for a key of another algorithm; the SB3 layer applies a tuned
-value by its reach. Nothing here imports SB3.
+string), its default (SB3's, unless the declaration says otherwise), a help line, its valid values
+(its :class:`Domain`: an :class:`Interval`, a set of :class:`Values`, or either of several), and how
+a new value reaches SB3 while a member trains (:class:`Reach`). The config layer derives from the
+declarations the keys a YAML block may hold, their coercion, their checks (every value a run would
+use and every search range's bounds within the domain), which may enter a search space and with
+which kinds, and the message for a key of another algorithm; the SB3 layer applies a tuned value by
+its reach. Nothing here imports SB3.
 """
 
 from __future__ import annotations
 
+import difflib
 import enum
+import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo.core.kinds import Categorical, Choice, Kind, OffOr
+from evo.core.kinds import Categorical, Choice, Continuous, Integer, Kind, OffOr
 
 
 class Reach(enum.Enum):
@@ -31,6 +36,167 @@ class Reach(enum.Enum):
     CUSTOM = "the learner's own code in its SB3 module"
     ARCHITECTURE = "a network's shape: the model is rebuilt to it; a recipient takes its donor's with its weights"
     CONSTRUCTION = "read once when the model is built: cannot be tuned while it trains"
+
+
+class Domain(ABC):
+    """The values a setting accepts, declared with it: what SB3 (or evo) can train with. A fixed value
+    must be one of them, and so must every value a search range or its choices can give."""
+
+    @abstractmethod
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` is valid (a number must be finite: NaN and infinities never are)."""
+
+    @abstractmethod
+    def holds(self, low: float, high: float) -> bool:
+        """Whether every number from ``low`` to ``high`` is valid (a search range's draws)."""
+
+    @property
+    @abstractmethod
+    def text(self) -> str:
+        """For messages, after "must be": '> 0', 'in (0, 1]', ">= 1 or -1"."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names it accepts (a suggestion for a misspelt one)."""
+        return ()
+
+    def __or__(self, other: Domain) -> Either:
+        return Either((self, other))
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+@dataclass(frozen=True)
+class Interval(Domain):
+    """The finite numbers between ``low`` and ``high``, each end closed unless said open."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    def contains(self, value: Any) -> bool:
+        if not _real(value) or not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def holds(self, low: float, high: float) -> bool:
+        return self.contains(low) and self.contains(high)  # an interval holds what lies between its members
+
+    @property
+    def text(self) -> str:
+        if math.isinf(self.low) and math.isinf(self.high):
+            return "a finite number"
+        if math.isinf(self.high):
+            return f"{'>' if self.low_open else '>='} {_number_text(self.low)}"
+        if math.isinf(self.low):
+            return f"{'<' if self.high_open else '<='} {_number_text(self.high)}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"in {left}{_number_text(self.low)}, {_number_text(self.high)}{right}"
+
+
+def above(low: float) -> Interval:
+    """The numbers > ``low`` (``above(0)``: positive)."""
+    return Interval(low, low_open=True)
+
+
+def at_least(low: float) -> Interval:
+    """The numbers >= ``low`` (a count: ``at_least(1)``)."""
+    return Interval(low)
+
+
+@dataclass(frozen=True)
+class Values(Domain):
+    """A set of values: names (``'crop'``) or numbers with a meaning of their own (-1: "as many as collected")."""
+
+    values: tuple[Any, ...]
+
+    def contains(self, value: Any) -> bool:
+        return any(value == known and type(value) is type(known) for known in self.values)
+
+    def holds(self, low: float, high: float) -> bool:
+        return low == high and self.contains(low)
+
+    @property
+    def text(self) -> str:
+        shown = [repr(value) if isinstance(value, str) else _number_text(value) for value in self.values]
+        return shown[0] if len(shown) == 1 else f"one of {', '.join(shown)}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(value for value in self.values if isinstance(value, str))
+
+
+@dataclass(frozen=True)
+class Named(Domain):
+    """Names ``<prefix><number>`` with the number in ``number`` (SAC's ``auto_0.1``: learned, starting at 0.1)."""
+
+    prefix: str
+    number: Interval
+
+    def contains(self, value: Any) -> bool:
+        if not isinstance(value, str) or not value.startswith(self.prefix):
+            return False
+        try:
+            return self.number.contains(float(value[len(self.prefix) :]))
+        except ValueError:
+            return False
+
+    def holds(self, low: float, high: float) -> bool:
+        return False
+
+    @property
+    def text(self) -> str:
+        return f"'{self.prefix}<x>' with x {self.number.text}"
+
+
+@dataclass(frozen=True)
+class Either(Domain):
+    """Valid in any one of ``parts`` (``at_least(1) | Values((-1,))``); a range must lie within one part."""
+
+    parts: tuple[Domain, ...]
+
+    def contains(self, value: Any) -> bool:
+        return any(part.contains(value) for part in self.parts)
+
+    def holds(self, low: float, high: float) -> bool:
+        return any(part.holds(low, high) for part in self.parts)
+
+    def __or__(self, other: Domain) -> Either:
+        return Either((*self.parts, other))
+
+    @property
+    def text(self) -> str:
+        texts = [part.text for part in self.parts]
+        return " or ".join(texts) if len(texts) < 3 else f"{', '.join(texts[:-1])} or {texts[-1]}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for part in self.parts for name in part.names)
+
+
+def _shown(value: Any) -> str:
+    if _real(value) and math.isnan(value):
+        return "nan (not a number)"
+    if _real(value) and math.isinf(value):
+        return f"{value} (not finite)"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+POSITIVE = above(0)
+NON_NEGATIVE = at_least(0)
+COUNT = at_least(1)
+DISCOUNT = Interval(0, 1, low_open=True)
+"""A discount factor γ: in (0, 1] (1: no discount)."""
+FRACTION = Interval(0, 1)
 
 
 @dataclass(frozen=True)
@@ -51,6 +217,45 @@ class Setting:
     """Its axis label in the plots (default: the name)."""
     free_on_resume: bool = False
     """It changes how an update is computed, not what it computes: a run may resume with another value."""
+    domain: Domain | None = None
+    """Its valid values (SB3's, read from its docs and code); None only for a switch (a bool)."""
+
+    def value_problem(self, value: Any, where: str = "") -> str | None:
+        """Why ``value`` (from ``where``: '--hyperparams', 'ppo.yml[CartPole-v1]' ...) is not one of its
+        valid values, with the range and the fix; None if it is one, or is None (off, or not given)."""
+        if value is None or self.domain is None or self.domain.contains(value):
+            return None
+        close = difflib.get_close_matches(value, self.domain.names, n=1) if isinstance(value, str) else []
+        if close:
+            fix = f"; did you mean {close[0]!r}?"
+        elif self.domain.contains(self.default):
+            fix = f", e.g. to its default {_shown(self.default)}"
+        else:
+            fix = " (or null: off)" if self.may_be_off else ""
+        source = f" ({where})" if where else ""
+        return f"{self.name}{source} is {_shown(value)}; it must be {self._valid}: change it{fix}"
+
+    @property
+    def _valid(self) -> str:
+        """Its domain for a message, with its help where the domain's names do not say what it is."""
+        return self.domain.text if self.domain.names else f"{self.domain.text} ({self.help})"
+
+    def range_problem(self, kind: Kind, where: str = "") -> str | None:
+        """Why a search range or its choices (``kind``, from ``where``) can give a value outside the
+        domain; None if every value it can give is valid. A kind with problems of its own is left to them."""
+        if self.domain is None or kind.problems(self.name):
+            return None
+        subject = f"search_space.{self.name}{f' ({where})' if where else ''}"
+        must = f"every value must be {self._valid}"
+        if isinstance(kind, (Continuous, Integer)):
+            if self.domain.holds(kind.low, kind.high):
+                return None
+            return f"{subject} is [{kind.low}, {kind.high}]; {must}: keep its bounds within that range"
+        choices = list(getattr(kind, "choices", ()))
+        outside = [_shown(choice) for choice in choices if choice is not None and not self.domain.contains(choice)]
+        if not outside:
+            return None
+        return f"{subject} has the choices {choices}; {must}: drop {', '.join(outside)}"
 
     @property
     def tunable(self) -> bool:
@@ -73,17 +278,54 @@ class Setting:
 
 @dataclass(frozen=True)
 class EnvShape:
-    """What a learner must know of the env at start-up: its action space's class and shape."""
+    """What a learner must know of the env at start-up: its action space's class and shape, and its
+    observations' shape and bytes per element (as SB3's replay buffer stores them: the space's dtype)."""
 
     action_space: str
     action_shape: tuple[int, ...] = ()
+    observation_shape: tuple[int, ...] = ()
+    observation_itemsize: int = 4
 
     @property
     def action_dims(self) -> int:
-        dims = 1
-        for size in self.action_shape:
-            dims *= size
-        return dims
+        return math.prod(self.action_shape)
+
+    @property
+    def observation_dims(self) -> int:
+        return math.prod(self.observation_shape)
+
+
+FLOAT32 = 4
+TRAINED = 4 * FLOAT32
+"""Bytes per trained parameter: its weight, its gradient and Adam's two moments, float32 each."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Part of a member's memory, estimated at start-up (at least this much: see ``LearnerSpec.memory``)."""
+
+    what: str
+    """What it is, for the message: 'replay buffer 1000000 x 40 bytes'."""
+    bytes: int
+    fix: str
+    """How to make it smaller: 'a smaller buffer_size'."""
+
+
+def mlp_parameters(inputs: int, hidden: Sequence[int], outputs: int) -> int:
+    """The weights and biases of an MLP from ``inputs`` through the ``hidden`` layers to ``outputs``."""
+    sizes = [inputs, *hidden, outputs]
+    return sum((into + 1) * out for into, out in zip(sizes, sizes[1:], strict=False))
+
+
+def networks_footprint(net_arch: Mapping[str, Sequence[int]], size: int) -> Footprint:
+    """A member's networks of ``size`` bytes, named by their hidden layers."""
+    heads = ", ".join(f"{head} {list(hidden)}" for head, hidden in net_arch.items())
+    fixes = ", ".join(f"{head}_layers, {head}_width" for head in net_arch)
+    return Footprint(
+        f"networks {heads}",
+        size,
+        f"smaller networks (policy_kwargs net_arch, or {fixes} and their search ranges)",
+    )
 
 
 @dataclass(frozen=True)
@@ -123,6 +365,14 @@ class LearnerSpec:
     steps: Callable[[Mapping[str, Any], int], int] | None = None
     """``steps(settings, n_envs)``: the env steps one unit of its training takes (a PPO rollout);
     a generation's budget is rounded up to whole units."""
+    memory: Callable[[Mapping[str, Any], Mapping[str, Sequence[int]], int, int, EnvShape], list[Footprint]] | None = (
+        None
+    )
+    """``memory(settings, net_arch, inputs, n_envs, env_shape)``: what one member holds, at least
+    (:class:`Footprint`), for ``net_arch`` (each head's hidden layers) on ``inputs`` features (the
+    observation's, or a CNN's output): the networks it trains (:data:`TRAINED` bytes per parameter) and
+    keeps (target networks: their weights), and its buffers as SB3 allocates them. Checked at start-up
+    against the memory a rank has, so that a size that cannot be allocated is refused before training."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", (*self.settings, *architecture_settings(self.net_arch_heads)))
@@ -178,8 +428,9 @@ def setting(
     may_be_off: bool = False,
     label: str = "",
     free_on_resume: bool = False,
+    domain: Domain | None = None,
 ) -> Setting:
-    return Setting(name, type, default, help, reach, why_fixed, may_be_off, label, free_on_resume)
+    return Setting(name, type, default, help, reach, why_fixed, may_be_off, label, free_on_resume, domain)
 
 
 HEAD_TITLES = {"pi": "policy (actor)", "vf": "value function", "qf": "Q functions (critics)"}
@@ -203,6 +454,7 @@ def architecture_settings(heads: Sequence[str]) -> tuple[Setting, ...]:
                 f"hidden layers of the {title} network (None: as net_arch gives them)",
                 Reach.ARCHITECTURE,
                 label=f"{head} layers",
+                domain=COUNT,
             ),
             Setting(
                 f"{head}_width",
@@ -211,6 +463,7 @@ def architecture_settings(heads: Sequence[str]) -> tuple[Setting, ...]:
                 f"units per hidden layer of the {title} network (None: as net_arch gives them)",
                 Reach.ARCHITECTURE,
                 label=f"{head} width",
+                domain=COUNT,
             ),
         ]
     return tuple(found)

@@ -9,12 +9,28 @@ optimizers; its replay buffer and its exploration noise stay its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.offpolicy import check_shared, collection_steps, shared_settings
-from evo.learners.spec import EnvShape, LearnerSpec, Reach, check_ranges, setting
+from evo.learners.offpolicy import (
+    actor_critic_memory,
+    check_shared,
+    collection_steps,
+    replay_footprint,
+    shared_settings,
+)
+from evo.learners.spec import (
+    COUNT,
+    NON_NEGATIVE,
+    EnvShape,
+    Footprint,
+    LearnerSpec,
+    Reach,
+    Values,
+    check_ranges,
+    setting,
+)
 
 NOISE_TYPES = ("normal", "ornstein-uhlenbeck")
 
@@ -27,6 +43,7 @@ SETTINGS = (
         "critic updates per actor and target update",
         Reach.ATTRIBUTE,
         label="policy delay",
+        domain=COUNT,
     ),
     setting(
         "target_policy_noise",
@@ -35,6 +52,7 @@ SETTINGS = (
         "σ of the smoothing noise on the target policy's actions",
         Reach.ATTRIBUTE,
         label="target-policy noise σ",
+        domain=NON_NEGATIVE,
     ),
     setting(
         "target_noise_clip",
@@ -43,6 +61,7 @@ SETTINGS = (
         "bound of that smoothing noise",
         Reach.ATTRIBUTE,
         label="target-noise clip",
+        domain=NON_NEGATIVE,
     ),
     setting(
         "noise_type",
@@ -53,6 +72,7 @@ SETTINGS = (
         Reach.CUSTOM,
         may_be_off=True,
         label="exploration noise",
+        domain=Values(NOISE_TYPES),
     ),
     setting(
         "noise_std",
@@ -61,6 +81,7 @@ SETTINGS = (
         "σ of the exploration noise (rl-baselines3-zoo's key)",
         Reach.CUSTOM,
         label="exploration noise σ",
+        domain=NON_NEGATIVE,
     ),
 )
 
@@ -74,34 +95,22 @@ def check(
     problems: list[str],
 ) -> None:
     check_shared(settings, space, problems)
-    if settings["policy_delay"] < 1:
-        problems.append(f"policy_delay {settings['policy_delay']}: must be a positive whole number")
-    for name in ("target_policy_noise", "target_noise_clip", "noise_std"):
-        if settings[name] < 0:
-            problems.append(f"{name} {settings[name]}: must be >= 0")
-    noise_type = settings["noise_type"]
-    if noise_type is not None and noise_type not in NOISE_TYPES:
-        problems.append(f"noise_type {noise_type!r}: use {' or '.join(NOISE_TYPES)}, or null for no noise")
-    kind = space.get("noise_type")
-    if kind is not None and not kind.problems("noise_type"):
-        unknown = [choice for choice in getattr(kind, "choices", ()) if choice not in NOISE_TYPES]
-        if unknown:
-            problems.append(f"search_space.noise_type: {unknown} are not noise types; use {', '.join(NOISE_TYPES)}")
-        elif noise_type is None:
-            problems.append(
-                "search_space.noise_type: explore it from a noise, not from none: set noise_type in the YAML to one "
-                f"of {', '.join(NOISE_TYPES)}"
-            )
-    check_ranges(
-        space,
-        {
-            "policy_delay": (1, math.inf, "at least 1"),
-            "target_policy_noise": (0, math.inf, "positive"),
-            "target_noise_clip": (0, math.inf, "positive"),
-            "noise_std": (0, math.inf, "positive"),
-        },
-        problems,
-    )
+    if "noise_type" in space and settings["noise_type"] is None:
+        problems.append(
+            "search_space.noise_type: explore it from a noise, not from none: set noise_type in the YAML to one "
+            f"of {', '.join(NOISE_TYPES)}"
+        )
+    trap = "positive (a perturbation multiplies: a member at 0 would stay there)"
+    noises = ("target_policy_noise", "target_noise_clip", "noise_std")
+    check_ranges(space, {name: (0, math.inf, trap) for name in noises}, problems)
+
+
+def memory(
+    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
+) -> list[Footprint]:
+    """The actor and its target, two critics and their targets, and the replay buffer."""
+    networks = actor_critic_memory(net_arch, inputs, shape, actor_outputs=shape.action_dims, actor_targets=1)
+    return [networks, replay_footprint(settings, n_envs, shape)]
 
 
 SPEC = LearnerSpec(
@@ -113,4 +122,5 @@ SPEC = LearnerSpec(
     replay=True,
     check=check,
     steps=collection_steps,
+    memory=memory,
 )

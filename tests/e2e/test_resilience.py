@@ -222,8 +222,20 @@ def bad_inputs(tmp_path):
     saved = parse_config(["--run-dir", str(no_checkpoint)], world_size=2, check_run_dir=False)
     (no_checkpoint / "config.yaml").write_text(yaml.safe_dump(saved.to_dict()))
     existing = tmp_path / "existing"
+    twice = tmp_path / "twice.yml"
+    twice.write_text("CartPole-v1:\n  gamma: 0.9\n  gamma: 0.95\n")
+    empty = tmp_path / "empty.yml"
+    empty.write_text("# nothing yet\n")
     return [
         (["--env-id", "CartPol-v1"], "Did you mean 'CartPole-v1'"),
+        (["--hyperparams", "max_grad_norm:-0.5"], "max_grad_norm (--hyperparams) is -0.5; it must be > 0"),
+        (["--hyperparams", "ent_coef:.nan"], "ent_coef (--hyperparams) is nan (not a number); it must be >= 0"),
+        (
+            ["--hyperparams", "policy_kwargs:{net_arch: [1000000, 1000000]}"],
+            "memory: each member needs at least 32.0 TB",
+        ),
+        (["--conf-file", str(twice)], "'gamma' is given twice in one mapping (lines 2 and 3)"),
+        (["--conf-file", str(empty)], "is empty: it holds no settings"),
         (["--num-agents", "3"], "--num-agents 3 is not a multiple of the 2 MPI ranks"),
         (["--agent-training-steps", "0"], "--agent-training-steps 0: must be a positive whole number"),
         (["--total-generations", "-2"], "--total-generations -2: must be a positive whole number"),

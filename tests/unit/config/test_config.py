@@ -167,7 +167,7 @@ def test_yaml_unknown_keys_and_types(tmp_path):
     assert "n_epochs must be int, got 'many'" in text
     assert "normalize_advantage must be bool, got 3" in text
     assert "unknown key 'gama'; did you mean 'gamma'?" in text
-    assert "search_space.clip_range is [0.3, 0.1]: the range is reversed" in text
+    assert f"search_space.clip_range ({path}[CartPole-v1]) is [0.3, 0.1]: the range is reversed" in text
 
 
 def test_yaml_that_does_not_apply_is_refused(tmp_path):

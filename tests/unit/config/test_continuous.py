@@ -120,7 +120,7 @@ def test_procgen_images_are_not_observation_normalised(tmp_path):
         ("policy_kwargs:{net_arch: {pi: [8], vf: [0]}}", "or {pi: [...], vf: [...]}"),
         ("policy_kwargs:{log_std_init: minus}", "policy_kwargs.log_std_init must be float, got 'minus'"),
         ("use_sde:maybe", "use_sde must be bool, got 'maybe'"),
-        ("sde_sample_freq:0", "sde_sample_freq is 0: use -1"),
+        ("sde_sample_freq:0", "sde_sample_freq (--hyperparams) is 0; it must be >= 1 or -1"),
         ("sde_sample_freq:2.5", "sde_sample_freq must be int, got 2.5"),
     ],
 )

@@ -31,14 +31,18 @@ def test_both_may_be_explored_and_the_names_survive_config_yaml(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "words"),
     [
-        (["aug_type:blur"], f"aug_type 'blur' is not a DrAC augmentation; use one of {', '.join(AUG_TYPES)}"),
+        (["aug_type:blur"], f"aug_type (--hyperparams) is 'blur'; it must be one of {', '.join(map(repr, AUG_TYPES))}"),
         (["aug_type:random_conv"], "did you mean 'random-conv'?"),
         (
             ["aug_coef:0.1", "search_space:{aug_type: {choices: [crop, blur, mixup]}}"],
-            f"search_space.aug_type: ['blur', 'mixup'] are not DrAC augmentations; choose among {', '.join(AUG_TYPES)}",
+            "search_space.aug_type (--hyperparams) has the choices ['crop', 'blur', 'mixup']; every value must be "
+            f"one of {', '.join(map(repr, AUG_TYPES))}: drop 'blur', 'mixup'",
         ),
-        (["aug_coef:-0.1"], "aug_coef -0.1: DrAC's weight must be >= 0 (0: off)"),
-        (["search_space:{aug_coef: {low: -0.1, high: 0.5}}"], "search_space.aug_coef starts at -0.1"),
+        (["aug_coef:-0.1"], "aug_coef (--hyperparams) is -0.1; it must be >= 0 (DrAC's weight"),
+        (
+            ["search_space:{aug_coef: {low: -0.1, high: 0.5}}"],
+            "search_space.aug_coef (--hyperparams) is [-0.1, 0.5]; every value must be >= 0 (DrAC's weight",
+        ),
         (["search_space:{aug_type: {choices: [crop, flip]}}"], "DrAC is off (aug_coef 0)"),
         (["search_space:{aug_type: {low: 1, high: 2}}"], "aug_type takes names: give choices"),
     ],
@@ -63,6 +67,6 @@ def test_drac_on_a_vector_env_is_refused(tmp_path, overrides):
 
 def test_every_drac_problem_is_reported_at_once(tmp_path):
     found = problems(["--hyperparams", "aug_type:blur", "aug_coef:-1"], tmp_path)
-    assert any("aug_type 'blur'" in problem for problem in found)
-    assert any("aug_coef -1.0" in problem for problem in found)
+    assert any("aug_type (--hyperparams) is 'blur'" in problem for problem in found)
+    assert any("aug_coef (--hyperparams) is -1.0" in problem for problem in found)
     assert not any("needs image observations" in problem for problem in found)  # a negative weight is not "on"

@@ -175,17 +175,17 @@ def test_td3s_names_are_refused_for_the_other_learners():
 
 
 def test_an_unknown_noise_type_is_refused_naming_the_noise_types():
-    found = problems([*TD3_PENDULUM, "--hyperparams", "noise_type:pink"])
-    assert found[0] == "noise_type 'pink': use normal or ornstein-uhlenbeck, or null for no noise"
-    assert len(found) == 2 and found[1].startswith(
-        "search_space.noise_type: the default noise_type 'pink' is not in the choices ['normal', 'ornstein-uhlenbeck']"
-    )
+    assert problems([*TD3_PENDULUM, "--hyperparams", "noise_type:pink"]) == [
+        "noise_type (--hyperparams) is 'pink'; it must be one of 'normal', 'ornstein-uhlenbeck': change it (or "
+        "null: off)"
+    ]  # one problem: the search space's default is not said to be outside its choices as well
 
 
 def test_a_noise_type_search_space_with_an_unknown_name_is_refused():
     space = "search_space:{noise_type: {choices: [normal, pink]}}"
     assert problems([*TD3_PENDULUM, "--hyperparams", space]) == [
-        "search_space.noise_type: ['pink'] are not noise types; use normal, ornstein-uhlenbeck"
+        "search_space.noise_type (--hyperparams) has the choices ['normal', 'pink']; every value must be one of "
+        "'normal', 'ornstein-uhlenbeck': drop 'pink'"
     ]
     (problem,) = problems([*TD3_PENDULUM, "--hyperparams", "search_space:{noise_type: {low: 0.1, high: 0.3}}"])
     assert problem == "--hyperparams.search_space.noise_type takes names: give choices (e.g. {choices: [a, b]})"
@@ -208,22 +208,33 @@ def test_no_exploration_noise_is_refused_while_noise_type_is_explored(tmp_path):
 
 
 def test_a_policy_delay_below_one_is_refused():
-    found = problems([*TD3_PENDULUM, "--hyperparams", "policy_delay:0"])
-    assert found[0] == "policy_delay 0: must be a positive whole number"
-    assert len(found) == 2 and found[1].startswith(
-        "search_space.policy_delay: the default policy_delay 0 is not in [1, 4]"
-    )
+    assert problems([*TD3_PENDULUM, "--hyperparams", "policy_delay:0"]) == [
+        "policy_delay (--hyperparams) is 0; it must be >= 1 (critic updates per actor and target update): change "
+        "it, e.g. to its default 2"
+    ]  # one problem: the search space's default is not said to be outside its range as well
     (problem,) = problems([*TD3_PENDULUM, "--hyperparams", "search_space:{policy_delay: {low: 0, high: 3, type: int}}"])
-    assert problem == "search_space.policy_delay is [0, 3]; every value must be at least 1"
+    assert problem == (
+        "search_space.policy_delay (--hyperparams) is [0, 3]; every value must be >= 1 (critic updates per actor "
+        "and target update): keep its bounds within that range"
+    )
     (problem,) = problems([*TD3_PENDULUM, "--hyperparams", "search_space:{policy_delay: {low: 1.0, high: 3.0}}"])
     assert problem.startswith("--hyperparams.search_space.policy_delay takes whole numbers: give type: int")
 
 
 def test_negative_noise_is_refused():
     found = problems([*TD3_PENDULUM, "--hyperparams", "noise_std:-0.1", "target_policy_noise:-0.2"])
-    assert "noise_std -0.1: must be >= 0" in found and "target_policy_noise -0.2: must be >= 0" in found
+    assert [problem.split(";")[0] for problem in found] == [
+        "target_policy_noise (--hyperparams) is -0.2",
+        "noise_std (--hyperparams) is -0.1",
+    ]
+    assert all("it must be >= 0" in problem for problem in found)
+    (problem,) = problems([*TD3_PENDULUM, "--hyperparams", "search_space:{noise_std: {low: -0.1, high: 0.5}}"])
+    assert problem.startswith("search_space.noise_std (--hyperparams) is [-0.1, 0.5]; every value must be >= 0")
     (problem,) = problems([*TD3_PENDULUM, "--hyperparams", "search_space:{noise_std: {low: 0.0, high: 0.5}}"])
-    assert problem == "search_space.noise_std is [0.0, 0.5]; every value must be positive"
+    assert problem == (
+        "search_space.noise_std is [0.0, 0.5]; every value must be positive (a perturbation multiplies: a member at "
+        "0 would stay there)"
+    )
 
 
 def test_td3_on_discrete_actions_is_refused():
@@ -270,8 +281,8 @@ def test_every_problem_is_reported_at_once():
     assert "CartPole-v1 has a Discrete action space; use --algo ppo" in text
     assert "'n_epochs' is a setting of PPO (--algo ppo), not of TD3" in text
     assert "'target_entropy' is a setting of SAC (--algo sac), not of TD3" in text
-    assert "policy_delay 0: must be a positive whole number" in text
-    assert "noise_type 'pink': use normal or ornstein-uhlenbeck" in text
+    assert "policy_delay (--hyperparams) is 0; it must be >= 1" in text
+    assert "noise_type (--hyperparams) is 'pink'; it must be one of 'normal', 'ornstein-uhlenbeck'" in text
 
 
 # --- the replay-buffer options and resume ---------------------------------------------------------------------------

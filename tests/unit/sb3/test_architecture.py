@@ -54,7 +54,7 @@ def test_the_dimensions_not_given_are_read_from_net_arch_and_explorers_never_see
     "algo, hyperparams, said",
     [
         ("td3", ["qf_layers:3"], "set qf_width"),  # TD3's [400, 300]: two widths
-        ("ppo", ["pi_layers:0"], "pi_layers 0: must be at least 1"),
+        ("ppo", ["pi_layers:0"], r"pi_layers \(--hyperparams\) is 0; it must be >= 1"),
         ("ppo", ["search_space:{vf_width: {low: 0, high: 64, type: int}}"], "search_space.vf_width"),
     ],
 )
