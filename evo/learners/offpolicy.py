@@ -138,6 +138,18 @@ def actor_critic_memory(
     return networks_footprint(net_arch, trained * TRAINED + kept * FLOAT32)
 
 
+def budget_notes(settings: Mapping[str, Any], env_steps: int) -> list[str]:
+    """A member whose budget never passes ``learning_starts`` acts at random for all of it and learns nothing."""
+    starts = int(settings["learning_starts"])
+    if env_steps > starts:
+        return []
+    return [
+        f"each member trains {env_steps} env steps in all and learning_starts is {starts}: no member passes it, so "
+        "every one acts at random and never updates; give more env steps (--total-generations, --agent-training-steps) "
+        f"or a smaller learning_starts (e.g. --hyperparams learning_starts:{max(env_steps // 10, 1)})"
+    ]
+
+
 def collection_steps(settings: Mapping[str, Any], n_envs: int) -> int:
     """Env steps of one collection (train_freq steps of every env): a budget is rounded up to them."""
     return n_envs * settings["train_freq"]

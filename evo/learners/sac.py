@@ -13,6 +13,7 @@ from typing import Any
 from evo.core.kinds import Kind
 from evo.learners.offpolicy import (
     actor_critic_memory,
+    budget_notes,
     check_shared,
     collection_steps,
     replay_footprint,
@@ -116,4 +117,5 @@ SPEC = LearnerSpec(
     check=check,
     steps=collection_steps,
     memory=memory,
+    notes=budget_notes,
 )

@@ -374,6 +374,10 @@ class LearnerSpec:
     keeps (target networks: their weights), and its buffers as SB3 allocates them. Checked at start-up
     against the memory a rank has, so that a size that cannot be allocated is refused before training."""
 
+    notes: Callable[[Mapping[str, Any], int], list[str]] | None = None
+    """``notes(settings, env_steps)``: what a run whose members each train ``env_steps`` env steps in all should
+    hear before it starts, without refusing it (an off-policy member that would never start learning)."""
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", (*self.settings, *architecture_settings(self.net_arch_heads)))
         names = [setting.name for setting in self.settings]

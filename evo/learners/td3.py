@@ -15,6 +15,7 @@ from typing import Any
 from evo.core.kinds import Kind
 from evo.learners.offpolicy import (
     actor_critic_memory,
+    budget_notes,
     check_shared,
     collection_steps,
     replay_footprint,
@@ -123,4 +124,5 @@ SPEC = LearnerSpec(
     check=check,
     steps=collection_steps,
     memory=memory,
+    notes=budget_notes,
 )

@@ -39,7 +39,7 @@ from evo.core.rules import PBTRules
 from evo.learners.interface import Learner
 from evo.logs import output_is_terminal
 from evo.mpi import exchange
-from evo.rundir.checkpoint import Target
+from evo.rundir.checkpoint import Target, remove_stray_temporaries
 from evo.rundir.records import Continuation, RunRecords
 from evo.runner.members import InitialHparams, MemberFactory
 from evo.runner.stopping import StopRequest
@@ -312,11 +312,15 @@ def open_session(
     before any rank goes on (they write into the run directory). ``records=False``: none (a test
     driving the loop without a run directory)."""
     prepare_process(config.torch_threads, config.cpu_tuning)
+    remove_stray_temporaries(config.run_dir)  # a killed or full-disk write's left-overs, this host's dead ones
     stop = StopRequest().install()
     watchdog = Watchdog(lambda: stop.requested, comm.Get_rank(), config.stall_timeout, config.step_timeout).install()
     run_records = open_records(config, command, continued) if comm.Get_rank() == 0 and records else None
     exchange.barrier(comm)
     planned = config.agent.spec.planned_steps(config.agent_training_steps, config.agent.settings, config.agent.n_envs)
+    if comm.Get_rank() == 0 and config.agent.spec.notes is not None:
+        for note in config.agent.spec.notes(config.agent.settings, planned * config.total_generations):
+            logger.warning("%s", note)
     return Session(
         comm=comm,
         placement=Placement(config.num_agents, config.world_size),

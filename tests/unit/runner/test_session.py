@@ -1,5 +1,7 @@
 """The session (evo/runner/session.py) without MPI jobs: what it makes of a config, on MPI.COMM_SELF."""
 
+import logging
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -47,3 +49,17 @@ def test_a_session_without_records_writes_nothing_and_reads_the_config_once(tmp_
         assert not session.stop.requested and session.progress(0, 3) is not None  # rank 0 reports progress
     finally:
         session.close()
+
+
+def test_a_run_whose_members_never_pass_learning_starts_is_warned(tmp_path, caplog):
+    """TD3's Pendulum settings start learning at env step 10,000: 200 env steps a member learn nothing."""
+    argv = ["--algo", "td3", "--env-id", "Pendulum-v1", "--num-agents", "1", "--run-dir", str(tmp_path / "run")]
+    short = parse_config([*argv, "--total-generations", "1", "--agent-training-steps", "200"])
+    with caplog.at_level(logging.WARNING, logger="evo"):
+        open_session(short, MPI.COMM_SELF, records=False).close()
+    assert "each member trains 200 env steps in all and learning_starts is 10000" in caplog.text
+    caplog.clear()
+    enough = parse_config([*argv, "--total-generations", "2", "--agent-training-steps", "6000"])
+    with caplog.at_level(logging.WARNING, logger="evo"):
+        open_session(enough, MPI.COMM_SELF, records=False).close()
+    assert "learning_starts" not in caplog.text
