@@ -12,6 +12,7 @@ left waiting in a collective or a receive.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -23,7 +24,7 @@ from typing import Any
 from evo.config import Config, ConfigError, parse_config
 from evo.logs import install_logging
 from evo.mpi import exchange
-from evo.rundir.lock import RunDirLocked, RunLock
+from evo.rundir.lock import RunDirError, RunLock
 from evo.runner import Driver, driver_for
 
 logger = logging.getLogger("evo")
@@ -47,7 +48,7 @@ def startup(
             lock = RunLock.acquire(config.run_dir, create=not config.resume)
             checkpoint = driver.find(config.run_dir, config.run_id, config.num_agents) if config.resume else None
             outcome = ("ok", (config, driver, checkpoint))
-        except (ConfigError, RunDirLocked) as error:
+        except (ConfigError, RunDirError) as error:
             problems = error if isinstance(error, ConfigError) else ConfigError([str(error)])
             print(f"{prog}: error: {problems}", file=sys.stderr, flush=True)
             outcome = ("error", EXIT_BAD_INPUT)
@@ -78,13 +79,26 @@ def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog:
                 lock.release()
     except SystemExit:
         raise
-    except BaseException:
-        host = os.uname().nodename
-        sys.stderr.write(f"[{rank}@{host}] evo: unrecoverable error on rank {rank}; aborting the MPI job\n")
-        traceback.print_exc()
+    except BaseException as error:
+        sys.stderr.write(fatal_message(rank, os.uname().nodename, error))
         sys.stderr.flush()
         exchange.abort(comm, 1)
     return 0
+
+
+def fatal_message(rank: int, host: str, error: BaseException) -> str:
+    """What a rank says before it aborts the job: a full disk in words (the run's last complete checkpoint
+    stands), anything else with its traceback."""
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        where = f" writing {error.filename}" if error.filename else ""
+        return (
+            f"[{rank}@{host}] evo: the disk is full ({error.strerror}{where}); aborting the MPI job. The run's last "
+            "complete checkpoint stands (one is complete once its manifest is written, and a half-written file "
+            "is removed at the next start): free some space, then --resume.\n"
+        )
+    return f"[{rank}@{host}] evo: unrecoverable error on rank {rank}; aborting the MPI job\n" + "".join(
+        traceback.format_exception(error)
+    )
 
 
 def run(config: Config, comm, command: Sequence[str], driver: Driver, checkpoint: Any) -> int:

@@ -262,14 +262,20 @@ def learner_options(spec: LearnerSpec, exploit_buffer: str, checkpoint_buffers: 
 def run_dir_problems(run_dir: Path) -> list[str]:
     """Why a new run may not start in ``run_dir`` (it exists, or cannot be created)."""
     run_dir = Path(run_dir)
-    if run_dir.exists():
+    try:
+        if run_dir.exists():
+            return [
+                f"--run-dir {run_dir} already exists; evo will not overwrite a run. "
+                "Pick another --run-dir or --exp-name, or delete it."
+            ]
+        parent = run_dir.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+    except OSError as error:  # a folder on the way this user may not enter
         return [
-            f"--run-dir {run_dir} already exists; evo will not overwrite a run. "
-            "Pick another --run-dir or --exp-name, or delete it."
+            f"--run-dir {run_dir}: cannot look there ({error.strerror}: {error.filename}); give a --run-dir in a "
+            "folder you may read and write"
         ]
-    parent = run_dir.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         return [f"--run-dir {run_dir}: cannot create it, {parent} is not a writable directory"]
     return []

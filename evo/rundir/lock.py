@@ -56,7 +56,11 @@ class Holder:
         return f"process {self.pid} on {self.host} (since {self.since})"
 
 
-class RunDirLocked(RuntimeError):
+class RunDirError(RuntimeError):
+    """The run directory cannot be taken: the message says why and what to do."""
+
+
+class RunDirLocked(RunDirError):
     """Another live process holds the lock; the message names it and what to do."""
 
 
@@ -104,10 +108,22 @@ class RunLock:
                     f"--run-dir {run_dir} was created by another run starting at the same moment"
                     f"{held_by(run_dir / LOCK)}; evo will not overwrite a run. Pick another --run-dir or --exp-name."
                 ) from None
+            except OSError as error:
+                raise RunDirError(
+                    f"--run-dir {run_dir}: cannot create it ({error.strerror}); give a --run-dir in a folder you may "
+                    "write"
+                ) from None
         holder = Holder.this_process()
         path = run_dir / LOCK
         for _ in range(3):  # a take-over that lost a race tries again
-            if _create(path, holder):
+            try:
+                created = _create(path, holder)
+            except OSError as error:
+                raise RunDirError(
+                    f"--run-dir {run_dir}: cannot write its lock {path} ({error.strerror}); a run needs a directory it "
+                    "may write"
+                ) from None
+            if created:
                 lock = cls(path, holder)
                 lock._start(heartbeat_s)
                 return lock

@@ -9,6 +9,7 @@ from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 
 # isort: split
 
+import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
 
@@ -43,6 +44,31 @@ class StopCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         return not self.should_stop()
+
+
+class NonFiniteReward(ValueError):
+    """An env gave a NaN or infinite reward: every update after it would be NaN."""
+
+
+class FiniteRewards(BaseCallback):
+    """Fails a member at the env step that gives a NaN or infinite reward, naming it: left alone, the reward
+    makes the next update's losses NaN, and the member fails later with an error about the policy's
+    distribution ("invalid logits") that hides the cause."""
+
+    def __init__(self, member_id: int):
+        super().__init__()
+        self.member_id = member_id
+
+    def _on_step(self) -> bool:
+        rewards = self.locals.get("rewards")
+        if rewards is not None and not np.isfinite(rewards).all():
+            bad = np.flatnonzero(~np.isfinite(rewards))
+            raise NonFiniteReward(
+                f"member {self.member_id}: its env {int(bad[0])} gave a reward of {rewards[bad[0]]} at env step "
+                f"{self.num_timesteps}; a NaN or infinite reward makes every update NaN: check the env's reward "
+                "(its --env-kwargs, a reward scale)"
+            )
+        return True
 
 
 class ScheduleCallback(BaseCallback):
@@ -107,7 +133,7 @@ class DistillationCallback(BaseCallback):
 def training_callbacks(member: Exchangeable, should_stop, schedule=(), progress=None) -> CallbackList:
     """What runs inside ``learn`` for a member: the stop check, a replayed schedule if any,
     and the generation's progress report on rank 0 (``progress``: a reporter with ``advance``)."""
-    callbacks: list[BaseCallback] = [StopCallback(should_stop)]
+    callbacks: list[BaseCallback] = [StopCallback(should_stop), FiniteRewards(member.member_id)]
     if schedule:
         callbacks.append(ScheduleCallback(member, schedule))
     if progress is not None:

@@ -97,3 +97,23 @@ def test_a_released_lock_of_another_holder_is_not_removed(tmp_path):
     write_lock(tmp_path, Holder("node-2", 7, "", "now"))  # taken over while this one was stalled
     lock.release()
     assert read_holder(tmp_path / LOCK).host == "node-2"
+
+
+def test_a_run_dir_in_a_folder_this_user_may_not_enter_is_refused_with_the_reason(tmp_path):
+    """A new user's --run-dir under a folder they may not read: a problem of the config (exit 2), and the
+    lock refuses a folder it cannot create, never a traceback."""
+    from evo.config.checks import run_dir_problems
+    from evo.rundir.lock import RunDirError
+    from tests.support import unprivileged
+
+    closed = tmp_path / "closed"
+    (closed / "inner").mkdir(parents=True)
+    closed.chmod(0o700)
+    try:
+        with unprivileged():
+            (problem,) = run_dir_problems(closed / "inner" / "run")
+            with pytest.raises(RunDirError, match="cannot create it"):
+                RunLock.acquire(closed / "inner" / "run", create=True)
+    finally:
+        closed.chmod(0o755)
+    assert "cannot look there (Permission denied" in problem and "folder you may read and write" in problem

@@ -63,3 +63,19 @@ def test_a_run_whose_members_never_pass_learning_starts_is_warned(tmp_path, capl
     with caplog.at_level(logging.WARNING, logger="evo"):
         open_session(enough, MPI.COMM_SELF, records=False).close()
     assert "learning_starts" not in caplog.text
+
+
+def test_a_full_disk_is_said_in_words_and_anything_else_with_its_traceback():
+    import errno
+
+    from evo.main import fatal_message
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/runs/x/checkpoints/gen_000003/member_1.pt")
+    said = fatal_message(1, "vm", full)
+    assert "Traceback" not in said and "[1@vm] evo: the disk is full (No space left on device writing" in said
+    assert "last complete checkpoint stands" in said and "--resume" in said
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError as error:
+        said = fatal_message(0, "vm", error)
+    assert "unrecoverable error on rank 0" in said and "Traceback" in said and "RuntimeError: boom" in said

@@ -67,3 +67,21 @@ def test_schedule_callback_puts_each_entry_in_effect_from_its_env_step(config):
             assert effective[name] == pytest.approx(value), (start, name)
     assert seen[2][1]["learning_rate"] == pytest.approx(1e-3)  # 256 >= 200: the second entry
     assert member.model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(2e-4)
+
+
+def test_a_nan_reward_fails_the_member_at_its_step_naming_it(tmp_path):
+    """Not later, in the update, as "invalid logits" that hide the cause."""
+    from evo.sb3.callbacks import NonFiniteReward
+    from tests.support import TINY_DEFAULT
+
+    config = parse_config(
+        [
+            *("--env-id", "tests.nan_env:NanCartPole-v0", "--env-kwargs", "nan_after:40"),
+            *("--hyperparams", str(write_hyperparams(tmp_path, TINY_DEFAULT)), "--tb-writer", "False"),
+        ],
+        check_run_dir=False,
+    )
+    member = member_factory(config).make(3, tensorboard=False)
+    with pytest.raises(NonFiniteReward, match=r"member 3: its env 0 gave a reward of nan at env step 8\d"):
+        member.train(256)
+    member.close()

@@ -5,7 +5,6 @@ cannot read or write are refusals (exit 2) that name the path and the fix, never
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -26,7 +25,7 @@ from evo.runner.stopping import STOP_SIGNALS
 from evo.tools import evaluate as evaluate_tool
 from evo.tools import export as export_tool
 from evo.tools.saved import SavedRunError, choose, open_run
-from tests.support import budget, read_population, run_in_process, write_hyperparams
+from tests.support import budget, read_population, run_in_process, unprivileged, write_hyperparams
 
 
 def tiny_flags(tmp_path: Path, run_dir: Path, *extra: str) -> list[str]:
@@ -184,19 +183,6 @@ def test_best_ever_reaches_an_asynchronous_runs_kept_best(made, capsys, tmp_path
     with pytest.raises(SavedRunError, match=f"{kept.path}: SHA-256 does not match best.json"):
         choose(open_run(run_dir), "best-ever")
     assert choose(open_run(run_dir), "0").member == 0
-
-
-@contextlib.contextmanager
-def unprivileged():
-    """As a user without root's right to read anything (root ignores permission bits), for the block."""
-    if os.geteuid() != 0:
-        yield
-        return
-    os.seteuid(65534)
-    try:
-        yield
-    finally:
-        os.seteuid(0)
 
 
 def test_a_run_directory_that_cannot_be_read_is_a_refusal(made, tmp_path, capsys):
