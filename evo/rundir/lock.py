@@ -11,7 +11,9 @@ The lock is ``run_dir/lock.json``, created with ``O_EXCL`` (atomic, on a shared 
 holder's host, PID, its process's start time and when it took the lock. While the run goes, a
 daemon thread touches it every :data:`HEARTBEAT_S` seconds. A lock left by a dead process is taken over
 with a warning: on this host, when its PID is gone (or now names another process: the start time
-differs); from another host, whose processes this one cannot see, when its heartbeat is older than
+differs; or is a zombie nobody reaped), after a few seconds' wait when its job has ended but the
+process has not exited yet (its launcher gone: a rank that mpiexec is tearing down after another
+rank was killed); from another host, whose processes this one cannot see, when its heartbeat is older than
 :data:`STALE_S` (a job killed with its node). A take-over renames the stale file first, which only one
 of several racing takers can do, so no two runs take one lock.
 """
@@ -34,6 +36,8 @@ HEARTBEAT_S = 30.0
 """How often the holder touches its lock."""
 STALE_S = 180.0
 """Another host's lock whose heartbeat is older than this is a dead job's: 6 missed heartbeats."""
+LINGER_S = 30.0
+"""How long a holder whose job has ended (its launcher gone) may take to exit before it counts as alive."""
 
 
 @dataclass(frozen=True)
@@ -47,10 +51,14 @@ class Holder:
     PID, it names one process even after the PID is reused."""
     since: str
     """When it took the lock (local time of its host)."""
+    parent: int = 0
+    """Its parent when it took the lock (mpiexec's, srun's daemon): a holder whose parent changed was left
+    behind by a job that ended (a rank orphaned while the launcher tears the job down)."""
 
     @classmethod
     def this_process(cls) -> Holder:
-        return cls(socket.gethostname(), os.getpid(), process_start(os.getpid()), time.strftime("%Y-%m-%d %H:%M:%S"))
+        pid = os.getpid()
+        return cls(socket.gethostname(), pid, process_start(pid), time.strftime("%Y-%m-%d %H:%M:%S"), os.getppid())
 
     def describe(self) -> str:
         return f"process {self.pid} on {self.host} (since {self.since})"
@@ -64,24 +72,39 @@ class RunDirLocked(RunDirError):
     """Another live process holds the lock; the message names it and what to do."""
 
 
+def _stat(pid: int) -> list[str]:
+    """Process ``pid``'s /proc/<pid>/stat fields after its command (field 3 first), or [] if unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return []
+
+
 def process_start(pid: int) -> str:
     """Process ``pid``'s start time on this host ('' if unknown: no /proc, or no such process)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19]  # field 22, counted after the command's closing parenthesis
+    fields = _stat(pid)
+    return fields[19] if fields else ""  # field 22
+
+
+def parent_of(pid: int) -> int:
+    """Process ``pid``'s parent on this host (0 if unknown)."""
+    fields = _stat(pid)
+    return int(fields[1]) if fields else 0  # field 4
 
 
 def alive(holder: Holder) -> bool:
-    """Whether ``holder``, a process of this host, still runs (its PID with the same start time)."""
+    """Whether ``holder``, a process of this host, still runs (its PID with the same start time, not a zombie:
+    a process that ended but that nobody reaped, as in a container whose first process reaps none)."""
     try:
         os.kill(holder.pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process: it exists
         pass
-    start = process_start(holder.pid)
+    fields = _stat(holder.pid)
+    if fields and fields[0] in ("Z", "X"):
+        return False
+    start = fields[19] if fields else ""
     return not (start and holder.process_start and start != holder.process_start)
 
 
@@ -192,16 +215,26 @@ def read_holder(path: Path) -> Holder | None:
     except FileNotFoundError:
         return None
     try:
-        return Holder(**json.loads(text))
+        return Holder(**json.loads(text))  # a lock from before ``parent`` was kept reads as 0: never orphaned
     except (ValueError, TypeError):
         return Holder("?", -1, "", "just now")
 
 
-def stale(holder: Holder, path: Path, now: float | None = None) -> str | None:
-    """Why ``holder``'s lock (the file ``path``) is a dead process's, or None if it may be alive."""
+def orphaned(holder: Holder) -> bool:
+    """Whether ``holder``, a live process of this host, was left by its launcher: its job has ended."""
+    return bool(holder.parent) and parent_of(holder.pid) not in (0, holder.parent)
+
+
+def stale(holder: Holder, path: Path, now: float | None = None, linger_s: float = LINGER_S) -> str | None:
+    """Why ``holder``'s lock (the file ``path``) is a dead process's, or None if it may be alive. A holder of
+    this host whose job has ended (its launcher gone) is given ``linger_s`` seconds to exit."""
     if holder.pid < 0:  # being written
         return None
     if holder.host == socket.gethostname():
+        if alive(holder) and orphaned(holder):
+            deadline = time.monotonic() + linger_s
+            while alive(holder) and time.monotonic() < deadline:  # the job's tear-down ends it
+                time.sleep(0.05)
         return None if alive(holder) else f"its process {holder.pid} is gone"
     try:
         age = (time.time() if now is None else now) - path.stat().st_mtime

@@ -117,3 +117,32 @@ def test_a_run_dir_in_a_folder_this_user_may_not_enter_is_refused_with_the_reaso
     finally:
         closed.chmod(0o755)
     assert "cannot look there (Permission denied" in problem and "folder you may read and write" in problem
+
+
+def test_a_holder_left_behind_by_its_ended_job_is_waited_for_then_its_lock_taken(tmp_path):
+    """A rank whose launcher is gone (mpiexec ended the job after another rank was killed) may take a moment
+    to exit: the lock waits for it rather than refusing the resume that follows at once."""
+    from evo.rundir.lock import orphaned, stale
+
+    launcher = subprocess.Popen(  # a launcher that starts a rank and ends at once, leaving it behind
+        [
+            sys.executable,
+            "-c",
+            "import subprocess; p = subprocess.Popen(['sleep', '600'], stdout=subprocess.DEVNULL); print(p.pid)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    rank = int(launcher.communicate()[0])
+    try:
+        holder = Holder(socket.gethostname(), rank, process_start(rank), "now", launcher.pid)
+        write_lock(tmp_path, holder)
+        assert orphaned(holder)
+        assert stale(holder, tmp_path / LOCK, linger_s=0) is None  # still alive: not taken yet
+        mine = Holder(socket.gethostname(), os.getpid(), process_start(os.getpid()), "now", os.getppid())
+        assert not orphaned(mine)
+    finally:
+        os.kill(rank, 9)
+    lock = RunLock.acquire(tmp_path, create=False)  # it is gone (or a zombie nobody reaps): taken over
+    assert read_holder(tmp_path / LOCK).pid == os.getpid()
+    lock.release()
