@@ -75,6 +75,8 @@ class Point:
     median_uncopied: float
     copied: tuple[int, ...] = ()
     members: Mapping[int, float] = field(default_factory=dict)
+    returns: tuple[float, ...] = ()
+    """The selected member's fresh returns, episode by episode."""
 
     @property
     def selection_bias(self) -> float:
@@ -197,18 +199,19 @@ def points(job: Job, history: RunHistory, fresh: Mapping[int, FreshReturns], fra
         kept = [v for m, v in means.items() if m not in copied]
         found.append(
             Point(
-                fraction,
-                generation,
-                curve[history.generations.index(generation)][0],
-                selected,
-                history.row(generation, selected).score,
-                means[selected],
-                standard_error(returns.members[selected]),
-                statistics.median(means.values()),
-                statistics.median(kept) if kept else math.nan,
-                copied,
-                means,
-            )  # fmt: skip
+                fraction=fraction,
+                generation=generation,
+                total_env_steps=curve[history.generations.index(generation)][0],
+                selected_member=selected,
+                selection_score=history.row(generation, selected).score,
+                selected=means[selected],
+                selected_se=standard_error(returns.members[selected]),
+                median=statistics.median(means.values()),
+                median_uncopied=statistics.median(kept) if kept else math.nan,
+                copied=copied,
+                members=means,
+                returns=tuple(returns.members[selected]),
+            )
         )
     return found
 
@@ -218,7 +221,8 @@ def zoo_points(job: Job) -> list[Point]:
     returns = json.loads((job.run_dir / ZOO_RESULT).read_text())["returns"]
     mean = float(statistics.mean(returns))
     total = job.generations * job.steps
-    return [Point(1.0, job.generations, total, 0, math.nan, mean, standard_error(returns), mean, mean, (), {0: mean})]
+    se = standard_error(returns)
+    return [Point(1.0, job.generations, total, 0, math.nan, mean, se, mean, mean, (), {0: mean}, tuple(returns))]
 
 
 def read_wall(job: Job) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,13 @@ class FloorValues:
     constant: float | None = None
     constant_se: float | None = None
     action: int | None = None
+    constant_returns: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
+    """Every constant action's returns, episode by episode (to recognise a policy that plays one)."""
+
+    def same_as_constant(self, returns: Sequence[float]) -> int | None:
+        """The constant action whose returns equal ``returns`` episode for episode, if one does."""
+        matches = [a for a, played in sorted(self.constant_returns.items()) if tuple(played) == tuple(returns)]
+        return matches[0] if matches else None
 
     @property
     def highest(self) -> tuple[float, float]:
@@ -378,8 +385,8 @@ def floor_table(runs: Sequence[Run], floors: Mapping[str, Mapping[int, FloorValu
     standard errors, and whether it left the floor (at least ``SEPARATION_SE`` of them)."""
     lines = [
         "| env | method | seed | fraction | total env steps | selected member, fresh ± se | higher floor ± se | "
-        f"standard errors above it | left the floor (≥ {SEPARATION_SE:g}) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"standard errors above it | left the floor (≥ {SEPARATION_SE:g}) | the same returns as a constant action |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     found = False
     for run in sorted(runs, key=lambda r: (r.job.env_id, r.job.method, r.job.seed)):
@@ -390,10 +397,12 @@ def floor_table(runs: Sequence[Run], floors: Mapping[str, Mapping[int, FloorValu
             found = True
             above = above_floor(point, floor)
             mean, se = floor.highest
+            constant = floor.same_as_constant(point.returns) if point.returns else None
             lines.append(
                 f"| {run.job.env_id} | {run.job.method} | {run.job.seed} | {percent(point.fraction)} | "
                 f"{point.total_env_steps:,} | {point.selected:.2f} ± {point.selected_se:.2f} | {mean:.2f} ± {se:.2f} | "
-                f"{above:.1f} | {'yes' if above >= SEPARATION_SE else 'no'} |"
+                f"{above:.1f} | {'yes' if above >= SEPARATION_SE else 'no'} | "
+                f"{'—' if constant is None else f'action {constant}, episode for episode'} |"
             )
     return "\n".join(lines) + "\n" if found else ""
 
@@ -404,8 +413,41 @@ def floor_values(random: Sequence[float], constant: Mapping[int, Sequence[float]
         return FloorValues(float(np.mean(random)), standard_error(random))
     action = max(sorted(constant), key=lambda a: float(np.mean(constant[a])))
     best = constant[action]
-    return FloorValues(float(np.mean(random)), standard_error(random), float(np.mean(best)),
-                       standard_error(best), action)  # fmt: skip
+    played = {a: tuple(r) for a, r in constant.items()}
+    return FloorValues(
+        float(np.mean(random)), standard_error(random), float(np.mean(best)), standard_error(best), action, played
+    )
+
+
+def floor_summary(runs: Sequence[Run], floors: Mapping[str, Mapping[int, FloorValues]], envs, methods) -> str:
+    """Per env and method with floors: the first fraction of its budget at which the selected member
+    left the higher floor by ``SEPARATION_SE`` standard errors in every seed, or that it never did."""
+    lines = []
+    for env_id in envs:
+        for method in methods:
+            ours = [r for r in runs if r.job.env_id == env_id and r.job.method == method]
+            ours = [r for r in ours if r.job.seed in floors.get(env_id, {})]
+            if not ours:
+                continue
+            seeds = f"{len(ours)} seed{'s' if len(ours) != 1 else ''}"
+            left = _first_above(ours, floors[env_id])
+            if left is None:
+                lines.append(f"- {env_id}, {method}: did not leave the floor within its budget ({seeds}).")
+            else:
+                lines.append(
+                    f"- {env_id}, {method}: left the floor by {SEPARATION_SE:g} standard errors at "
+                    f"{percent(left.fraction)} of its budget ({left.total_env_steps:,} env steps), in all {seeds}."
+                )
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _first_above(runs: Sequence[Run], floors: Mapping[int, FloorValues]) -> Point | None:
+    """The earliest point at which every run's selected member is ``SEPARATION_SE`` above its floor."""
+    for fraction in sorted({p.fraction for r in runs for p in r.points}):
+        at = {r.job.seed: p for r in runs for p in r.points if p.fraction == fraction}
+        if len(at) == len(runs) and all(above_floor(p, floors[s]) >= SEPARATION_SE for s, p in at.items()):
+            return next(iter(at.values()))
+    return None
 
 
 def timing_text(runs: Sequence[Run], launches: Sequence[Mapping] = ()) -> str:

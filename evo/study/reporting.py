@@ -124,7 +124,7 @@ def markdown(study: Study, runs: Sequence[Run], floor_values, thresholds, foreig
         )
     if floor_values and (above := report.floor_table(runs, floor_values)):
         text += "\nAbove the floor (the higher of the uniform-random policy and the best constant action):\n\n"
-        text += above
+        text += report.floor_summary(runs, floor_values, study.envs, methods) + "\n" + above
     if stages := report.stages_table(results):
         text += "\n" + stages
     text += "\n" + report.timing_text(runs, read_launches(study.out))

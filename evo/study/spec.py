@@ -307,8 +307,8 @@ def with_overrides(
                         ("--steps", steps), ("--eval-episodes", eval_episodes)):  # fmt: skip
         if value is not None and value < 1:
             problems.append(f"{flag} {value}: must be at least 1")
-    if problems:
-        raise StudyError(problems, "the command line")
+    envs = [env for env in envs or () if env in study.envs]
+    methods = [name for name in methods or () if name in study.methods]
     budgets = {
         env: Budget(generations or b.generations, steps or b.steps, eval_episodes or b.eval_episodes)
         for env, b in study.budgets.items()
@@ -330,8 +330,9 @@ def with_overrides(
         primary=changed.primary if changed.primary and _within(changed.primary, kept) else None,
         secondary=tuple(c for c in changed.secondary if _within(c, kept)),
     )
-    if found := study_problems(changed):
-        raise StudyError(found, "the command line")
+    problems += study_problems(changed)
+    if problems:
+        raise StudyError(problems, "the command line")
     return changed
 
 
