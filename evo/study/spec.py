@@ -352,6 +352,7 @@ def study_problems(study: Study) -> list[str]:
     for env_id in study.envs:
         for method in [m for m in study.methods.values() if m.runs_on(env_id) and m.mpi]:
             generations = study.budget(env_id, method).generations
+            whole = []
             for fraction in study.fresh.at:
                 at = fraction * generations
                 if abs(at - round(at)) > 1e-9 or round(at) < 1:
@@ -359,12 +360,15 @@ def study_problems(study: Study) -> list[str]:
                         f"fresh.at {fraction:g}: {percent(fraction)} of {method.name}'s {generations} generations on "
                         f"{env_id} is not a whole generation; choose fractions that are"
                     )
-                elif keep is not None and round(at) < generations - keep + 1:
-                    problems.append(
-                        f"fresh.at {fraction:g}: generation {round(at)} of {method.name}'s {generations} is not "
-                        f"among the last {keep} checkpoints that --keep-checkpoints {keep} keeps; give at least "
-                        f"{generations - round(at) + 1}, or leave --keep-checkpoints out (evo-study sets it)"
-                    )
+                else:
+                    whole.append(round(at))
+            earliest = min(whole, default=generations)
+            if keep is not None and earliest < generations - keep + 1:
+                problems.append(
+                    f"--keep-checkpoints {keep}: generation {earliest} of {method.name}'s {generations} on {env_id} "
+                    f"(fresh.at {min(study.fresh.at):g}) would not be kept; give at least "
+                    f"{generations - earliest + 1}, or leave --keep-checkpoints out (evo-study sets it)"
+                )
     return problems
 
 
@@ -489,6 +493,7 @@ def _methods(value: Any, envs: Sequence[str], problems: list[str]) -> dict[str, 
                 f"methods.{name}: give its kind ({', '.join(KINDS)}), or name it after a preset "
                 f"({', '.join(PRESETS)}){_suggest(name, list(PRESETS))}"
             )
+            _method(name, fields | {"kind": "population"}, envs, problems)  # its other problems too
             continue
         method = _method(name, fields, envs, problems)
         if method is not None:
