@@ -162,11 +162,14 @@ def fresh_table(
     if levels is not None:
         start, count = levels
         where = f"of levels {start}-{start + count - 1} (never trained or selected on)"
-    how = "deterministic" if deterministic else "sampled-action (actions drawn from each policy, as DrAC's test.py)"
+    how = "sampled-action"
+    if deterministic:
+        how = "deterministic (argmax)" if levels is not None else "deterministic"
+    sampled = " Actions were sampled from each policy, as DrAC's test.py plays Procgen." if not deterministic else ""
     lines = [
         f"Re-evaluated on {episodes} fresh {how} episodes {where}; mean [95 % t-interval] "
         'over seeds; "kept best": the weights behind the run\'s highest selection score (— where the run kept '
-        "none).\n",
+        f"none).{sampled}\n",
         f"| env | method | seeds | selected member | kept best | population median | selected minus "
         f"{reference}'s, same seed | better / worse than {reference} | p (sign flip) |",
         "|---|---|---|---|---|---|---|---|---|",
