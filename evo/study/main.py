@@ -168,6 +168,7 @@ def run(study: Study, jobs: list[Job], cores: int | None) -> int | list[str]:
         print("evo-study: error: no mpiexec found; `make install` puts one in .venv/bin", file=sys.stderr)
         return EXIT_BAD_INPUT
     problems = launch_problems(study.ranks, True, os.environ, os.getuid(), cores, is_open_mpi(mpiexec))
+    problems += config_problems([job for job in jobs if not is_finished(job)])
     if any(not job.mpi for job in jobs if not is_finished(job)) and not zoo_python().is_file():
         problems.append(f"no {zoo_python()} for the rl_zoo3 cross-check; `make zoo-venv` builds it")
     if problems:
@@ -186,6 +187,28 @@ def run(study: Study, jobs: list[Job], cores: int | None) -> int | list[str]:
         return EXIT_INTERRUPTED
     print(f"all runs done in {time.perf_counter() - started:.0f} s", flush=True)
     return failures
+
+
+def config_problems(jobs: Sequence[Job]) -> list[str]:
+    """What evo would refuse in the runs' flags, checked before any run starts (one run per env and
+    method: the seeds change only --seed and --run-dir)."""
+    from evo.config import ConfigError, parse_config
+    from evo.study.spec import ENTRIES
+
+    found, seen = [], set()
+    for job in [job for job in jobs if job.mpi]:
+        if (job.env_id, job.method) in seen:
+            continue
+        seen.add((job.env_id, job.method))
+        strategy, transport = ENTRIES[job.command[0]]
+        try:
+            parse_config(list(job.command[1:]), strategy=strategy, transport=transport, world_size=job.ranks,
+                         prog=job.command[0], check_run_dir=False)  # fmt: skip
+        except ConfigError as error:
+            found += [f"{job.env_id} {job.method}: {problem}" for problem in error.problems]
+        except SystemExit:
+            found.append(f"{job.env_id} {job.method}: its flags are not {job.command[0]}'s (its message above)")
+    return found
 
 
 def _done_line(job: Job, wall: float) -> str:

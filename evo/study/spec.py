@@ -54,6 +54,8 @@ DEFAULT = "default"
 KINDS = ("population", "random", "single", "rl-zoo3")
 SCRIPTS = {"truncation": "pbt_rl_truct.py", "wta": "pbt_rl_wta.py"}
 """The entry script of each selection rule."""
+ENTRIES = {"pbt_rl_truct.py": ("truncation", "p2p"), "pbt_rl_wta.py": ("wta", "collective")}
+"""What each entry script gives evo.main (its strategy and transport)."""
 ACTIONS = ("auto", "sampled", "deterministic")
 """How the fresh episodes pick actions: ``auto`` samples for Procgen (as DrAC's test.py does) and
 takes the deterministic action (argmax, or the mean) elsewhere."""

@@ -83,8 +83,8 @@ def test_a_runs_points_come_from_its_kept_checkpoints(run_dir):
     scores = {row.member: row.score for row in history.rows if row.generation == 3}
     assert scores[last.selected_member] == max(scores.values()) and last.selection_score == max(scores.values())
     assert last.selected == pytest.approx(np.mean(fresh[3].members[last.selected_member]))
-    copied = {json.loads(line)["recipient"] for line in (run_dir / "lineage.jsonl").read_text().splitlines()
-              if json.loads(line).get("generation") == 3 and json.loads(line)["recipient"] != json.loads(line)["donor"]}  # fmt: skip
+    lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+    copied = {e["recipient"] for e in lineage if e.get("generation") == 3 and e["recipient"] != e["donor"]}
     assert set(last.copied) == copied
     others = [np.mean(fresh[3].members[m]) for m in range(4) if m not in copied]
     assert last.median_uncopied == pytest.approx(np.median(others))
