@@ -17,13 +17,12 @@ report, 2 on a study that cannot run (every problem listed with its fix), 130 wh
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from evo.study.jobs import CHECKOUT, Job, has_result, is_finished, jobs_for, listing, mismatch
@@ -221,20 +220,3 @@ def _done_line(job: Job, wall: float) -> str:
     if math.isnan(result.final_best):
         return f"fresh mean {result.fresh_selected:.1f}, {wall:.0f} s"
     return f"best {result.final_best:.1f}, median {result.final_median:.1f}, {wall:.0f} s"
-
-
-def to_json(value):
-    """``report.json``'s values: dataclasses as dicts, NaN as null."""
-    if hasattr(value, "__dataclass_fields__"):
-        return to_json(asdict(value))
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def dump(path: Path, value) -> None:
-    path.write_text(json.dumps(to_json(value), indent=1) + "\n")

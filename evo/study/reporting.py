@@ -8,6 +8,7 @@ import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from evo.study import report
@@ -181,7 +182,6 @@ def _point(point) -> dict:
 
 def write_report(study: Study, jobs: Sequence[Job], foreign: Mapping | None = None) -> list[Run]:
     """The report of the finished runs (none finished: nothing written, an empty list)."""
-    from evo.study.main import dump
     from evo.study.plot import plot, plot_anytime
 
     finished = [job for job in jobs if has_result(job)]
@@ -215,3 +215,20 @@ def write_report(study: Study, jobs: Sequence[Job], foreign: Mapping | None = No
 def _mean(by_seed: Mapping[int, FloorValues], field: str) -> float:
     values = [getattr(v, field) for v in by_seed.values() if getattr(v, field) is not None]
     return sum(values) / len(values) if values else math.nan
+
+
+def to_json(value):
+    """``report.json``'s values: dataclasses as dicts, NaN as null."""
+    if hasattr(value, "__dataclass_fields__"):
+        return to_json(asdict(value))
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def dump(path: Path, value) -> None:
+    path.write_text(json.dumps(to_json(value), indent=1) + "\n")
