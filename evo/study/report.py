@@ -273,9 +273,9 @@ def verdict(comparison: Comparison, pair: Paired, planned: int, fresh: bool = Tr
     label = f"**{comparison.a} − {comparison.b}** at {percent(comparison.at)} of the budget{where}"
     if pair.n == 0:
         return f"{label}: no seed has both runs yet; nothing can be said."
+    interval = f" [{pair.low:.1f}, {pair.high:.1f}] (mean difference, 95 % t-interval)" if pair.n > 1 else ""
     text = (
-        f"{label}, {what} paired over {pair.n} seed{'s' if pair.n != 1 else ''}: "
-        f"{pair.mean:+.1f} [{pair.low:.1f}, {pair.high:.1f}] (mean difference, 95 % t-interval); "
+        f"{label}, {what} paired over {pair.n} seed{'s' if pair.n != 1 else ''}: {pair.mean:+.1f}{interval}; "
         f"{comparison.a} higher in {pair.wins}, lower in {pair.losses} of {pair.n}"
     )
     if pair.n < planned:

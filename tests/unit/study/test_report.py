@@ -127,7 +127,10 @@ def test_the_verdict_says_not_separated_unless_the_interval_excludes_zero():
     below = paired({0: 1.0, 1: 1.5, 2: 2.0}, {0: 10.0, 1: 11.0, 2: 12.0})
     assert report.verdict(comparison, below, 3).endswith("**zoo-total is better**: the interval lies below 0.")
     one = paired({0: 5.0}, {0: 1.0})
-    assert report.verdict(comparison, one, 3).endswith("**Not separated**: one seed gives no interval.")
+    assert report.verdict(comparison, one, 3) == (
+        "**pbt − zoo-total** at 100 % of the budget, fresh returns paired over 1 seed: +4.0; pbt higher in 1, "
+        "lower in 0 of 1 (1 of the 3 planned seeds: provisional). **Not separated**: one seed gives no interval."
+    )
     assert "nothing can be said" in report.verdict(comparison, paired({}, {0: 1.0}), 3)
 
 
