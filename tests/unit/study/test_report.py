@@ -286,3 +286,26 @@ def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_reco
     write_report(study, jobs_for(study, runs))
     expected = docs / ("bgpbt" if name == "bgpbt" else records) / "results.json"
     assert (tmp_path / "out" / "results.json").read_bytes() == expected.read_bytes()
+
+
+def test_the_procgen_tables_floor_rows_come_from_the_committed_floors(tmp_path):
+    """The first Procgen study's fresh table with its floors (docs/results/procgen/floors/, read back, not
+    played): the uniform-random policy and the best constant action on the same test levels, and seed 1's
+    selected members of pbt, pb2-mix and random search returning what action 9 returns, episode for episode."""
+    import shutil
+
+    study = replace(load_study(BUILT_IN / "procgen.yml"), out=tmp_path / "out")
+    docs = ROOT / "docs" / "results" / "procgen"
+    shutil.copytree(docs / "floors", tmp_path / "out" / "floors")
+    for job in jobs_for(study, tmp_path / "runs"):
+        job.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        job.run_dir.symlink_to(docs / f"starpilot-seed{job.seed}" / job.method)
+    write_report(study, jobs_for(study, tmp_path / "runs"))
+    text = (tmp_path / "out" / "results.md").read_text()
+    assert "Re-evaluated on 20 fresh deterministic (argmax) episodes of levels 10000-10999" in text
+    assert "| starpilot | floor: uniform-random policy | 3 | 1.4 [0.1, 2.7] | — | — | -0.2 [-1.3, 1.0] |" in text
+    assert "| starpilot | floor: best constant action (action 9, 9, 9 by seed) | 3 | 1.5 [0.6, 2.5] |" in text
+    constant = [
+        line.split(" | ")[1:3] for line in text.splitlines() if line.endswith("action 9, episode for episode |")
+    ]
+    assert constant == [["paper-default", "0"], ["pb2-mix", "1"], ["pbt", "1"], ["random", "1"]]
