@@ -89,3 +89,22 @@ def test_a_runs_points_come_from_its_kept_checkpoints(run_dir):
     others = [np.mean(fresh[3].members[m]) for m in range(4) if m not in copied]
     assert last.median_uncopied == pytest.approx(np.median(others))
     assert read_cache(cache_path(run_dir, 1)).members == fresh[1].members
+
+
+def test_evo_evaluate_names_how_its_members_acted(run_dir, tmp_path, capsys):
+    """evo-evaluate --actions: auto samples for Procgen only; sampled returns are drawn the same way twice
+    and written with their name."""
+    from evo.tools import evaluate as evaluate_tool
+
+    assert evaluate_tool.deterministic_actions("auto", "CartPole-v1")
+    assert not evaluate_tool.deterministic_actions("auto", "starpilot")
+    assert not evaluate_tool.deterministic_actions("auto", "procgen:procgen-bigfish-v0")
+    assert evaluate_tool.deterministic_actions("deterministic", "starpilot")
+    records = []
+    for name, actions in (("a", "sampled"), ("b", "sampled"), ("c", "auto")):
+        flags = [str(run_dir), "--episodes", "4", "--envs", "2", "--actions", actions, "--json", str(tmp_path / name)]
+        assert evaluate_tool.main(flags) == 0
+        records.append(json.loads((tmp_path / name).read_text()))
+    assert [r["actions"] for r in records] == ["sampled", "sampled", "deterministic"]
+    assert records[0]["members"] == records[1]["members"] != records[2]["members"]
+    assert "(sampled actions)" in capsys.readouterr().out
