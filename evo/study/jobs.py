@@ -1,7 +1,8 @@
 """A study's runs as jobs: one (env, method, seed) each, with its command and run directory
-(``<runs>/<env>/<method>-seed<k>``), in the order they run (seed outermost, so that a study stopped
-early has every method of its first seeds); which are finished; whether a run directory was made by
-this study; the listing a SLURM array reads (pure, apart from reading run directories).
+(``<runs>/<env>/<method>-seed<k>``), seed outermost (the order they are started in, but that a one-rank
+run takes a free core ahead of its turn, so a study of 2-rank populations and 1-rank agents on 2 cores
+runs most of its single agents early); which are finished; whether a run directory was made by this
+study; the listing a SLURM array reads (pure, apart from reading run directories).
 """
 
 from __future__ import annotations
