@@ -119,15 +119,15 @@ def keep_flags(study: Study, env_id: str, method: Method) -> tuple[str, ...]:
 def zoo_job(study: Study, env_id: str, method: Method, seed: int, run_dir: Path) -> Job:
     """The rl_zoo3 cross-check: a member's env steps, played on the fresh episodes evo-evaluate plays
     for the same seed (the same envs: its seed, its number of envs)."""
+    from evo.study.fresh import ENVS
     from evo.tools.saved import evaluation_seed
 
     budget = study.budget(env_id, method)
-    fresh = study.fresh
-    episodes, envs = (fresh.episodes, fresh.envs) if fresh else (20, 8)
+    episodes = study.fresh.episodes if study.fresh else 20
     command = (
         str(zoo_python()), ZOO_SCRIPT, "--env", env_id, "--steps", str(budget.generations * budget.steps),
         "--seed", str(seed), "--eval-seed", str(evaluation_seed(seed)), "--episodes", str(episodes),
-        "--envs", str(min(episodes, envs)), "--run-dir", str(run_dir),
+        "--envs", str(min(episodes, ENVS)), "--run-dir", str(run_dir),
     )  # fmt: skip
     return Job(env_id, method.name, seed, 1, command, run_dir, budget.generations, False, 1, budget.steps, 0)
 

@@ -81,7 +81,7 @@ TOP_KEYS = (
 )  # fmt: skip
 METHOD_KEYS = ("kind", "selection", "explore", "total", "flags", "hyperparams", "space", "envs", "generations")
 BUDGET_KEYS = ("generations", "steps", "eval_episodes")
-FRESH_KEYS = ("episodes", "at", "levels", "actions", "floors", "envs")
+FRESH_KEYS = ("episodes", "at", "levels", "actions", "floors")
 COMPARE_KEYS = ("reference", "primary", "secondary")
 COMPARISON = re.compile(r"^\s*(?P<a>\S+)\s+-\s+(?P<b>\S+)(\s+at\s+(?P<at>[0-9.eE+-]+))?\s*$")
 
@@ -166,8 +166,9 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Fresh:
-    """The re-evaluation: ``episodes`` fresh episodes per member, spread over ``envs`` envs, at the
-    checkpoints of fractions ``at`` of the budget; Procgen on levels ``levels`` (first, count)."""
+    """The re-evaluation: ``episodes`` fresh episodes per member (spread over up to 8 envs, as
+    evo/study/fresh.py plays them), at the checkpoints of fractions ``at`` of the budget; Procgen on levels
+    ``levels`` (first, count)."""
 
     episodes: int = 20
     at: tuple[float, ...] = (1.0,)
@@ -175,7 +176,6 @@ class Fresh:
     actions: str = "auto"
     floors: bool | None = None
     """Play a uniform-random policy and every constant action on the same episodes (None: for Procgen)."""
-    envs: int = 8
 
 
 @dataclass(frozen=True)
@@ -280,6 +280,7 @@ def parse_study(data: Mapping[str, Any], name: str = "study", source: Path | Non
         source=source,
     )
     study = _compare(study, data.get("compare"), problems)
+    problems += _hyperparams_flag(study)
     problems += study_problems(study)
     if problems:
         raise StudyError(problems, str(source) if source else study.name)
@@ -351,7 +352,7 @@ def study_problems(study: Study) -> list[str]:
     if not study.methods or study.fresh is None:
         return problems
     keep = _keep_checkpoints(study.flags)
-    for env_id in study.envs:
+    for env_id in [env for env in study.envs if env in study.budgets]:  # a missing budget is its own problem
         for method in [m for m in study.methods.values() if m.runs_on(env_id) and m.mpi]:
             generations = study.budget(env_id, method).generations
             whole = []
@@ -372,6 +373,20 @@ def study_problems(study: Study) -> list[str]:
                     f"{generations - earliest + 1}, or leave --keep-checkpoints out (evo-study sets it)"
                 )
     return problems
+
+
+def _hyperparams_flag(study: Study) -> list[str]:
+    """A ``--hyperparams`` in flags would replace the one evo-study writes (the last one given wins)."""
+    found = []
+    for where, flags in [("flags", study.flags)] + [
+        (f"methods.{m.name}.flags", m.flags) for m in study.methods.values()
+    ]:
+        if "--hyperparams" in flags:
+            found.append(
+                f"{where}: --hyperparams; give evo settings as hyperparams: (the study's, per env, or a method's) "
+                "and a search space as space:, which evo-study writes into one --hyperparams"
+            )
+    return found
 
 
 def _keep_checkpoints(flags: Sequence[str]) -> int | None:
@@ -549,7 +564,6 @@ def _fresh(value: Any, problems: list[str]) -> Fresh | None:
         return None
     _unknown(value, FRESH_KEYS, "fresh.", problems)
     episodes = _integer(value.get("episodes", 20), "fresh.episodes", problems, 1) or 20
-    envs = _integer(value.get("envs", 8), "fresh.envs", problems, 1) or 8
     at = value.get("at", [1.0])
     fractions: list[float] = []
     if not isinstance(at, list) or not all(isinstance(f, (int, float)) and not isinstance(f, bool) for f in at):
@@ -572,7 +586,7 @@ def _fresh(value: Any, problems: list[str]) -> Fresh | None:
     if floors is not None and not isinstance(floors, bool):
         problems.append(f"fresh.floors: {floors!r} is not true or false (left out: for Procgen)")
         floors = None
-    return Fresh(episodes, tuple(fractions) or (1.0,), levels, actions if actions in ACTIONS else "auto", floors, envs)
+    return Fresh(episodes, tuple(fractions) or (1.0,), levels, actions if actions in ACTIONS else "auto", floors)
 
 
 def _compare(study: Study, value: Any, problems: list[str]) -> Study:
