@@ -43,7 +43,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-procgen test test-fast lint bench bench-peers zoo-venv clean
+.PHONY: install run toy plot study compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
 
 install: $(STAMP)
 
@@ -70,10 +70,17 @@ plot: install
 	@test -n "$(RUN)" || { echo "usage: make plot RUN=runs/<run dir>"; exit 2; }
 	$(BIN)/python -m evo.tools.plot $(RUN) $(ARGS)
 
+# A study of your own (evo-study; docs/results.md says how to write one): make study STUDY=my-study.yml
+# [ARGS='--list' | ARGS='--report-only' ...]
+study: install
+	@test -n "$(STUDY)" || { echo "usage: make study STUDY=<study file> [ARGS=...]"; exit 2; }
+	$(MPI_ENV) $(BIN)/python -m evo.study $(STUDY) $(ARGS)
+
+# The built-in studies (experiments/studies/*.yml; experiments/compare.py --study NAME is the same)
 # PBT, PBT-WTA, PB2, random search and one default agent on CartPole-v1 and Acrobot-v1,
 # 3 seeds (~30 min on 2 cores): runs/compare/{results.md,results.json,compare.png}
 compare: install
-	$(MPI_ENV) $(BIN)/python experiments/compare.py $(ARGS)
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/classic.yml $(ARGS)
 
 # PBT, PB2 (mixed space), random search, zoo's tuned agent (at one member's and at a population's
 # env steps), rl_zoo3's own train (in .venv-zoo) and SB3's default agent on Pendulum-v1 and
@@ -81,33 +88,38 @@ compare: install
 compare-continuous:
 	$(MAKE) install EXTRAS=mujoco
 	$(MAKE) zoo-venv EXTRAS=mujoco
-	$(MPI_ENV) $(BIN)/python experiments/compare.py --study continuous $(ARGS)
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/continuous.yml $(ARGS)
 
 # BG-PBT (--explore casmo, one stage of distilled architectures) against PBT and PB2 on HalfCheetah-v5,
 # 5 seeds at the continuous study's budget, sharing its pbt and pb2 runs (installs the mujoco extra):
 # runs/compare-bgpbt
 compare-bgpbt:
 	$(MAKE) install EXTRAS=mujoco
-	$(MPI_ENV) $(BIN)/python experiments/compare.py --study bgpbt $(ARGS)
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/bgpbt.yml $(ARGS)
 
 # The longer horizon (docs/results.md): PBT, random search and one zoo agent at the population's total env steps
 # on HalfCheetah-v5, 8 seeds, 196,608 env steps per member (~5 h on 2 cores; installs the mujoco extra)
 compare-horizon:
 	$(MAKE) install EXTRAS=mujoco
-	$(MPI_ENV) $(BIN)/python experiments/compare.py --study horizon $(ARGS)
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/horizon.yml $(ARGS)
 
 # the tie rule (--ties explore vs copy) under winner-takes-all and truncation on Acrobot-v1, 5 seeds
 compare-ties: install
-	$(MPI_ENV) $(BIN)/python experiments/compare.py --study ties $(ARGS)
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/ties.yml $(ARGS)
 
 # SAC (--algo sac): PBT against one agent with zoo's tuned settings on Pendulum-v1, 3 seeds (~30 min)
 compare-sac: install
-	$(MPI_ENV) $(BIN)/python experiments/compare.py --study sac $(ARGS)
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/sac.yml $(ARGS)
 
 # Procgen StarPilot: PBT, PB2-Mix (DrAC's aug_type), random search and the paper's default agent over
 # the Procgen AutoRL paper's space, NatureCNN, 3 seeds (~3.5 h on 2 cores): runs/compare-procgen
 compare-procgen: install
-	$(MPI_ENV) $(BIN)/python experiments/compare.py --study procgen $(ARGS)
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/procgen.yml $(ARGS)
+
+# The Procgen pilot: one PPO agent (the Procgen study's default) per game, re-evaluated on held-out levels
+# with sampled actions at 25/50/75/100 % of 1.57M env steps, against the floors (~2.5 h on 2 cores)
+compare-procgen-pilot: install
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/procgen-pilot.yml $(ARGS)
 
 test: install zoo-venv
 	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -5,14 +5,15 @@ Run by the evo-less virtualenv's Python (``.venv-zoo``, scripts/zoo-venv.sh: SB3
 evo's torch, gymnasium and MuJoCo, no evo), as one job of ``compare.py --study continuous``:
 
     .venv-zoo/bin/python experiments/zoo_crosscheck.py --env Pendulum-v1 --steps 81920 --seed 0 \\
-        --eval-seed S --episodes 20 --run-dir runs/compare-continuous/runs/Pendulum-v1/rl-zoo3-seed0
+        --eval-seed S --episodes 20 --envs 8 --run-dir runs/compare-continuous/runs/Pendulum-v1/rl-zoo3-seed0
 
 ``python -m rl_zoo3.train --algo ppo --env ENV -n STEPS --seed SEED`` trains into ``RUN_DIR/zoo``
 (its own layout; no evaluation during training, one torch thread, as evo's single agents on one
-core); then scripts/zoo_play.py plays the final model on EPISODES deterministic episodes of one env
-seeded with EVAL_SEED (the study gives evo-evaluate's seed of the same seed, so the episodes are the
-ones evo's agents are re-evaluated on) and ``RUN_DIR/fresh.json`` gets the returns. If a run
-directory already holds a trained model, only the playing is done again.
+core); then scripts/zoo_play.py plays the final model on EPISODES deterministic episodes spread over
+ENVS envs seeded from EVAL_SEED (the study gives evo-evaluate's seed of the same seed and its number of
+envs, so the episodes are the ones evo's agents are re-evaluated on) and ``RUN_DIR/fresh.json`` gets
+the returns, with ``envs``. If a run directory already holds a trained model, only the playing is done
+again (a study replays a cross-check played on other envs than its re-evaluation's).
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ def train(env_id: str, steps: int, seed: int, folder: Path) -> Path:
     return experiment
 
 
-def play(experiment: Path, env_id: str, eval_seed: int, episodes: int) -> list[float]:
-    """The final model's returns on ``episodes`` deterministic episodes (its VecNormalize frozen)."""
+def play(experiment: Path, env_id: str, eval_seed: int, episodes: int, envs: int = 1) -> list[float]:
+    """The final model's returns on ``episodes`` deterministic episodes over ``envs`` envs (its
+    VecNormalize frozen)."""
     stats = experiment / env_id / "vecnormalize.pkl"
     command = [
         sys.executable, str(PLAY), str(experiment / f"{env_id}.zip"), "ppo", env_id, str(eval_seed), str(episodes),
-        str(stats) if stats.is_file() else "",
+        str(stats) if stats.is_file() else "", "", str(envs),
     ]  # fmt: skip
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(output.splitlines()[-1])["returns"]
@@ -61,18 +63,20 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--eval-seed", type=int, required=True)
     parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--envs", type=int, default=1, help="envs the episodes are spread over (evo-evaluate's)")
     parser.add_argument("--run-dir", type=Path, required=True)
     args = parser.parse_args(argv)
     args.run_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     experiment = train(args.env, args.steps, args.seed, args.run_dir / "zoo")
-    returns = play(experiment, args.env, args.eval_seed, args.episodes)
+    returns = play(experiment, args.env, args.eval_seed, args.episodes, args.envs)
     record = {
         "env_id": args.env,
         "steps": args.steps,
         "seed": args.seed,
         "eval_seed": args.eval_seed,
         "episodes": args.episodes,
+        "envs": args.envs,
         "returns": returns,
         "seconds": round(time.perf_counter() - started, 1),
     }

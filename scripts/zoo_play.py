@@ -2,11 +2,12 @@
 it, printing its per-episode returns as JSON. Proves the export needs no evo: this file imports
 nothing of evo, and that virtualenv has no evo to import.
 
-    .venv-zoo/bin/python scripts/zoo_play.py MODEL.zip ALGO ENV_ID SEED EPISODES [VECNORMALIZE.pkl] [ENV_KWARGS_JSON]
+    .venv-zoo/bin/python scripts/zoo_play.py MODEL.zip ALGO ENV_ID SEED EPISODES \\
+        [VECNORMALIZE.pkl] [ENV_KWARGS_JSON] [N_ENVS]
 
-One env seeded with SEED, episodes played one after another by SB3's ``evaluate_policy``
-(deterministic), the observation statistics frozen and rewards raw: as ``evo-evaluate --seed SEED``
-plays them.
+N_ENVS envs (default 1) seeded SEED, SEED + 1, ..., the episodes spread over them by SB3's
+``evaluate_policy`` (deterministic), the observation statistics frozen and rewards raw: as
+``evo-evaluate --seed SEED --envs N_ENVS`` plays them, so both play the same episodes.
 """
 
 import json
@@ -21,11 +22,12 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 def main(argv: list[str]) -> None:
     model_path, algo, env_id, seed, episodes = argv[:5]
     stats_path = argv[5] if len(argv) > 5 and argv[5] else None
-    env_kwargs = json.loads(argv[6]) if len(argv) > 6 else {}
+    env_kwargs = json.loads(argv[6]) if len(argv) > 6 and argv[6] else {}
+    n_envs = int(argv[7]) if len(argv) > 7 else 1
     if "evo" in sys.modules or any(name.startswith("evo.") for name in sys.modules):
         raise SystemExit("evo was imported")
     model = getattr(stable_baselines3, algo.upper()).load(model_path, device="cpu")
-    env = make_vec_env(env_id, n_envs=1, seed=int(seed), vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
+    env = make_vec_env(env_id, n_envs=n_envs, seed=int(seed), vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
     if stats_path:
         env = VecNormalize.load(stats_path, env)
         env.training, env.norm_reward = False, False

@@ -166,15 +166,41 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def play(member, env, episodes: int) -> list[float]:
-    """``member``'s returns on ``episodes`` deterministic episodes of ``env`` (raw rewards; with
-    observation normalisation, the member's statistics frozen on a wrapper of ``env``)."""
+def play(member, env, episodes: int, deterministic: bool = True, seed: int = 0) -> list[float]:
+    """``member``'s returns on ``episodes`` episodes of ``env`` (raw rewards; with observation
+    normalisation, the member's statistics frozen on a wrapper of ``env``). ``deterministic``: the
+    policy's most likely action (argmax, or the Gaussian's mean); else actions sampled from it, as
+    DrAC's test.py plays Procgen, from torch's generator seeded with ``seed`` (the same draws for every
+    member played with the same seed)."""
 
     normalize = member.agent.normalize
     if member.normalizer is not None and normalize["norm_obs"]:
         env = frozen(env, normalize)
         freeze_into(member.normalizer, env)
+    if not deterministic:
+        torch.manual_seed(seed)
     returns, _ = evaluate_policy(
-        member.model, env, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True, warn=False
+        member.model, env, n_eval_episodes=episodes, deterministic=deterministic, return_episode_rewards=True,
+        warn=False,
+    )  # fmt: skip
+    return [float(r) for r in returns]
+
+
+class _Actions:
+    """What SB3's ``evaluate_policy`` asks of a model, for a policy that ignores what it sees."""
+
+    def __init__(self, act, envs: int):
+        self.act, self.envs = act, envs
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=False):
+        return self.act(self.envs), None
+
+
+def play_actions(act, env, episodes: int) -> list[float]:
+    """The returns of a policy that ignores its observations (``act(n_envs)`` gives the next action of
+    every env: a uniform-random or a constant policy, the floors of a study) on ``episodes`` episodes of
+    ``env``, counted as :func:`play` counts them, so that both play the same episodes."""
+    returns, _ = evaluate_policy(
+        _Actions(act, env.num_envs), env, n_eval_episodes=episodes, return_episode_rewards=True, warn=False
     )
     return [float(r) for r in returns]

@@ -1,5 +1,5 @@
 """``evo-evaluate RUN``: every member of a run's last checkpoint (and its kept best) played again on
-fresh deterministic episodes, the honest number behind a population's "best".
+fresh episodes, the honest number behind a population's "best".
 
 A member's selection score is the mean of a few noisy episodes, and the population's best is the
 highest of several such means: reporting it overstates the member. Here each member plays
@@ -9,6 +9,13 @@ every member) and the tool prints each member's mean, std, min and max; ``--json
 returns too. For Procgen, ``--start-level``/``--num-levels`` choose test levels (a range disjoint
 from the run's training and selection levels); without them the levels are drawn from the whole
 distribution by the fresh seed.
+
+``--actions`` says how a member acts: ``deterministic`` (the most likely action: argmax, or the
+Gaussian's mean), or ``sampled`` from its policy (seeded by the evaluation seed, so the same for every
+member). The default, ``auto``, samples for Procgen, as DrAC's test.py evaluates: argmax play of a
+barely trained Procgen policy often repeats one action (an agent that only fires), and reports that
+action's return rather than the policy's; elsewhere it is deterministic, as SB3's and
+rl-baselines3-zoo's evaluations are.
 
     evo-evaluate runs/my-run --episodes 20 --json fresh.json
     python -m evo.tools.evaluate runs/procgen-run --start-level 10000 --num-levels 1000
@@ -91,6 +98,18 @@ def evaluation_env(
     )
 
 
+ACTIONS = ("auto", "sampled", "deterministic")
+
+
+def deterministic_actions(actions: str, env_id: str) -> bool:
+    """Whether ``--actions`` plays the most likely action: ``auto`` samples for Procgen only."""
+    from evo.config.envnames import procgen_game
+
+    if actions == "auto":
+        return procgen_game(env_id) is None
+    return actions == "deterministic"
+
+
 def evaluate_members(
     run: SavedRun,
     chosen: Sequence[MemberFile],
@@ -99,8 +118,10 @@ def evaluate_members(
     n_envs: int = 1,
     start_level: int | None = None,
     num_levels: int | None = None,
+    deterministic: bool = True,
 ) -> list[Evaluation]:
-    """Each of ``chosen`` on the same ``episodes`` fresh episodes (env seed ``seed``)."""
+    """Each of ``chosen`` on the same ``episodes`` fresh episodes (env seed ``seed``; sampled actions
+    drawn from a generator seeded with it)."""
     from evo.sb3.stock import play
     from evo.tools.saved import load
 
@@ -109,7 +130,7 @@ def evaluate_members(
         member = load(run, member_file)
         env = evaluation_env(run, seed, n_envs, start_level, num_levels)
         try:
-            results.append(Evaluation(member_file, play(member, env, episodes)))
+            results.append(Evaluation(member_file, play(member, env, episodes, deterministic, seed)))
         finally:
             env.close()
             member.close()
@@ -163,7 +184,14 @@ def table(results: Sequence[Evaluation], episodes: int) -> str:
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evo-evaluate", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (--run-dir of the run)")
-    parser.add_argument("--episodes", type=int, default=20, help="fresh deterministic episodes per member (default 20)")
+    parser.add_argument("--episodes", type=int, default=20, help="fresh episodes per member (default 20)")
+    parser.add_argument(
+        "--actions",
+        choices=ACTIONS,
+        default="auto",
+        help="deterministic (argmax, or the mean) or sampled from the policy; auto (default): sampled for "
+        "Procgen, as DrAC's test.py plays it, deterministic elsewhere",
+    )
     parser.add_argument(
         "--member",
         default=None,
@@ -233,10 +261,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"evo-evaluate: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     seed = evaluation_seed(run.config.seed) if args.seed is None else args.seed
-    results = evaluate_members(run, chosen, args.episodes, seed, args.envs, args.start_level, args.num_levels)
+    deterministic = deterministic_actions(args.actions, run.config.env_id)
+    results = evaluate_members(
+        run, chosen, args.episodes, seed, args.envs, args.start_level, args.num_levels, deterministic
+    )
     levels = None if args.start_level is None and args.num_levels is None else [args.start_level, args.num_levels]
+    how = "deterministic" if deterministic else "sampled"
     print(
-        f"{run.config.env_id}: {args.episodes} fresh deterministic episodes per member, env seed {seed}"
+        f"{run.config.env_id}: {args.episodes} fresh episodes per member ({how} actions), env seed {seed}"
         + (f", levels {levels[0]} + {levels[1]}" if levels else "")
     )
     print(table(results, args.episodes))
@@ -248,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": seed,
             "envs": args.envs,
             "levels": levels,
+            "actions": how,
             "members": [result.to_dict() for result in results],
         }
         try:

@@ -92,8 +92,8 @@ def test_the_bandits_history_continues_on_resume(run):
 
 def test_the_studys_reevaluation_plays_every_member_on_fresh_levels(run):
     """experiments/reevaluate.py, the number the Procgen study reports: evo-evaluate's, each member of
-    the last checkpoint and the kept best on deterministic episodes of levels the run never saw,
-    cached in the run dir."""
+    the last checkpoint and the kept best on episodes of levels the run never saw, actions sampled
+    from the policy (Procgen's default, as DrAC's test.py), cached in the run dir."""
     from evo.tools.saved import evaluation_seed
     from tests.e2e.runs import python
 
@@ -105,7 +105,7 @@ def test_the_studys_reevaluation_plays_every_member_on_fresh_levels(run):
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["how"] == {
         "tool": "evo-evaluate", "episodes": 2, "envs": 2, "seed": evaluation_seed(config["seed"]),
-        "levels": [50000, 1000],
+        "levels": [50000, 1000], "actions": "sampled",
     }  # fmt: skip
     assert sorted(saved["members"]) == ["0", "1", "2", "3"]
     assert all(len(returns) == 2 and all(r >= 0 for r in returns) for returns in saved["members"].values())

@@ -29,7 +29,15 @@ from tests.support import ROOT, TINY_CARTPOLE, mpi_env, mpiexec_path
 BUILTIN_YAML = "evo/hyperparams/ppo.yml"
 BUILTIN_YAMLS = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "evo" / "hyperparams").glob("*.yml"))
 """Every learner's built-in hyperparameters (PPO's and SAC's)."""
-CONSOLE_SCRIPTS = ("evo-truct", "evo-wta", "evo-truct-collective", "evo-launch", "evo-export", "evo-evaluate")
+CONSOLE_SCRIPTS = (
+    "evo-truct",
+    "evo-wta",
+    "evo-truct-collective",
+    "evo-launch",
+    "evo-export",
+    "evo-evaluate",
+    "evo-study",
+)
 
 
 def run(command: list, cwd: Path, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:

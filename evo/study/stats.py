@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -76,3 +77,44 @@ def sign_flip_p(differences: Sequence[float]) -> float:
 def smallest_p(seeds: int) -> float:
     """The smallest two-sided p the sign-flip test can give with ``seeds`` pairs."""
     return 2.0 / 2**seeds if seeds else math.nan
+
+
+def standard_error(values: Sequence[float]) -> float:
+    """The standard error of the mean of ``values`` (NaN with fewer than 2)."""
+    data = np.asarray(values, dtype=float)
+    if data.size < 2:
+        return math.nan
+    return float(data.std(ddof=1) / math.sqrt(data.size))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """``a`` minus ``b`` over the seeds both have: the differences by seed, their mean and 95 %
+    t-interval, the seeds where ``a`` is higher and lower, and the sign-flip test's p."""
+
+    seeds: tuple[int, ...]
+    differences: tuple[float, ...]
+    mean: float
+    low: float
+    high: float
+    p: float
+
+    @property
+    def n(self) -> int:
+        return len(self.differences)
+
+    @property
+    def wins(self) -> int:
+        return sum(d > 0 for d in self.differences)
+
+    @property
+    def losses(self) -> int:
+        return sum(d < 0 for d in self.differences)
+
+
+def paired(a: Mapping[int, float], b: Mapping[int, float]) -> Paired:
+    """``a[seed] - b[seed]`` over the seeds both measured (NaNs left out), in seed order."""
+    seeds = tuple(s for s in sorted(set(a) & set(b)) if not (math.isnan(a[s]) or math.isnan(b[s])))
+    differences = tuple(float(a[s] - b[s]) for s in seeds)
+    mean, low, high = t_interval(differences)
+    return Paired(seeds, differences, mean, low, high, sign_flip_p(differences))

@@ -1,11 +1,11 @@
-"""The study's statistics (experiments/stats.py): pure, numpy only."""
+"""The study's statistics (evo/study/stats.py): pure, numpy only."""
 
 import math
 
 import numpy as np
 import pytest
 
-from experiments.stats import area_under_curve, bootstrap_mean_ci, sign_flip_p, smallest_p, t_interval
+from evo.study.stats import area_under_curve, bootstrap_mean_ci, sign_flip_p, smallest_p, t_interval
 
 
 def test_area_under_the_best_curve_is_its_mean_height_over_the_steps():

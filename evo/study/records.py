@@ -1,0 +1,304 @@
+"""One run's numbers, from its records: population.csv (the best-score curve over the population's
+total env steps, the final best and median), lineage.jsonl (ties, copies, BG-PBT's stages, who was
+copied in a generation), generations.csv and ``wall_s`` (its time), and its cached fresh returns
+(evo/study/fresh.py). Reads files only; the re-evaluation itself is the caller's.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+
+from evo.rundir.history import RunHistory, copies_by_generation, load_run
+from evo.study.fresh import FreshReturns
+from evo.study.jobs import WALL, ZOO_RESULT, Job
+from evo.study.stats import area_under_curve, standard_error
+
+
+@dataclass
+class Result:
+    """One run's numbers as ``results.json`` keeps them (one record per run; the first studies' fields,
+    in their order). ``curve``: (the population's total env steps, its best selection score) after
+    each generation; ``ties``: recipients whose score equalled their donor's; ``copies``: weight copies."""
+
+    env_id: str
+    method: str
+    seed: int
+    members: int
+    final_best: float
+    final_median: float
+    steps_to_threshold: int | None
+    wall_s: float
+    curve: list[tuple[int, float]]
+    auc: float = math.nan
+    ties: int = 0
+    copies: int = 0
+    equal_total: float = math.nan
+    """The best score when the population had used one agent's total env steps."""
+    # with the study's fresh episodes: the mean returns there, at the end of the budget, of
+    fresh_selected: float = math.nan  # the member the last selection score ranks first
+    fresh_median: float = math.nan  # the median member of the last checkpoint
+    fresh_best_ever: float = math.nan  # the kept best (the highest selection score of the run)
+    fresh_selected_member: int = -1
+    fresh_best_ever_member: int = -1
+    stages: list[dict] = field(default_factory=list)
+    """A run with ``--max-distillations``: :func:`stage_facts`."""
+
+    def record(self, with_stages: bool) -> dict:
+        """The record in results.json (``stages`` only in a study where some run has stages)."""
+        record = asdict(self)
+        if not with_stages:
+            del record["stages"]
+        return record
+
+
+@dataclass(frozen=True)
+class Point:
+    """A run re-evaluated at fraction ``fraction`` of its budget (generation ``generation``): the member
+    that generation's selection scores rank first, its selection score and fresh mean (with the
+    standard error over its episodes), and the population's median fresh mean with and without the
+    members whose weights were copied at the end of that generation (untrained copies of a top member,
+    which the checkpoint holds)."""
+
+    fraction: float
+    generation: int
+    total_env_steps: int
+    selected_member: int
+    selection_score: float
+    selected: float
+    selected_se: float
+    median: float
+    median_uncopied: float
+    copied: tuple[int, ...] = ()
+    members: Mapping[int, float] = field(default_factory=dict)
+    returns: tuple[float, ...] = ()
+    """The selected member's fresh returns, episode by episode."""
+
+    @property
+    def selection_bias(self) -> float:
+        """Selection score minus fresh score of the selected member."""
+        return self.selection_score - self.selected
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A run's time from its records: ``wall_s`` (the study's measure of its launches) and the sum of
+    generations.csv's generation times (training, scoring and exchange, every resume included)."""
+
+    wall_s: float
+    generations_s: float
+    ranks: int
+
+
+@dataclass
+class Run:
+    """Everything the report knows of one run."""
+
+    job: Job
+    result: Result
+    points: list[Point]
+    timing: Timing
+
+
+def reward_threshold(env_id: str, thresholds: Mapping[str, float]) -> float | None:
+    """The study's threshold for the env, else its gymnasium registration's (None if it has none)."""
+    import gymnasium
+
+    from evo.config.envnames import procgen_game, unknown_env_message
+
+    if env_id in thresholds:
+        return thresholds[env_id]
+    if procgen_game(env_id):
+        return None
+    unknown_env_message(env_id)  # imports a module:Env id's module, which registers the env
+    return gymnasium.spec(env_id.split(":", 1)[-1]).reward_threshold
+
+
+def summarise(job: Job, threshold: float | None, fresh: Mapping[int, FreshReturns] | None = None) -> Result:
+    """The numbers of one finished run; ``fresh``: its cached fresh returns by generation (the last's
+    give the fresh fields)."""
+    if not job.mpi:
+        return zoo_result(job)
+    history = load_run(job.run_dir)
+    last_generation = history.generations[-1]
+    final_members = [m for m in history.members if history.has(last_generation, m)]
+    members = len(final_members)  # a run with stages also has its students' rows
+    curve, reached = best_curve(history, threshold)
+    last = [history.row(last_generation, m).score for m in final_members]
+    ties, copies = lineage_counts(history.lineage)
+    tested = {}
+    if fresh and last_generation in fresh:
+        returns = fresh[last_generation]
+        selected = selected_member(history, last_generation)
+        means = [statistics.mean(returns.members[m]) for m in sorted(returns.members)]
+        tested = {
+            "fresh_selected": statistics.mean(returns.members[selected]),
+            "fresh_median": statistics.median(means),
+            "fresh_selected_member": selected,
+        }
+        if returns.best_ever is not None:
+            tested["fresh_best_ever"] = statistics.mean(returns.best_ever)
+            tested["fresh_best_ever_member"] = returns.best_ever_member
+    return Result(
+        job.env_id,
+        job.method,
+        job.seed,
+        members,
+        final_best=max(last),
+        final_median=statistics.median(last),
+        steps_to_threshold=reached,
+        wall_s=read_wall(job),
+        curve=curve,
+        auc=area_under_curve(curve),
+        ties=ties,
+        copies=copies,
+        equal_total=best_within(curve, curve[-1][0] / members) if curve else math.nan,
+        stages=stage_facts(history),
+        **tested,
+    )
+
+
+def best_curve(history: RunHistory, threshold: float | None) -> tuple[list[tuple[int, float]], int | None]:
+    """(the population's total env steps, its best score) after each generation, and the total when
+    the best first reached ``threshold`` (None: never). A stage's students' env steps count too."""
+    curve, reached, total = [], None, 0
+    for generation in history.generations:
+        rows = [history.row(generation, m) for m in history.members if history.has(generation, m)]
+        scores = [row.score for row in rows if row.score == row.score]
+        total += sum(row.env_steps - history.started_at(row) for row in rows)
+        best = max(scores) if scores else float("nan")
+        curve.append((total, best))
+        if reached is None and threshold is not None and best >= threshold:
+            reached = total
+    return curve, reached
+
+
+def selected_member(history: RunHistory, generation: int) -> int:
+    """The member whose selection score ranks first at ``generation`` (NaN last, ties to the lower id)."""
+    scores = {m: history.row(generation, m).score for m in history.members if history.has(generation, m)}
+    return max(sorted(scores), key=lambda m: -math.inf if math.isnan(scores[m]) else scores[m])
+
+
+def points(job: Job, history: RunHistory, fresh: Mapping[int, FreshReturns], fractions) -> list[Point]:
+    """The run at each re-evaluated fraction of its budget (those whose returns ``fresh`` holds)."""
+    curve, _ = best_curve(history, None)
+    copies = copies_by_generation(history)
+    found = []
+    for fraction in fractions:
+        generation = round(fraction * job.generations)
+        if generation not in fresh or not history.has(generation, selected_member(history, generation)):
+            continue
+        returns = fresh[generation]
+        selected = selected_member(history, generation)
+        means = {m: float(statistics.mean(r)) for m, r in sorted(returns.members.items())}
+        copied = tuple(sorted(m for m in copies.get(generation, {}) if m in means))
+        kept = [v for m, v in means.items() if m not in copied]
+        found.append(
+            Point(
+                fraction=fraction,
+                generation=generation,
+                total_env_steps=curve[history.generations.index(generation)][0],
+                selected_member=selected,
+                selection_score=history.row(generation, selected).score,
+                selected=means[selected],
+                selected_se=standard_error(returns.members[selected]),
+                median=statistics.median(means.values()),
+                median_uncopied=statistics.median(kept) if kept else math.nan,
+                copied=copied,
+                members=means,
+                returns=tuple(returns.members[selected]),
+            )
+        )
+    return found
+
+
+def zoo_points(job: Job) -> list[Point]:
+    """The rl_zoo3 cross-check at the end of its budget (it has no selection score)."""
+    returns = json.loads((job.run_dir / ZOO_RESULT).read_text())["returns"]
+    mean = float(statistics.mean(returns))
+    total = job.generations * job.steps
+    se = standard_error(returns)
+    return [Point(1.0, job.generations, total, 0, math.nan, mean, se, mean, mean, (), {0: mean}, tuple(returns))]
+
+
+def read_wall(job: Job) -> float:
+    path = job.run_dir / WALL
+    return float(path.read_text()) if path.is_file() else float("nan")
+
+
+def timing(job: Job) -> Timing:
+    """The run's time from its records."""
+    total = 0.0
+    path = job.run_dir / "generations.csv"
+    if path.is_file():
+        with path.open(newline="") as handle:
+            total = sum(float(row["wall_s"]) for row in csv.DictReader(handle))
+    return Timing(read_wall(job), total if path.is_file() else math.nan, job.ranks)
+
+
+def stage_facts(history: RunHistory) -> list[dict]:
+    """Per BG-PBT stage of a run (none without ``--max-distillations``): after which generation and why
+    it started, the members' best score then, its teachers, each rung's best student, how each survivor
+    was proposed (kept, bo, random), the members' best in the generation after the stage and the env
+    steps its students trained."""
+    planned = [e for e in history.lineage if e.get("event") == "student"]
+    if not planned:
+        return []
+    best: dict[int, float] = {}
+    for row in history.rows:
+        if row.teacher is None:  # a member's row (a student's has its teacher)
+            best[row.generation] = max(best.get(row.generation, -math.inf), row.score)
+    facts = []
+    for stage in sorted({e["stage"] for e in planned}):
+        students = {e["member"]: e for e in planned if e["stage"] == stage}
+        first = next(iter(students.values()))
+        rungs = [e for e in history.lineage if e.get("event") == "rung" and e["stage"] == stage]
+        survivors = [e for e in history.lineage if e.get("event") == "survivor" and e["stage"] == stage]
+        ended = rungs[-1]["generation"] if rungs else None
+        trained = [row.env_steps - history.started_at(row) for row in history.rows if row.member in students]
+        facts.append(
+            {
+                "stage": stage,
+                "after_generation": first["generation"],
+                "reason": first["reason"],
+                "best_before": best.get(first["generation"], math.nan),
+                "teachers": sorted({e["teacher"] for e in students.values()}),
+                "students": len(students),
+                "rung_best": [max(v for v in e["scores"].values() if v is not None) for e in rungs],
+                "survivors_how": [students[e["student"]]["how"] for e in survivors],
+                "best_after": best.get(ended + 1, math.nan) if ended is not None else math.nan,
+                "student_env_steps": sum(trained),
+            }
+        )
+    return facts
+
+
+def zoo_result(job: Job) -> Result:
+    """The rl_zoo3 cross-check's numbers: only its fresh returns (zoo records no selection score)."""
+    fresh = statistics.mean(json.loads((job.run_dir / ZOO_RESULT).read_text())["returns"])
+    nan = math.nan
+    return Result(job.env_id, job.method, job.seed, 1, nan, nan, None, read_wall(job), [], nan, 0, 0, nan, fresh, fresh)
+
+
+def best_within(curve: list[tuple[int, float]], total_steps: float) -> float:
+    """The best score of the last generation that ended within ``total_steps`` env steps of all
+    members together (NaN if the first ended later): with a population's final total divided
+    by its size, what the population had when it had used as many env steps as one agent."""
+    within = [best for total, best in curve if total <= total_steps]
+    return within[-1] if within else math.nan
+
+
+def lineage_counts(lineage: list[dict]) -> tuple[int, int]:
+    """(recipients whose score equalled their donor's, weight copies) in a run's lineage; a tie kept
+    under ``--ties explore`` is written with the recipient as its own donor."""
+    ties = copies = 0
+    for exploit in lineage:
+        if "event" in exploit:  # a failed member's restart, a stage's student, rung or survivor: no exploit
+            continue
+        ties += exploit["recipient_score"] == exploit["donor_score"]
+        copies += exploit["recipient"] != exploit["donor"]
+    return ties, copies

@@ -1,0 +1,269 @@
+"""evo-study under mpiexec: a tiny study of a user's own file end to end (two methods, two seeds, one
+generation) with its report's numbers recomputed from the runs' records, a study stopped and continued,
+the SLURM listing and one job of it, bad input refused before any run; and the built-in continuous
+study through experiments/compare.py, with rl_zoo3's own agent played on evo's 8 envs and episodes.
+The pure parts are tested in tests/unit/study/."""
+
+import json
+import math
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from evo.config import parse_config
+from evo.tools.saved import evaluation_seed
+from tests.support import ROOT, mpi_env, read_population, write_hyperparams
+
+STUDY = """\
+study: tiny
+out: out
+envs: [CartPole-v1]
+seeds: [0, 1]
+budget:
+  default: {{generations: {generations}, steps: 256, eval_episodes: 2}}
+flags: [--conf-file, {conf}]
+methods:
+  pbt: {{}}
+  zoo-total: {{kind: single, total: true}}
+fresh: {{episodes: 4}}
+compare:
+  primary: pbt - zoo-total at 1.0
+"""
+
+
+def study_file(tmp_path, generations: int = 1):
+    conf = write_hyperparams(tmp_path)
+    path = tmp_path / "study.yml"
+    path.write_text(STUDY.format(generations=generations, conf=conf))
+    return path
+
+
+def evo_study(tmp_path, *args, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m evo.study ARGS`` from the study's own folder, as a user runs it."""
+    command = [sys.executable, "-m", "evo.study", *map(str, args)]
+    env = mpi_env() | {"PYTHONPATH": str(ROOT)}
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def selected_fresh(run_dir) -> tuple[int, float]:
+    """The member the last selection score ranks first, and its mean fresh return, from the records."""
+    rows = read_population(run_dir)
+    last = max(int(r["generation"]) for r in rows)
+    scores = {int(r["member"]): float(r["score"]) for r in rows if int(r["generation"]) == last}
+    member = max(sorted(scores), key=scores.get)
+    returns = json.loads((run_dir / "reevaluation.json").read_text())["members"][str(member)]
+    return member, statistics.mean(returns)
+
+
+def test_a_tiny_study_runs_reports_and_is_not_run_again(tmp_path):
+    path = study_file(tmp_path)
+    result = evo_study(tmp_path, path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    out, runs = tmp_path / "out", tmp_path / "out" / "runs" / "CartPole-v1"
+    records = json.loads((out / "results.json").read_text())
+    assert [(r["method"], r["seed"]) for r in records] == [("pbt", 0), ("zoo-total", 0), ("pbt", 1), ("zoo-total", 1)]
+    by = {(r["method"], r["seed"]): r for r in records}
+    assert by[("pbt", 0)]["members"] == 4 and by[("zoo-total", 0)]["members"] == 1
+    # the same total env steps: 4 members x 256, one agent x 1024
+    assert by[("pbt", 0)]["curve"][-1][0] == by[("zoo-total", 0)]["curve"][-1][0] == 1024
+    zoo = read_population(runs / "zoo-total-seed0")
+    config = parse_config(["--env-id", "CartPole-v1", "--conf-file", str(tmp_path / "tiny.yml")], world_size=1)
+    assert all(float(row["learning_rate"]) == config.agent.defaults["learning_rate"] for row in zoo)
+    # every method of a seed played the same fresh episodes: evo-evaluate's seed of the study's seed
+    for seed in (0, 1):
+        hows = [
+            json.loads((runs / f"{m}-seed{seed}" / "reevaluation.json").read_text())["how"]
+            for m in ("pbt", "zoo-total")
+        ]
+        assert {h["seed"] for h in hows} == {evaluation_seed(seed)} and {h["episodes"] for h in hows} == {4}
+    # the primary comparison recomputed from the runs' own records
+    differences = [selected_fresh(runs / f"pbt-seed{s}")[1] - selected_fresh(runs / f"zoo-total-seed{s}")[1]
+                   for s in (0, 1)]  # fmt: skip
+    report = json.loads((out / "report.json").read_text())
+    (primary,) = report["comparisons"]
+    assert primary["differences"] == pytest.approx(differences, rel=1e-12) and primary["seeds"] == [0, 1]
+    half = 12.706204736174698 * statistics.stdev(differences) / math.sqrt(2)  # t(0.975, 1)
+    assert primary["high"] == pytest.approx(statistics.mean(differences) + half)
+    verdict = "**Not separated**" if primary["low"] <= 0 <= primary["high"] else "is better**"
+    assert verdict in primary["verdict"]
+    markdown = (out / "results.md").read_text()
+    assert "- Primary: **pbt − zoo-total** at 100 % of the budget, fresh returns paired over 2 seeds" in markdown
+    assert (out / "compare.png").stat().st_size > 20_000 and (out / "anytime.png").stat().st_size > 20_000
+    # wall times from the records: one line per launch, and each run's wall_s its launches' sum
+    launches = [json.loads(line) for line in (out / "launches.jsonl").read_text().splitlines()]
+    assert len(launches) == 4 and all(entry["status"] == 0 for entry in launches)
+    for entry in launches:
+        wall = float((tmp_path / entry["run_dir"] / "wall_s").read_text())
+        assert wall == pytest.approx(entry["seconds"], abs=0.1)
+    # run again: nothing is redone, the report is rebuilt the same
+    again = evo_study(tmp_path, path)
+    assert again.returncode == 0 and "4 of 4 runs already finished; running the other 0" in again.stdout
+    assert json.loads((out / "results.json").read_text()) == records
+
+
+def test_bad_input_is_refused_before_any_run(tmp_path):
+    path = study_file(tmp_path)
+    result = evo_study(tmp_path, path, "--members", "3", "--methods", "pbt", "rando", "--envs", "CartPol-v1")
+    assert result.returncode == 2, result.stderr
+    assert "members 3: use a multiple of ranks (2)" in result.stderr and "did you mean random?" not in result.stderr
+    assert "--methods rando: not in the study (pbt, zoo-total)" in result.stderr
+    assert "--envs CartPol-v1: not in the study (CartPole-v1)" in result.stderr
+    path.write_text(path.read_text().replace("envs: [CartPole-v1]", "envs: [CartPol-v1]"))
+    result = evo_study(tmp_path, path)
+    assert result.returncode == 2 and "Did you mean 'CartPole-v1'" in result.stderr
+    # what evo would refuse in a run's flags is refused before the first run starts, every problem at once
+    path = study_file(tmp_path)
+    text = path.read_text().replace("zoo-total: {kind: single, total: true}", "zoo-total: {kind: single, "
+                                    "total: true, hyperparams: {learning_rate: -1, gamma: 1.5}}")  # fmt: skip
+    path.write_text(text)
+    result = evo_study(tmp_path, path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "CartPole-v1 zoo-total: learning_rate" in result.stderr and "zoo-total: gamma" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_slurm_listing_one_job_of_it_and_the_report_after(tmp_path):
+    path = study_file(tmp_path)
+    listed = evo_study(tmp_path, path, "--list")
+    assert listed.returncode == 0, listed.stderr
+    lines = [line.split("\t") for line in listed.stdout.splitlines()]
+    assert [line[:2] for line in lines] == [["0", "2"], ["1", "1"], ["2", "2"], ["3", "1"]]
+    command = shlex.split(lines[3][2])
+    assert command[:2] == ["python", "pbt_rl_truct.py"] and command[command.index("--seed") + 1] == "1"
+    assert command[-1] == str(tmp_path / "out" / "runs" / "CartPole-v1" / "zoo-total-seed1")
+    one = evo_study(tmp_path, path, "--job", "3")  # as `--job $SLURM_ARRAY_TASK_ID`
+    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-2000:]
+    assert not (tmp_path / "out" / "results.md").exists()  # a job alone writes its run, not the report
+    assert (tmp_path / "out" / "runs" / "CartPole-v1" / "zoo-total-seed1" / "reevaluation.json").exists() is False
+    report = evo_study(tmp_path, path, "--report-only")  # after the array: what is finished
+    assert report.returncode == 0, report.stderr[-2000:]
+    records = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [(r["method"], r["seed"]) for r in records] == [("zoo-total", 1)]
+    assert "no seed has both runs yet; nothing can be said" in (tmp_path / "out" / "results.md").read_text()
+    assert evo_study(tmp_path, path, "--job", "4").returncode == 2
+
+
+def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoints(tmp_path):
+    path = study_file(tmp_path, generations=6)
+    command = [sys.executable, "-m", "evo.study", str(path), "--methods", "pbt", "--seeds", "0"]
+    env = mpi_env() | {"PYTHONPATH": str(ROOT)}
+    study = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    run_dir = tmp_path / "out" / "runs" / "CartPole-v1" / "pbt-seed0"
+    deadline = time.monotonic() + 120
+    while not list((run_dir / "checkpoints").glob("gen_00000[1-9]/manifest.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    study.send_signal(signal.SIGTERM)
+    output, _ = study.communicate(timeout=60)
+    assert study.returncode == 130, output
+    assert "run the same command again to continue" in output
+    stopped = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
+    assert stopped.stdout == ""  # no rank of the run is left behind
+    generations_before = len(read_population(run_dir)) // 4
+    assert 1 <= generations_before < 6
+    partial = float((run_dir / "wall_s.partial").read_text())  # the time of the launch that was stopped
+    assert not (run_dir / "wall_s").exists() and partial > 0
+
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    log = (tmp_path / "out" / "logs" / "CartPole-v1-pbt-seed0.log").read_text()
+    assert "resumed from" in log
+    assert [int(r["generation"]) for r in read_population(run_dir)][::4] == [1, 2, 3, 4, 5, 6]
+    launches = [json.loads(line) for line in (tmp_path / "out" / "launches.jsonl").read_text().splitlines()]
+    assert [entry["status"] == 0 for entry in launches] == [False, True]
+    assert float((run_dir / "wall_s").read_text()) == pytest.approx(partial + launches[1]["seconds"], abs=0.2)
+
+
+def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
+    """Every evo method of the built-in continuous study on Pendulum through experiments/compare.py, 1 seed,
+    1 generation: the table's numbers are those of the runs' own records, and one job run alone (as on a
+    cluster) is not run again."""
+    out = tmp_path / "study"
+    common = ["--study", "continuous", "--envs", "Pendulum-v1", "--seeds", "0", "--generations", "1"]
+    common += ["--steps", "4096", "--eval-episodes", "1", "--out", str(out)]  # whole rollouts of every method
+    common += ["--members", "2", "--methods", "pbt", "pb2", "random", "zoo", "zoo-total", "sb3-default"]
+    listed = subprocess.run(
+        [sys.executable, "experiments/compare.py", *common, "--list"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert [line.split("\t")[:2] for line in lines] == [["0", "2"], ["1", "2"], ["2", "2"]] + [
+        ["3", "1"], ["4", "1"], ["5", "1"]
+    ]  # fmt: skip
+    command = [sys.executable, "experiments/compare.py", *common]
+    one = subprocess.run([*command, "--job", "3"], cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-2000:]
+    assert not (out / "results.md").exists()  # a job alone writes its run, not the report
+    study = subprocess.run(command, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=600)
+    assert study.returncode == 0, study.stdout[-2000:] + study.stderr[-3000:]
+    assert "1 of 6 runs already finished" in study.stdout
+    records = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
+    assert set(records) == {"pbt", "pb2", "random", "zoo", "zoo-total", "sb3-default"}
+    for method, record in records.items():
+        rows = read_population(out / "runs" / "Pendulum-v1" / f"{method}-seed0")
+        last = [float(row["score"]) for row in rows if row["generation"] == "1"]
+        assert record["final_best"] == max(last) and len(last) == record["members"]
+        totals = [sum(int(r["env_steps"]) for r in rows if r["generation"] == "1")]
+        assert [steps for steps, _ in record["curve"]] == totals
+        # the same budget per member; zoo-total: a whole population's (2 members') in one agent
+        assert totals[-1] == 4096 * record["members"] * (2 if method == "zoo-total" else 1)
+        fixed = method in ("random", "zoo", "zoo-total", "sb3-default")
+        assert record["copies"] == 0 if fixed else record["copies"] >= 0
+        assert math.isfinite(record["fresh_selected"]) and math.isfinite(record["fresh_median"])  # re-evaluated
+    # population methods search the mixed space: n_epochs is a column, from the choices
+    pbt_rows = read_population(out / "runs" / "Pendulum-v1" / "pbt-seed0")
+    assert {row["n_epochs"] for row in pbt_rows} <= {"5", "10", "20"}
+    markdown = (out / "results.md").read_text()
+    assert "| Pendulum-v1 (≥ -200) | sb3-default | 1 | 1 |" in markdown
+    assert "final best minus pbt's" in markdown and (out / "compare.png").stat().st_size > 20_000
+
+
+def test_the_continuous_study_plays_rl_zoo3s_own_agent_on_evos_envs_and_episodes(tmp_path):
+    """The continuous study at a tiny budget: evo's zoo agent re-evaluated on 20 fresh episodes over 8 envs
+    (evo-evaluate's seed for the study's seed), rl_zoo3's own train in the evo-less virtualenv played on
+    those same envs and episodes, both in the fresh table; and the same episodes proven: evo's zoo agent,
+    exported and played by scripts/zoo_play.py over 8 envs in that virtualenv, returns what evo's
+    re-evaluation measured, episode for episode."""
+    from evo.tools import export as export_tool
+    from tests.e2e.runs import zoo_venv_python
+
+    zoo_python = zoo_venv_python()  # where the study looks for it: .venv-zoo
+    out = tmp_path / "continuous"
+    command = [
+        sys.executable, "experiments/compare.py", "--study", "continuous", "--envs", "Pendulum-v1",
+        "--methods", "zoo", "rl-zoo3", "--seeds", "0", "--generations", "1", "--steps", "4096",
+        "--eval-episodes", "2", "--out", str(out),
+    ]  # fmt: skip
+    result = subprocess.run(command, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    runs = out / "runs" / "Pendulum-v1"
+    ours = json.loads((runs / "zoo-seed0" / "reevaluation.json").read_text())
+    theirs = json.loads((runs / "rl-zoo3-seed0" / "fresh.json").read_text())
+    assert ours["how"]["seed"] == theirs["eval_seed"] == evaluation_seed(0)
+    assert ours["how"]["envs"] == theirs["envs"] == 8 and theirs["steps"] == 4096
+    assert len(ours["members"]["0"]) == len(theirs["returns"]) == 20
+    assert (runs / "rl-zoo3-seed0" / "zoo" / "ppo" / "Pendulum-v1_1" / "Pendulum-v1.zip").is_file()
+    records = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
+    assert records["zoo"]["fresh_selected"] == pytest.approx(sum(ours["members"]["0"]) / 20, rel=1e-12)
+    assert records["rl-zoo3"]["fresh_selected"] == pytest.approx(sum(theirs["returns"]) / 20, rel=1e-12)
+    rows = [line for line in (out / "results.md").read_text().splitlines() if line.startswith("| Pendulum-v1 |")]
+    fresh = [line for line in rows if line.count("|") == 10]  # the fresh table's rows
+    assert [line.split(" | ")[1] for line in fresh] == ["zoo", "rl-zoo3"]
+    # the episodes are the same: evo's agent through stock SB3 on 8 envs of the same seed
+    assert export_tool.main([str(runs / "zoo-seed0"), "--out", str(tmp_path / "export"), "--member", "0"]) == 0
+    experiment = tmp_path / "export" / "ppo" / "Pendulum-v1_1"
+    stats = experiment / "Pendulum-v1" / "vecnormalize.pkl"
+    play = [str(zoo_python), str(ROOT / "scripts" / "zoo_play.py"), str(experiment / "Pendulum-v1.zip"), "ppo",
+            "Pendulum-v1", str(evaluation_seed(0)), "20", str(stats) if stats.is_file() else "", "", "8"]  # fmt: skip
+    played = subprocess.run(play, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert played.returncode == 0, played.stderr[-3000:]
+    returns = json.loads(played.stdout.strip().splitlines()[-1])["returns"]
+    assert returns == pytest.approx(ours["members"]["0"], abs=1e-4)
+    assert yaml.safe_load((runs / "zoo-seed0" / "config.yaml").read_text())["seed"] == 0

@@ -1,0 +1,311 @@
+"""evo/study/records.py and report.py: one run's numbers from its records, and the report's tables,
+statistics and verdicts against values computed by hand; the committed reports rebuilt byte for byte
+from the committed records (docs/results/)."""
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from evo.study import report
+from evo.study.jobs import Job, jobs_for
+from evo.study.main import BUILT_IN
+from evo.study.records import Point, Result, best_within, lineage_counts, summarise
+from evo.study.reporting import write_report
+from evo.study.spec import Comparison, load_study, parse_study
+from evo.study.stats import paired
+from tests.support import PPO_SIX, ROOT
+
+T_975_2 = 4.302652729911275  # Student's t, 0.975 quantile, 2 degrees of freedom
+
+
+def write_run(run_dir, scores_by_generation, steps=100, donors=None, wall=12.5):
+    """population.csv (every member each generation; ``donors``: {(generation, member): donor}) and wall_s."""
+    run_dir.mkdir(parents=True)
+    header = "generation,member,rank,env_steps,score,donor," + ",".join(PPO_SIX) + ",score_train,score_test\n"
+    lines = [header]
+    for generation, scores in enumerate(scores_by_generation, start=1):
+        for member, score in enumerate(scores):
+            donor = (donors or {}).get((generation, member), "")
+            lines.append(f"{generation},{member},0,{steps * generation},{score},{donor}," + ",".join(["0.5"] * 6))
+            lines[-1] += ",,\n"
+    (run_dir / "population.csv").write_text("".join(lines))
+    (run_dir / "wall_s").write_text(f"{wall}\n")
+
+
+def write_fresh(run_dir, members, generation=None, episodes=4, seed=0):
+    """A re-evaluation cache as evo/study/fresh.py writes it."""
+    from evo.study.fresh import cache_path, how_made
+    from evo.tools.saved import evaluation_seed
+
+    how = how_made(evaluation_seed(seed), episodes, None, True, generation)
+    record = {"how": how, "members": {str(m): r for m, r in members.items()}, "best_ever": None}
+    cache_path(run_dir, generation).write_text(json.dumps(record))
+
+
+def test_summary_and_table(tmp_path):
+    write_run(tmp_path / "a", [[10, 480, 20], [30, 470, 40], [500, 490, 60]])
+    write_run(tmp_path / "b", [[10, 20, 30], [40, 50, 60], [70, 80, 90]])
+    a = summarise(Job("CartPole-v1", "pbt", 0, 2, (), tmp_path / "a"), 475)
+    assert (a.final_best, a.final_median, a.members, a.wall_s) == (500, 490, 3, 12.5)
+    assert a.steps_to_threshold == 300  # the population's total env steps when its best first reached 475
+    assert a.curve == [(300, 480), (600, 470), (900, 500)]
+    b = summarise(Job("CartPole-v1", "pbt", 1, 2, (), tmp_path / "b"), 475)
+    assert b.steps_to_threshold is None
+    markdown = report.table([a, b], ["CartPole-v1"], ["pbt", "single"], {"CartPole-v1": 475})
+    row = markdown.splitlines()[2]
+    # the area under the best curve: a's best is 480, 470, 500 at 300, 600, 900 steps -> 480.0
+    assert a.auc == (480 + 470) / 2 * 300 / 600 + (470 + 500) / 2 * 300 / 600
+    # one agent's total is 900 / 3 = 300 steps: a's best then was 480, b's 30
+    assert (a.equal_total, b.equal_total) == (480, 30)
+    assert row.startswith(
+        "| CartPole-v1 (≥ 475) | pbt | 3 | 2 | 295.0 ± 289.9 | 285.0 ± 289.9 | 255.0 ± 318.2 | 270.0 ± 297.0 | 300 | "
+        "1/2 |"
+    )
+    assert "single" not in markdown  # no runs, no row
+
+
+def test_best_within_is_the_last_generation_inside_the_steps():
+    curve = [(400, -900.0), (800, -300.0), (1200, -150.0), (1600, -120.0)]
+    assert best_within(curve, 1600 / 4) == -900.0  # 4 members: one agent's total is the first generation's
+    assert best_within(curve, 1000) == -300.0  # inside, not the nearest
+    assert math.isnan(best_within(curve, 399))  # the first generation already used more
+    assert best_within([(100, 7.0), (200, 9.0)], 200 / 1) == 9.0  # one agent: its final best
+
+
+def result(method, seed, best, env_id="Pendulum-v1"):
+    return Result(env_id, method, seed, 4, best, best, None, 1.0, [(1, best)], auc=best)
+
+
+def test_paired_comparisons_over_seeds():
+    results = [result("pbt", s, b) for s, b in enumerate([-300.0, -250.0, -400.0])]
+    results += [result("random", s, b) for s, b in enumerate([-350.0, -260.0, -380.0])]
+    results += [result("zoo", 0, -500.0)]  # ran one seed only: compared on that seed
+    markdown = report.comparisons(results, ["Pendulum-v1"], ["pbt", "random", "zoo"], "pbt")
+    rows = {line.split(" | ")[1]: line for line in markdown.splitlines() if line.startswith("| Pendulum-v1")}
+    assert rows["pbt"].endswith("| — | — | — |")  # the reference itself
+    # random minus pbt, same seed: -50, -10, +20 -> mean -13.3; better on one seed, worse on two
+    assert "| -13.3 [" in rows["random"] and "| 1 / 2 of 3 |" in rows["random"]
+    assert rows["random"].endswith("| 0.750 |")  # 6 of the 8 sign patterns give |mean| >= 13.3
+    assert "| 1 | -500.0 [-500.0, -500.0] |" in rows["zoo"] and "| 0 / 1 of 1 | 1.000 |" in rows["zoo"]
+    assert "cannot give p below 0.250" in markdown  # 3 seeds: 2 / 2^3
+    # t-intervals over seeds: pbt's -316.7 +- t(0.975, 2) 4.303 x 76.4 / sqrt(3) = 189.7
+    assert "| 3 | -316.7 [-506.4, -126.9] |" in rows["pbt"]
+    # the differences -50, -10, +20: mean -13.3, sd 35.1 -> half-width 87.2
+    assert "| -13.3 [-100.6, 73.9] |" in rows["random"]
+
+
+def test_lineage_counts_ties_under_both_rules():
+    lineage = [
+        {"recipient": 1, "donor": 1, "recipient_score": -500.0, "donor_score": -500.0},  # kept (explore)
+        {"recipient": 2, "donor": 0, "recipient_score": -500.0, "donor_score": -500.0},  # tie copied (copy)
+        {"recipient": 3, "donor": 0, "recipient_score": -480.0, "donor_score": -100.0},  # a real exploit
+        {"recipient": 4, "donor": 4, "recipient_score": None, "donor_score": None},  # NaN ties NaN
+        {"event": "restart", "member": 2, "generation": 3, "donor": 0},  # no exploit
+    ]
+    assert lineage_counts(lineage) == (3, 2) and lineage_counts([]) == (0, 0)
+
+
+def test_the_verdict_says_not_separated_unless_the_interval_excludes_zero():
+    comparison = Comparison("pbt", "zoo-total", 1.0)
+    # differences 2, 5, -4: mean 1.0, sd sqrt(21), half-width t(0.975, 2) sqrt(21) / sqrt(3)
+    pair = paired({0: 10.0, 1: 14.0, 2: 6.0, 3: 1.0}, {0: 8.0, 1: 9.0, 2: 10.0})
+    half = T_975_2 * math.sqrt(21) / math.sqrt(3)
+    assert pair.seeds == (0, 1, 2) and pair.differences == (2.0, 5.0, -4.0)
+    assert (pair.mean, pair.wins, pair.losses, pair.p) == (1.0, 2, 1, 0.75)
+    assert pair.low == pytest.approx(1.0 - half) and pair.high == pytest.approx(1.0 + half)
+    text = report.verdict(comparison, pair, planned=4)
+    assert text.startswith("**pbt − zoo-total** at 100 % of the budget, fresh returns paired over 3 seeds: +1.0 [")
+    assert f"[{1.0 - half:.1f}, {1.0 + half:.1f}]" in text and "pbt higher in 2, lower in 1 of 3" in text
+    assert "(3 of the 4 planned seeds: provisional)" in text and text.endswith(
+        "**Not separated**: the interval includes 0, so these seeds cannot tell which is better."
+    )
+    above = paired({0: 10.0, 1: 11.0, 2: 12.0}, {0: 1.0, 1: 1.5, 2: 2.0})
+    assert report.verdict(comparison, above, 3).endswith("**pbt is better**: the interval lies above 0.")
+    below = paired({0: 1.0, 1: 1.5, 2: 2.0}, {0: 10.0, 1: 11.0, 2: 12.0})
+    assert report.verdict(comparison, below, 3).endswith("**zoo-total is better**: the interval lies below 0.")
+    one = paired({0: 5.0}, {0: 1.0})
+    assert report.verdict(comparison, one, 3) == (
+        "**pbt − zoo-total** at 100 % of the budget, fresh returns paired over 1 seed: +4.0; pbt higher in 1, "
+        "lower in 0 of 1 (1 of the 3 planned seeds: provisional). **Not separated**: one seed gives no interval."
+    )
+    assert "nothing can be said" in report.verdict(comparison, paired({}, {0: 1.0}), 3)
+
+
+def tiny_study(tmp_path: Path):
+    """pbt (4 members) against one agent given the population's env steps, 3 seeds of 2 generations of
+    100 env steps per member, re-evaluated on 4 fresh episodes at 50 % and 100 % of the budget."""
+    return parse_study(
+        {
+            "envs": ["CartPole-v1"],
+            "seeds": [0, 1, 2],
+            "budget": {"default": {"generations": 2, "steps": 100}},
+            "methods": {"pbt": {}, "zoo-total": {"kind": "single", "total": True}},
+            "fresh": {"episodes": 4, "at": [0.5, 1.0]},
+            "compare": {"primary": "pbt - zoo-total at 1.0", "secondary": ["pbt - zoo-total at 0.5"]},
+        },
+        "tiny",
+        out=tmp_path / "study",
+    )
+
+
+# Per seed, pbt's selection scores (generation 1, generation 2), its fresh returns per member at each
+# generation, the copies at the end of generation 2 ({recipient: donor}); then the single agent's.
+PBT = {
+    0: ([[5, 9, 7, 1], [20, 30, 10, 25]], {1: [[4, 4, 4, 4], [9, 9, 9, 9], [6, 6, 6, 6], [2, 2, 2, 2]],
+                                            2: [[18, 18, 18, 18], [9, 11, 10, 9], [2, 2, 2, 2], [26, 26, 26, 26]]}),
+    1: ([[1, 2, 3, 4], [40, 10, 20, 30]], {1: [[1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3], [8, 8, 8, 8]],
+                                            2: [[12, 16, 14, 14], [5, 5, 5, 5], [30, 30, 30, 30], [20, 20, 20, 20]]}),
+    2: ([[3, 3, 3, 3], [0, 50, 5, 5]], {1: [[7, 7, 7, 7], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
+                                         2: [[1, 1, 1, 1], [4, 8, 6, 6], [9, 9, 9, 9], [3, 3, 3, 3]]}),
+}  # fmt: skip
+COPIES = {(2, 2): 1, (2, 3): 1}  # at the end of generation 2, members 2 and 3 copy member 1
+ZOO = {0: ([[11], [12]], {1: [[3, 3, 3, 3]], 2: [[8, 8, 8, 8]]}),
+       1: ([[13], [14]], {1: [[5, 5, 5, 5]], 2: [[9, 9, 9, 9]]}),
+       2: ([[15], [16]], {1: [[1, 1, 1, 1]], 2: [[10, 10, 10, 10]]})}  # fmt: skip
+
+
+def write_tiny_runs(study):
+    for job in jobs_for(study):
+        scores, fresh = (PBT if job.method == "pbt" else ZOO)[job.seed]
+        members = len(scores[0])
+        steps = 100 if members == 4 else 400  # the single agent: the population's env steps in one
+        write_run(job.run_dir, scores, steps, COPIES if members == 4 else None, wall=10.0 * job.ranks)
+        for generation, returns in fresh.items():
+            write_fresh(job.run_dir, dict(enumerate(returns)), None if generation == 2 else generation, seed=job.seed)
+
+
+def test_the_report_of_a_tiny_study_against_values_computed_by_hand(tmp_path, capsys):
+    study = tiny_study(tmp_path)
+    write_tiny_runs(study)
+    runs = write_report(study, jobs_for(study))
+    assert len(runs) == 6
+    out = study.out
+    record = json.loads((out / "report.json").read_text())
+    points = {(p["method"], p["seed"], p["fraction"]): p for p in record["points"]}
+    # seed 0 at the end: member 1 is selected (score 30), fresh mean 9.75; members 2 and 3 were copied at
+    # the end of generation 2, so the median without them is over members 0 and 1: (18 + 9.75) / 2
+    end = points[("pbt", 0, 1.0)]
+    assert (end["selected_member"], end["selected"], end["selection_score"]) == (1, 9.75, 30)
+    assert end["selection_bias"] == 30 - 9.75 and end["copied"] == [2, 3]
+    assert end["median"] == (9.75 + 18) / 2 and end["median_uncopied"] == (18 + 9.75) / 2
+    assert end["total_env_steps"] == 800 and end["selected_se"] == pytest.approx(math.sqrt(2.75 / 3) / 2)
+    # seed 1 at the end: member 0 (score 40), fresh 14; median of 14, 5, 30, 20 = 17; without 2 and 3: 9.5
+    end = points[("pbt", 1, 1.0)]
+    assert (end["selected"], end["median"], end["median_uncopied"]) == (14, 17, 9.5)
+    # at 50 % (generation 1, 400 env steps in all): seed 0's member 1 (score 9) played 9; no copies then
+    half = points[("pbt", 0, 0.5)]
+    assert (half["generation"], half["total_env_steps"], half["selected"], half["copied"]) == (1, 400, 9, [])
+    assert points[("zoo-total", 2, 0.5)]["total_env_steps"] == 400  # equal total env steps
+    # the primary comparison: pbt's 9.75, 14, 6 minus zoo-total's 8, 9, 10 = 1.75, 5, -4
+    primary = next(c for c in record["comparisons"] if c["primary"])
+    differences = [1.75, 5.0, -4.0]
+    mean = sum(differences) / 3
+    sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / 2)
+    assert primary["differences"] == differences and primary["mean"] == pytest.approx(mean)
+    assert primary["high"] - primary["mean"] == pytest.approx(T_975_2 * sd / math.sqrt(3))
+    assert (primary["wins"], primary["losses"], primary["p_sign_flip"]) == (2, 1, 0.75)
+    assert "**Not separated**" in primary["verdict"]
+    # at 50 %: pbt's 9, 8 (member 3, score 4), 7 (member 0: every score 3, the lower id) minus 3, 5, 1
+    secondary = next(c for c in record["comparisons"] if not c["primary"])
+    assert secondary["differences"] == [6.0, 3.0, 6.0] and secondary["wins"] == 3
+    assert "**pbt is better**: the interval lies above 0" in secondary["verdict"]
+    markdown = (out / "results.md").read_text()
+    assert markdown.index("Declared comparisons") < markdown.index("| env | method | members |")
+    assert "- Primary: **pbt − zoo-total** at 100 % of the budget, fresh returns paired over 3 seeds: +0.9" in markdown
+    # the anytime table: every point by total env steps, the two methods side by side at 400 and 800
+    anytime = [line for line in markdown.splitlines() if line.startswith("| CartPole-v1 | 400 |")]
+    assert [line.split(" | ")[2] for line in anytime] == ["pbt", "zoo-total"]
+    bias = next(line for line in markdown.splitlines() if line.startswith("| CartPole-v1 | pbt | 100 % | 3 |"))
+    assert bias.split(" | ")[4:6] == [f"{(30 + 40 + 50) / 3:.1f}", f"{(9.75 + 14 + 6) / 3:.1f}"]
+    # wall times from the records: 20 s per population run (2 ranks), 10 s per single agent
+    assert "the 6 runs' `wall_s` add up to 90 s (0 h 01 min) (0.0 core-hours" in markdown
+    assert (out / "anytime.png").stat().st_size > 10_000 and (out / "compare.png").stat().st_size > 10_000
+    results = json.loads((out / "results.json").read_text())
+    assert [r["method"] for r in results] == ["pbt", "zoo-total"] * 3 and "stages" not in results[0]
+    assert results[0]["fresh_selected"] == 9.75 and results[0]["fresh_median"] == (9.75 + 18) / 2
+
+
+def test_the_fresh_table_has_floor_rows_paired_with_the_reference():
+    floors = {0: report.floor_values([1.0, 3.0], {0: [0.0, 0.0], 1: [2.0, 2.0]}),
+              1: report.floor_values([2.0, 2.0], {0: [1.0, 1.0], 1: [0.0, 4.0]})}  # fmt: skip
+    assert (floors[0].random, floors[0].constant, floors[0].action) == (2.0, 2.0, 1)
+    assert floors[1].action == 1 and floors[1].same_as_constant([1.0, 1.0]) == 0
+    results = [replace(result("random", s, 0.0, "starpilot"), fresh_selected=v) for s, v in ((0, 4.0), (1, 3.0))]
+    text = report.fresh_table(results, ["starpilot"], ["random"], "random", 2, (10, 5), False, {"starpilot": floors})
+    assert "2 fresh sampled-action episodes of levels 10-14" in text and "as DrAC's test.py plays Procgen" in text
+    argmax = report.fresh_table(results, ["starpilot"], ["random"], "random", 2, (10, 5), True)
+    assert "2 fresh deterministic (argmax) episodes of levels 10-14" in argmax and "floor" not in argmax
+    rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| starpilot")}
+    # the random policy 2.0 and 2.0 against random search's 4 and 3: -2 and -1
+    assert rows["floor: uniform-random policy"].startswith("| starpilot | floor: uniform-random policy | 2 | 2.0 [2.0")
+    assert (
+        "| -1.5 [" in rows["floor: uniform-random policy"] and "| 0 / 2 of 2 |" in rows["floor: uniform-random policy"]
+    )
+    assert "floor: best constant action (action 1, 1 by seed)" in rows
+
+
+def test_an_agent_leaves_the_floor_by_three_standard_errors():
+    floor = report.floor_values([1.0, 2.0, 3.0], {0: [0.0, 0.0, 0.0]})  # 2.0 +- 0.577
+    point = Point(1.0, 4, 400, 0, math.nan, 4.0, 0.5, 4.0, 4.0)
+    assert report.above_floor(point, floor) == pytest.approx(2.0 / math.sqrt(0.5**2 + 1 / 3))
+    runs = [type("Run", (), {"job": Job("starpilot", "one", 0, 1, (), Path()), "points": [
+        point, replace(point, fraction=0.5, selected=3.0, total_env_steps=200),
+        replace(point, fraction=0.25, selected=10.0, total_env_steps=100, selected_se=0.1)]})()]  # fmt: skip
+    summary = report.floor_summary(runs, {"starpilot": {0: floor}}, ["starpilot"], ["one"])
+    assert summary == (
+        "- starpilot, one: left the floor by 3 standard errors at 25 % of its budget (100 env steps), in all 1 seed.\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "records", "layout"),
+    [
+        ("continuous", "continuous", "{env}/{method}-seed{seed}"),
+        ("procgen", "procgen", "starpilot-seed{seed}/{method}"),
+        ("bgpbt", None, None),
+    ],
+)
+def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
+    """results.json of the continuous, Procgen and BG-PBT studies (docs/results/) from the committed run
+    records and re-evaluation caches, as `evo-study STUDY --report-only --runs` builds it."""
+    study = load_study(BUILT_IN / f"{name}.yml")
+    study = replace(study, out=tmp_path / "out", fresh=replace(study.fresh, floors=False))  # no env played
+    docs = ROOT / "docs" / "results"
+    runs = tmp_path / "runs"
+    for job in jobs_for(study, runs):
+        if name == "bgpbt":  # its pbt and pb2 runs are the continuous study's
+            folder = "bgpbt" if job.method.startswith("bgpbt") else "continuous"
+            source = docs / folder / job.env_id / f"{job.method}-seed{job.seed}"
+        else:
+            source = docs / records / layout.format(env=job.env_id, method=job.method, seed=job.seed)
+        job.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        job.run_dir.symlink_to(source)
+    write_report(study, jobs_for(study, runs))
+    expected = docs / ("bgpbt" if name == "bgpbt" else records) / "results.json"
+    assert (tmp_path / "out" / "results.json").read_bytes() == expected.read_bytes()
+
+
+def test_the_procgen_tables_floor_rows_come_from_the_committed_floors(tmp_path):
+    """The first Procgen study's fresh table with its floors (docs/results/procgen/floors/, read back, not
+    played): the uniform-random policy and the best constant action on the same test levels, and seed 1's
+    selected members of pbt, pb2-mix and random search returning what action 9 returns, episode for episode."""
+    import shutil
+
+    study = replace(load_study(BUILT_IN / "procgen.yml"), out=tmp_path / "out")
+    docs = ROOT / "docs" / "results" / "procgen"
+    shutil.copytree(docs / "floors", tmp_path / "out" / "floors")
+    for job in jobs_for(study, tmp_path / "runs"):
+        job.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        job.run_dir.symlink_to(docs / f"starpilot-seed{job.seed}" / job.method)
+    write_report(study, jobs_for(study, tmp_path / "runs"))
+    text = (tmp_path / "out" / "results.md").read_text()
+    assert "Re-evaluated on 20 fresh deterministic (argmax) episodes of levels 10000-10999" in text
+    assert "| starpilot | floor: uniform-random policy | 3 | 1.4 [0.1, 2.7] | — | — | -0.2 [-1.3, 1.0] |" in text
+    assert "| starpilot | floor: best constant action (action 9, 9, 9 by seed) | 3 | 1.5 [0.6, 2.5] |" in text
+    constant = [
+        line.split(" | ")[1:3] for line in text.splitlines() if line.endswith("action 9, episode for episode |")
+    ]
+    assert constant == [["paper-default", "0"], ["pb2-mix", "1"], ["pbt", "1"], ["random", "1"]]
