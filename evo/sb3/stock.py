@@ -32,7 +32,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from evo.sb3.learner import constructor_parameters
 from evo.sb3.normalize import freeze_into, frozen
-from evo.sb3.optimizer import EagerAdam
+from evo.sb3.optimizer import stock_optimizer
 from evo.sb3.policies import ImpalaCNN, NatureCNNChannelsLast
 
 ACTIVATION_NAMES = {"tanh": "nn.Tanh", "relu": "nn.ReLU", "elu": "nn.ELU", "leaky_relu": "nn.LeakyReLU"}
@@ -48,8 +48,8 @@ def stock_policy(member) -> tuple[str, dict[str, Any]]:
 
     kwargs = dict(member.policy_kwargs())
     kwargs.pop("precision", None)
-    if kwargs.get("optimizer_class") is EagerAdam:
-        kwargs["optimizer_class"] = torch.optim.Adam
+    if "optimizer_class" in kwargs:
+        kwargs["optimizer_class"] = stock_optimizer(kwargs["optimizer_class"])
     if kwargs.get("optimizer_class") is torch.optim.Adam and "optimizer_kwargs" not in kwargs:
         del kwargs["optimizer_class"]  # SB3's default: torch's Adam (PPO: with eps=1e-5, as evo's)
     extractor = kwargs.get("features_extractor_class")
