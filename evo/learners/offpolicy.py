@@ -32,8 +32,11 @@ BUFFER_FIXED = "it sizes the replay buffer, allocated once when the member is bu
 N_STEPS_FIXED = "the replay buffer computes n-step returns with it from the start: it cannot change mid-run"
 
 
-def shared_settings(learning_rate: float) -> tuple:
-    """The settings of every off-policy learner, with the learner's own default learning rate."""
+def shared_settings(
+    learning_rate: float, tau: float = 0.005, batch_size: int = 256, train_freq: int = 1, learning_starts: int = 100
+) -> tuple:
+    """The settings of every off-policy learner, with the learner's own defaults (SB3's differ: DQN's
+    targets are copied whole, tau 1, from minibatches of 32 every 4 env steps)."""
     return (
         setting(
             "learning_rate",
@@ -48,19 +51,25 @@ def shared_settings(learning_rate: float) -> tuple:
         setting(
             "tau",
             float,
-            0.005,
+            tau,
             "soft (Polyak) update coefficient of the target networks (1 copies the networks into the targets)",
             A,
             label="τ (Polyak)",
             domain=Interval(0, 1, low_open=True),
         ),
         setting(
-            "batch_size", int, 256, "minibatch size of each gradient step", A, label="minibatch size", domain=COUNT
+            "batch_size",
+            int,
+            batch_size,
+            "minibatch size of each gradient step",
+            A,
+            label="minibatch size",
+            domain=COUNT,
         ),
         setting(
             "train_freq",
             int,
-            1,
+            train_freq,
             "update the model every this many env steps (per env)",
             C,
             label="env steps between updates",
@@ -81,7 +90,7 @@ def shared_settings(learning_rate: float) -> tuple:
         setting(
             "learning_starts",
             int,
-            100,
+            learning_starts,
             "env steps before the first update",
             why_fixed="it only matters before the first update",
             domain=NON_NEGATIVE,

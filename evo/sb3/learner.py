@@ -119,6 +119,9 @@ class MemberSetup:
     tb_dir: Path | None = None
     env_seed: int | None = None
     """The training envs' seed, if not the member's (a resumed member gets fresh envs)."""
+    budget: int = 0
+    """The env steps a member trains in all (generations x planned steps; 0: not known, for tools): what a
+    learner's schedule over its whole training runs over (DQN's exploration)."""
 
 
 def net_arch(layers: list[int] | dict[str, list[int]]) -> list[int] | dict[str, list[int]]:

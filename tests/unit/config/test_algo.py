@@ -119,7 +119,7 @@ def test_a_setting_of_another_learner_is_refused_naming_it(tmp_path):
 def test_an_action_space_the_learner_cannot_act_in_is_refused(tmp_path):
     (problem,) = problems(["--algo", "sac", "--env-id", "CartPole-v1"], tmp_path)
     assert problem == (
-        "--algo sac: SAC acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo ppo"
+        "--algo sac: SAC acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo ppo or a2c"
     )
     assert parse(["--algo", "ppo", "--env-id", "Pendulum-v1"], tmp_path).algo == "ppo"  # PPO acts in Box too
 
@@ -172,7 +172,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
     assert "--seed -1: must be >= 0" in text
     assert "--learning-rate-range 0.001 0.0001: the range is reversed" in text
     assert "'n_epochs' is a setting of PPO (--algo ppo), not of SAC" in text
-    assert "CartPole-v1 has a Discrete action space; use --algo ppo" in text
+    assert "CartPole-v1 has a Discrete action space; use --algo ppo or a2c" in text
 
 
 # --- resume ------------------------------------------------------------------------------------------

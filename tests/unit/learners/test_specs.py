@@ -46,9 +46,11 @@ def test_the_learners_are_found_by_their_files():
 
 def test_each_learner_has_names_of_its_own():
     specific = specific_names()
-    assert {"gae_lambda", "clip_range", "n_epochs", "target_kl", "microbatch_size", "ortho_init"} <= specific["ppo"]
+    assert {"clip_range", "n_epochs", "target_kl", "microbatch_size", "aug_coef"} <= specific["ppo"]
+    assert {"use_rms_prop", "rms_prop_eps"} <= specific["a2c"]
     assert {"target_entropy", "use_sde_at_warmup"} <= specific["sac"]
     assert "tau" not in specific["sac"] and "gamma" not in specific["ppo"]  # shared names are nobody's own
+    assert "gae_lambda" not in specific["ppo"] and "ortho_init" not in specific["a2c"]  # PPO's and A2C's
 
 
 def test_an_algorithm_specific_name_appears_only_in_its_learner_and_yaml():
