@@ -162,7 +162,8 @@ def _foreign_key(key: str, spec: LearnerSpec, where: str) -> str | None:
     owners = [other for other in specs().values() if other.name != spec.name and key in other.by_name]
     if not owners:
         return None
-    named = " and ".join(f"{other.title} (--algo {other.name})" for other in owners)
+    each = [f"{other.title} (--algo {other.name})" for other in owners]
+    named = each[0] if len(each) == 1 else f"{', '.join(each[:-1])} and {each[-1]}"
     return (
         f"{where}: {key!r} is a setting of {named}, not of {spec.title}; drop it, or train with "
         f"--algo {owners[0].name}. {spec.title}'s settings: {', '.join(spec.by_name)}"

@@ -240,7 +240,7 @@ def test_negative_noise_is_refused():
 def test_td3_on_discrete_actions_is_refused():
     (problem,) = problems(["--algo", "td3", "--env-id", "CartPole-v1"])
     assert problem == (
-        "--algo td3: TD3 acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo ppo or a2c"
+        "--algo td3: TD3 acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo ppo, a2c, dqn or qrdqn"
     )
 
 
@@ -278,7 +278,7 @@ def test_every_problem_is_reported_at_once():
         + ["noise_type:pink", "target_entropy:-1.0"]
     )
     text = "\n".join(found)
-    assert "CartPole-v1 has a Discrete action space; use --algo ppo or a2c" in text
+    assert "CartPole-v1 has a Discrete action space; use --algo ppo, a2c, dqn or qrdqn" in text
     assert "'n_epochs' is a setting of PPO (--algo ppo), not of TD3" in text
     assert "'target_entropy' is a setting of SAC (--algo sac), not of TD3" in text
     assert "policy_delay (--hyperparams) is 0; it must be >= 1" in text

@@ -21,13 +21,18 @@ from tests.support import member_of
 from tests.unit.sb3.offpolicy import checkpoint_payload_of, replay_of, same_replay
 
 SMALL = "policy_kwargs:{net_arch: [16, 16]}"
-OFF_POLICY = ["learning_starts:40", "batch_size:16", "buffer_size:500", "train_freq:4", "gradient_steps:2", SMALL]
+Q10 = "policy_kwargs:{net_arch: [16, 16], n_quantiles: 10}"
+OFF_POLICY = ["learning_starts:40", "batch_size:32", "buffer_size:500", "train_freq:4", "gradient_steps:2"]
 CONFIGS = {
     "a2c": ["--env-id", "CartPole-v1", "--hyperparams", "n_envs:2", "n_steps:8", SMALL],
+    "dqn": ["--env-id", "CartPole-v1", "--hyperparams", *OFF_POLICY, "target_update_interval:20", SMALL],
+    "qrdqn": ["--env-id", "CartPole-v1", "--hyperparams", *OFF_POLICY, "target_update_interval:20", Q10],
 }
 """Each learner on a tiny budget: its env and settings."""
 NEW = {
     "a2c": {"learning_rate": 2e-3, "gamma": 0.95, "ent_coef": 0.01, "vf_coef": 0.7},
+    "dqn": {"learning_rate": 2e-3, "gamma": 0.95, "exploration_final_eps": 0.1, "target_update_interval": 12},
+    "qrdqn": {"learning_rate": 2e-3, "gamma": 0.95, "exploration_final_eps": 0.1, "max_grad_norm": 5.0},
 }
 """New values a recipient takes at an exploit (none its donor's)."""
 
@@ -95,7 +100,8 @@ def test_an_exploit_copies_the_state_bit_exactly_and_the_recipient_keeps_its_val
     assert donor.pack().tobytes() != recipient.pack().tobytes()
     own_replay = replay_of(recipient) if config.agent.spec.replay else None
     new = {**recipient.hparams, **NEW[algo]}
-    assert all(donor.hparams[name] != value for name, value in NEW[algo].items())
+    donors = donor.effective_hparams(list(NEW[algo]))
+    assert all(donors[name] != value for name, value in NEW[algo].items())
 
     recipient.load({name: array.copy() for name, array in donor.exploit_state().items()}, new)
 
@@ -106,7 +112,7 @@ def test_an_exploit_copies_the_state_bit_exactly_and_the_recipient_keeps_its_val
     if own_replay is not None:
         assert same_replay(replay_of(recipient), own_replay)
     recipient.train(8)  # and trains on (a unit of its training: a rollout, a collection)
-    assert recipient.env_steps == 48 + config.agent.unit_steps
+    assert recipient.env_steps == 48 + config.agent.spec.planned_steps(8, config.agent.settings, config.agent.n_envs)
 
 
 @pytest.mark.parametrize("algo", list(CONFIGS))
