@@ -33,11 +33,16 @@ N_STEPS_FIXED = "the replay buffer computes n-step returns with it from the star
 
 
 def shared_settings(
-    learning_rate: float, tau: float = 0.005, batch_size: int = 256, train_freq: int = 1, learning_starts: int = 100
+    learning_rate: float,
+    tau: float | None = 0.005,
+    batch_size: int = 256,
+    train_freq: int = 1,
+    learning_starts: int = 100,
 ) -> tuple:
     """The settings of every off-policy learner, with the learner's own defaults (SB3's differ: DQN's
-    targets are copied whole, tau 1, from minibatches of 32 every 4 env steps)."""
-    return (
+    targets are copied whole, tau 1, from minibatches of 32 every 4 env steps; ``tau`` None: a learner
+    without target networks, CrossQ)."""
+    found = (
         setting(
             "learning_rate",
             float,
@@ -111,6 +116,7 @@ def shared_settings(
             why_fixed="it shapes the replay buffer",
         ),
     )
+    return tuple(declared for declared in found if declared.name != "tau" or tau is not None)
 
 
 def check_shared(settings: dict[str, Any], space: Mapping[str, Kind], problems: list[str]) -> None:
@@ -136,14 +142,22 @@ def replay_footprint(settings: Mapping[str, Any], n_envs: int, shape: EnvShape) 
 
 
 def actor_critic_memory(
-    net_arch: Mapping[str, Sequence[int]], inputs: int, shape: EnvShape, actor_outputs: int, actor_targets: int
+    net_arch: Mapping[str, Sequence[int]],
+    inputs: int,
+    shape: EnvShape,
+    actor_outputs: int,
+    actor_targets: int,
+    critics: int = 2,
+    critic_outputs: int = 1,
+    critic_targets: bool = True,
 ) -> Footprint:
     """An actor (``pi``, with ``actor_outputs`` outputs, and ``actor_targets`` target copies of it) and
-    SB3's two critics (``qf``: the observation and the action in, one Q value out) with their targets."""
+    ``critics`` critics (``qf``: the observation and the action in, ``critic_outputs`` values out: SB3's two
+    Q values; DDPG's one; TQC's quantiles) with their targets (none without ``critic_targets``: CrossQ)."""
     actions = shape.action_dims
     actor = mlp_parameters(inputs, net_arch["pi"], actor_outputs)
-    critic = mlp_parameters(inputs + actions, net_arch["qf"], 1)
-    trained, kept = actor + 2 * critic, actor_targets * actor + 2 * critic
+    critic = critics * mlp_parameters(inputs + actions, net_arch["qf"], critic_outputs)
+    trained, kept = actor + critic, actor_targets * actor + (critic if critic_targets else 0)
     return networks_footprint(net_arch, trained * TRAINED + kept * FLOAT32)
 
 

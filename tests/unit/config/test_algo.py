@@ -106,8 +106,11 @@ def test_a_setting_of_another_learner_is_refused_naming_it(tmp_path):
     )
     (problem,) = problems(["--hyperparams", "tau:0.01"], tmp_path)
     assert problem.startswith("--hyperparams: 'tau' is a setting of ")  # every off-policy learner's
-    assert "DQN (--algo dqn), QR-DQN (--algo qrdqn), SAC (--algo sac) and TD3 (--algo td3), not of PPO" in problem
-    assert "not of PPO; drop it, or train with --algo dqn. PPO's settings: learning_rate, ent_coef," in problem
+    assert (
+        "DDPG (--algo ddpg), DQN (--algo dqn), QR-DQN (--algo qrdqn), SAC (--algo sac), TD3 (--algo td3) and TQC "
+        "(--algo tqc), not of PPO" in problem  # CrossQ has no target networks
+    )
+    assert "not of PPO; drop it, or train with --algo ddpg. PPO's settings: learning_rate, ent_coef," in problem
     # in a YAML file's block, and in a search space, alike
     path = tmp_path / "hp.yml"
     path.write_text("Pendulum-v1:\n  n_epochs: 4\n  search_space:\n    clip_range: {low: 0.1, high: 0.3}\n")
@@ -120,7 +123,8 @@ def test_a_setting_of_another_learner_is_refused_naming_it(tmp_path):
 def test_an_action_space_the_learner_cannot_act_in_is_refused(tmp_path):
     (problem,) = problems(["--algo", "sac", "--env-id", "CartPole-v1"], tmp_path)
     assert problem == (
-        "--algo sac: SAC acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo ppo, a2c, dqn or qrdqn"
+        "--algo sac: SAC acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo "
+        "ppo, a2c, dqn or qrdqn"
     )
     assert parse(["--algo", "ppo", "--env-id", "Pendulum-v1"], tmp_path).algo == "ppo"  # PPO acts in Box too
 
@@ -128,7 +132,7 @@ def test_an_action_space_the_learner_cannot_act_in_is_refused(tmp_path):
 def test_replay_buffer_options_are_refused_for_ppo_and_taken_by_sac(tmp_path):
     assert problems(["--exploit-buffer", "copy", "--no-checkpoint-buffers"], tmp_path) == [
         "--exploit-buffer copy: PPO learns from its own fresh rollouts and has no replay buffer to copy; drop the "
-        "flag (it is for --algo dqn, qrdqn, sac or td3)",
+        "flag (it is for --algo crossq, ddpg, dqn, qrdqn, sac, td3 or tqc)",
         "--no-checkpoint-buffers: PPO has no replay buffer to leave out of checkpoints; drop the flag",
     ]
     config = parse([*SAC_PENDULUM, "--exploit-buffer", "copy", "--no-checkpoint-buffers"], tmp_path)

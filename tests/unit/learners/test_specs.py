@@ -48,7 +48,9 @@ def test_each_learner_has_names_of_its_own():
     specific = specific_names()
     assert {"clip_range", "n_epochs", "target_kl", "microbatch_size", "aug_coef"} <= specific["ppo"]
     assert {"use_rms_prop", "rms_prop_eps"} <= specific["a2c"]
-    assert {"target_entropy", "use_sde_at_warmup"} <= specific["sac"]
+    assert {"top_quantiles_to_drop_per_net"} <= specific["tqc"]
+    assert {"batch_norm_momentum", "renorm_warmup_steps"} <= specific["crossq"]
+    assert not specific["sac"]  # SAC's names are TQC's and CrossQ's too (evo/learners/entropy.py)
     assert "tau" not in specific["sac"] and "gamma" not in specific["ppo"]  # shared names are nobody's own
     assert "gae_lambda" not in specific["ppo"] and "ortho_init" not in specific["a2c"]  # PPO's and A2C's
 

@@ -27,12 +27,24 @@ CONFIGS = {
     "a2c": ["--env-id", "CartPole-v1", "--hyperparams", "n_envs:2", "n_steps:8", SMALL],
     "dqn": ["--env-id", "CartPole-v1", "--hyperparams", *OFF_POLICY, "target_update_interval:20", SMALL],
     "qrdqn": ["--env-id", "CartPole-v1", "--hyperparams", *OFF_POLICY, "target_update_interval:20", Q10],
+    "ddpg": ["--env-id", "Pendulum-v1", "--hyperparams", *OFF_POLICY, "noise_type:ornstein-uhlenbeck", SMALL],
+    "tqc": [
+        "--env-id",
+        "Pendulum-v1",
+        "--hyperparams",
+        *OFF_POLICY,
+        "policy_kwargs:{net_arch: [16, 16], n_quantiles: 5}",
+    ],
+    "crossq": ["--env-id", "Pendulum-v1", "--hyperparams", *OFF_POLICY, SMALL],
 }
 """Each learner on a tiny budget: its env and settings."""
 NEW = {
     "a2c": {"learning_rate": 2e-3, "gamma": 0.95, "ent_coef": 0.01, "vf_coef": 0.7},
     "dqn": {"learning_rate": 2e-3, "gamma": 0.95, "exploration_final_eps": 0.1, "target_update_interval": 12},
     "qrdqn": {"learning_rate": 2e-3, "gamma": 0.95, "exploration_final_eps": 0.1, "max_grad_norm": 5.0},
+    "ddpg": {"learning_rate": 2e-3, "tau": 0.05, "noise_std": 0.3},
+    "tqc": {"learning_rate": 2e-3, "target_entropy": -0.3, "top_quantiles_to_drop_per_net": 1},
+    "crossq": {"learning_rate": 2e-3, "target_entropy": -0.3, "policy_delay": 7},
 }
 """New values a recipient takes at an exploit (none its donor's)."""
 
