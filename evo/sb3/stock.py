@@ -23,7 +23,6 @@ from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 
 # isort: split
 
-import stable_baselines3
 import torch
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.save_util import recursive_getattr
@@ -77,10 +76,19 @@ def stock_arguments(member, algorithm: type) -> dict[str, Any]:
     return arguments
 
 
-def stock_model(member):
-    """A stock SB3 model of ``member``'s algorithm and architecture, holding its state."""
+def stock_algorithm(member) -> type:
+    """The SB3 or sb3-contrib class that ``member``'s model is (evo's own subclasses stand in for it)."""
+    return next(
+        cls
+        for cls in type(member.model).__mro__
+        if cls.__module__.split(".")[0] in ("stable_baselines3", "sb3_contrib")
+    )
 
-    algorithm = getattr(stable_baselines3, member.spec.name.upper())
+
+def stock_model(member):
+    """A stock SB3 (or sb3-contrib) model of ``member``'s algorithm and architecture, holding its state."""
+
+    algorithm = stock_algorithm(member)
     policy, policy_kwargs = stock_policy(member)
     model = algorithm(
         policy,
@@ -125,7 +133,7 @@ def zoo_config(member) -> OrderedDict:
     sorted, values as zoo's YAML writes them (``policy_kwargs`` and ``normalize`` as Python text)."""
 
     agent = member.agent
-    algorithm = getattr(stable_baselines3, member.spec.name.upper())
+    algorithm = stock_algorithm(member)
     values = {
         name: value
         for name, value in stock_arguments(member, algorithm).items()
