@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from evo.config.envnames import procgen_game
-from evo.learners import LearnerSpec, specs
+from evo.learners import LearnerSpec, learner_spec, specs
 
 
 class DuplicateKey(yaml.YAMLError):
@@ -67,8 +67,9 @@ HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
 
 
 def builtin_hyperparams(algo: str) -> Path:
-    """The built-in YAML file of learner ``algo``."""
-    return HYPERPARAMS_DIR / f"{algo}.yml"
+    """The built-in YAML file of learner ``algo`` (a learner of your own: the file its spec names)."""
+    declared = learner_spec(algo).hyperparams if ":" in algo else None
+    return Path(declared) if declared else HYPERPARAMS_DIR / f"{algo}.yml"
 
 
 # Keys every learner's env block may hold, with the type each is coerced to.

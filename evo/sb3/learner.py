@@ -616,9 +616,13 @@ class SB3Learner:
 
 
 def learner_class(algo: str) -> type[SB3Learner]:
-    """The SB3 side of learner ``algo``: the ``LEARNER`` of evo/sb3/<algo>.py."""
+    """The SB3 side of learner ``algo``: the ``LEARNER`` of evo/sb3/<algo>.py, or a learner of your own's class."""
     import importlib
 
+    if ":" in algo:
+        from evo.learners import user_learner
+
+        return user_learner(algo)[0]
     return importlib.import_module(f"evo.sb3.{algo}").LEARNER
 
 

@@ -89,13 +89,12 @@ def test_learning_rate_range_reaches_sac_s_space(tmp_path):
 # --- refused, with the fix ----------------------------------------------------------------------------
 
 
-def test_an_unknown_algo_is_refused_by_argparse(tmp_path, capsys):
-    with pytest.raises(SystemExit) as caught:
-        parse(["--algo", "ppo2"], tmp_path)
-    assert caught.value.code == 2
-    error = capsys.readouterr().err
-    assert "argument --algo: invalid choice: 'ppo2'" in error
-    assert "'ppo'" in error and "'sac'" in error  # the choices
+def test_an_unknown_algo_is_refused_naming_the_learners_and_the_closest(tmp_path):
+    """--algo also takes a learner of your own (package.module:ClassName), so its own check refuses a name
+    that is neither, with every built-in learner and the closest one (tests/unit/learners/test_own_learner.py)."""
+    (problem,) = problems(["--algo", "ppo2"], tmp_path)
+    assert problem.startswith("--algo ppo2: no such learner; did you mean 'ppo'? use one of ppo, a2c,")
+    assert "sac" in problem and "package.module:ClassName" in problem
 
 
 def test_a_setting_of_another_learner_is_refused_naming_it(tmp_path):

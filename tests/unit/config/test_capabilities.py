@@ -125,7 +125,6 @@ def test_a_learner_s_spec_decides_its_refusals_and_the_texts_that_name_learners(
     titles = ", ".join(learner_spec(name).title for name in built_in)
     off_policy = ", ".join(name for name in built_in if learner_spec(name).replay)
     monkeypatch.setitem(specs(), "xyz", TEST_LEARNER)  # the registry a learner module's SPEC joins
-    assert f"--algo {{{','.join(built_in)},xyz}}" in help_text()
     assert f"the learner: {', '.join(repr(name) for name in built_in)} or 'xyz'" in help_text()
     assert f"agents ({titles}, XYZ: --algo)" in help_text()
     assert f"off-policy learners ({off_policy}, xyz)" in help_text()
