@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The evo-less virtualenv the export tests play exported agents in: stable-baselines3 and
-# rl_zoo3 without evo, with evo's own torch, gymnasium, MuJoCo, SB3, NumPy and cloudpickle
+# rl_zoo3 without evo, with evo's own torch, gymnasium, MuJoCo, SB3, sb3-contrib, NumPy and cloudpickle
 # versions (read from evo's virtualenv). Cached: a stamp holds the versions it was built with,
 # and a second call with the same versions does nothing.
 #   scripts/zoo-venv.sh ZOO_VENV EVO_PYTHON
@@ -17,7 +17,7 @@ def pin(name):
         return f"{name}=={version(name)}"
     except PackageNotFoundError:
         return "" if name == "mujoco" else exit(f"evo has no {name}")
-print(*filter(None, map(pin, ("stable-baselines3", "gymnasium", "mujoco", "numpy", "cloudpickle"))))')
+print(*filter(None, map(pin, ("stable-baselines3", "sb3-contrib", "gymnasium", "mujoco", "numpy", "cloudpickle"))))')
 # torch's version without its local tag (+cpu): pip's index here has the CPU wheel under it
 torch=$("$evo_python" -c 'from importlib.metadata import version; print(version("torch").split("+")[0])')
 want="rl_zoo3==$zoo_version requests torch==$torch $pins"
@@ -32,7 +32,7 @@ test -x "$venv/bin/python" || "$python" -m venv "$venv"
 # shellcheck disable=SC2086  (the pins are words)
 # requests: rl_zoo3.enjoy imports it (its hub loader) without requiring it
 "$venv/bin/python" -m pip install --quiet "rl_zoo3==$zoo_version" requests $pins
-if (cd / && "$venv/bin/python" -c 'import evo' 2>/dev/null); then
+if (cd / && env -u PYTHONPATH "$venv/bin/python" -c 'import evo' 2>/dev/null); then  # installed there, not on the caller's path
     echo "$venv: evo is importable here, and must not be" >&2
     exit 1
 fi

@@ -13,7 +13,7 @@ N_ENVS envs (default 1) seeded SEED, SEED + 1, ..., the episodes spread over the
 import json
 import sys
 
-import stable_baselines3
+from rl_zoo3.utils import ALGOS
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
@@ -26,7 +26,7 @@ def main(argv: list[str]) -> None:
     n_envs = int(argv[7]) if len(argv) > 7 else 1
     if "evo" in sys.modules or any(name.startswith("evo.") for name in sys.modules):
         raise SystemExit("evo was imported")
-    model = getattr(stable_baselines3, algo.upper()).load(model_path, device="cpu")
+    model = ALGOS[algo].load(model_path, device="cpu")  # zoo's classes by --algo name (SB3's and sb3-contrib's)
     env = make_vec_env(env_id, n_envs=n_envs, seed=int(seed), vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
     if stats_path:
         env = VecNormalize.load(stats_path, env)

@@ -61,7 +61,7 @@ from evo.config.resume import (
     resume_differences,
     resume_dir,
 )
-from evo.learners import LearnerSpec, learner_spec
+from evo.learners import LearnerSpec, algo_problem, learner_spec
 
 __all__ = [
     "CNN_POLICIES",
@@ -121,6 +121,8 @@ def parse_config(
     checks.asynchronous(args, strategy, transport, problems)
     strategy = checks.script_strategy(strategy, args.strategy, args.explore, transport, problems)
     problems += option_problems(args)
+    if algo_problem(args.algo) is not None:
+        raise ConfigError(problems)  # --algo's own check said why: nothing else can be checked without a learner
     spec = learner_spec(args.algo)
     game = procgen_game(args.env_id)
     param_set = apply_param_set(args, given, game, problems)

@@ -226,7 +226,8 @@ def _where(kind: Kind) -> str:
 def _action_space(spec: LearnerSpec, env_id: str, shape: EnvShape, problems: list[str]) -> None:
     if shape.action_space not in spec.action_spaces:
         able = [other for other in _specs_for(shape.action_space)]
-        hint = f"; use --algo {' or --algo '.join(able)}" if able else ""
+        named = " or ".join(able) if len(able) < 3 else f"{', '.join(able[:-1])} or {able[-1]}"
+        hint = f"; use --algo {named}" if able else ""
         problems.append(
             f"--algo {spec.name}: {spec.title} acts in {' or '.join(spec.action_spaces)} action spaces, and {env_id} "
             f"has a {shape.action_space} action space{hint}"

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from evo.config.envnames import procgen_game
-from evo.learners import LearnerSpec, specs
+from evo.learners import LearnerSpec, learner_spec, specs
 
 
 class DuplicateKey(yaml.YAMLError):
@@ -67,8 +67,9 @@ HYPERPARAMS_DIR = Path(__file__).resolve().parent.parent / "hyperparams"
 
 
 def builtin_hyperparams(algo: str) -> Path:
-    """The built-in YAML file of learner ``algo``."""
-    return HYPERPARAMS_DIR / f"{algo}.yml"
+    """The built-in YAML file of learner ``algo`` (a learner of your own: the file its spec names)."""
+    declared = learner_spec(algo).hyperparams if ":" in algo else None
+    return Path(declared) if declared else HYPERPARAMS_DIR / f"{algo}.yml"
 
 
 # Keys every learner's env block may hold, with the type each is coerced to.
@@ -162,7 +163,8 @@ def _foreign_key(key: str, spec: LearnerSpec, where: str) -> str | None:
     owners = [other for other in specs().values() if other.name != spec.name and key in other.by_name]
     if not owners:
         return None
-    named = " and ".join(f"{other.title} (--algo {other.name})" for other in owners)
+    each = [f"{other.title} (--algo {other.name})" for other in owners]
+    named = each[0] if len(each) == 1 else f"{', '.join(each[:-1])} and {each[-1]}"
     return (
         f"{where}: {key!r} is a setting of {named}, not of {spec.title}; drop it, or train with "
         f"--algo {owners[0].name}. {spec.title}'s settings: {', '.join(spec.by_name)}"

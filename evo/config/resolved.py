@@ -32,7 +32,7 @@ from evo.config.precision import PRECISIONS
 from evo.core.devices import DEVICES
 from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.selection import TIE_RULES
-from evo.learners import DEFAULT_ALGO, algos
+from evo.learners import DEFAULT_ALGO, algo_problem, algos
 
 
 class ConfigError(ValueError):
@@ -79,8 +79,8 @@ def either(names: Sequence[str]) -> str:
 
 def algo_help() -> str:
     return (
-        f"the learner: {either(algos())} (Stable-Baselines3's; rl-baselines3-zoo's --algo); its settings come "
-        "from hyperparams/<algo>.yml"
+        f"the learner: {either(algos())} (Stable-Baselines3's and sb3-contrib's; rl-baselines3-zoo's --algo), its "
+        "settings from hyperparams/<algo>.yml; or one of your own, package.module:ClassName (docs/examples/)"
     )
 
 
@@ -132,7 +132,7 @@ class Config:
         FIXED,
         group="learner",
         default=DEFAULT_ALGO,
-        choices=algos,
+        check=lambda flag, value: algo_problem(value),
     )
     env_kwargs: dict[str, Any] = option(
         "keyword arguments of the env for gym.make as key:value, values read as YAML scalars (e.g. "

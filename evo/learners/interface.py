@@ -132,7 +132,29 @@ class Learner(Exchangeable, Protocol):
         """Its TensorBoard row of a generation."""
         ...
 
+    def log_final(self, result: Any) -> None:
+        """Its TensorBoard row at the run's end (the final score against its hyperparameters)."""
+        ...
+
+    def set_tensorboard(self, tb_dir: Any, purge_step: int | None = None) -> None:
+        """Write its TensorBoard rows to ``tb_dir`` from now on (None: none), dropping rows from ``purge_step``
+        on (a restored, restarted or moved member continues its folder)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def learner_methods() -> tuple[str, ...]:
+    """The methods and properties a run calls on a member (:class:`Learner`'s and :class:`Exchangeable`'s), by
+    name: what a learner of your own must have (``--algo package.module:ClassName`` is refused without them)."""
+    names: list[str] = []
+    for protocol in (Exchangeable, Learner):
+        names += [
+            name
+            for name, value in vars(protocol).items()
+            if not name.startswith("_") and (callable(value) or isinstance(value, property)) and name not in names
+        ]
+    return tuple(names)
 
 
 @runtime_checkable

@@ -32,9 +32,17 @@ BUFFER_FIXED = "it sizes the replay buffer, allocated once when the member is bu
 N_STEPS_FIXED = "the replay buffer computes n-step returns with it from the start: it cannot change mid-run"
 
 
-def shared_settings(learning_rate: float) -> tuple:
-    """The settings of every off-policy learner, with the learner's own default learning rate."""
-    return (
+def shared_settings(
+    learning_rate: float,
+    tau: float | None = 0.005,
+    batch_size: int = 256,
+    train_freq: int = 1,
+    learning_starts: int = 100,
+) -> tuple:
+    """The settings of every off-policy learner, with the learner's own defaults (SB3's differ: DQN's
+    targets are copied whole, tau 1, from minibatches of 32 every 4 env steps; ``tau`` None: a learner
+    without target networks, CrossQ)."""
+    found = (
         setting(
             "learning_rate",
             float,
@@ -48,19 +56,25 @@ def shared_settings(learning_rate: float) -> tuple:
         setting(
             "tau",
             float,
-            0.005,
+            tau,
             "soft (Polyak) update coefficient of the target networks (1 copies the networks into the targets)",
             A,
             label="τ (Polyak)",
             domain=Interval(0, 1, low_open=True),
         ),
         setting(
-            "batch_size", int, 256, "minibatch size of each gradient step", A, label="minibatch size", domain=COUNT
+            "batch_size",
+            int,
+            batch_size,
+            "minibatch size of each gradient step",
+            A,
+            label="minibatch size",
+            domain=COUNT,
         ),
         setting(
             "train_freq",
             int,
-            1,
+            train_freq,
             "update the model every this many env steps (per env)",
             C,
             label="env steps between updates",
@@ -81,7 +95,7 @@ def shared_settings(learning_rate: float) -> tuple:
         setting(
             "learning_starts",
             int,
-            100,
+            learning_starts,
             "env steps before the first update",
             why_fixed="it only matters before the first update",
             domain=NON_NEGATIVE,
@@ -102,6 +116,7 @@ def shared_settings(learning_rate: float) -> tuple:
             why_fixed="it shapes the replay buffer",
         ),
     )
+    return tuple(declared for declared in found if declared.name != "tau" or tau is not None)
 
 
 def check_shared(settings: dict[str, Any], space: Mapping[str, Kind], problems: list[str]) -> None:
@@ -127,14 +142,22 @@ def replay_footprint(settings: Mapping[str, Any], n_envs: int, shape: EnvShape) 
 
 
 def actor_critic_memory(
-    net_arch: Mapping[str, Sequence[int]], inputs: int, shape: EnvShape, actor_outputs: int, actor_targets: int
+    net_arch: Mapping[str, Sequence[int]],
+    inputs: int,
+    shape: EnvShape,
+    actor_outputs: int,
+    actor_targets: int,
+    critics: int = 2,
+    critic_outputs: int = 1,
+    critic_targets: bool = True,
 ) -> Footprint:
     """An actor (``pi``, with ``actor_outputs`` outputs, and ``actor_targets`` target copies of it) and
-    SB3's two critics (``qf``: the observation and the action in, one Q value out) with their targets."""
+    ``critics`` critics (``qf``: the observation and the action in, ``critic_outputs`` values out: SB3's two
+    Q values; DDPG's one; TQC's quantiles) with their targets (none without ``critic_targets``: CrossQ)."""
     actions = shape.action_dims
     actor = mlp_parameters(inputs, net_arch["pi"], actor_outputs)
-    critic = mlp_parameters(inputs + actions, net_arch["qf"], 1)
-    trained, kept = actor + 2 * critic, actor_targets * actor + 2 * critic
+    critic = critics * mlp_parameters(inputs + actions, net_arch["qf"], critic_outputs)
+    trained, kept = actor + critic, actor_targets * actor + (critic if critic_targets else 0)
     return networks_footprint(net_arch, trained * TRAINED + kept * FLOAT32)
 
 

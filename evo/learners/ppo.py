@@ -11,27 +11,22 @@ one of :data:`AUG_TYPES`. DrAC augments images, so it needs a CNN policy.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from evo.core.kinds import Kind
+from evo.learners.onpolicy import gae_lambda, memory, rollout_steps
 from evo.learners.spec import (
     COUNT,
     DISCOUNT,
-    FLOAT32,
-    FRACTION,
     NON_NEGATIVE,
     POSITIVE,
-    TRAINED,
     EnvShape,
-    Footprint,
     LearnerSpec,
     Reach,
     Values,
     at_least,
     check_ranges,
-    mlp_parameters,
-    networks_footprint,
     setting,
 )
 
@@ -64,7 +59,7 @@ SETTINGS = (
         domain=POSITIVE,
     ),
     setting("gamma", float, 0.99, "discount factor", D, label="discount γ", domain=DISCOUNT),
-    setting("gae_lambda", float, 0.95, "GAE's λ", C, label="GAE λ", domain=FRACTION),
+    gae_lambda(0.95),
     setting("vf_coef", float, 0.5, "value-loss coefficient", A, label="value-loss coefficient", domain=NON_NEGATIVE),
     setting("n_epochs", int, 10, "epochs over each rollout", A, label="epochs per update", domain=COUNT),
     setting("batch_size", int, 64, "minibatch size", A, label="minibatch size", domain=at_least(2)),
@@ -195,25 +190,6 @@ def check_drac(settings: Mapping[str, Any], space: Mapping[str, Kind], policy: s
             f"({' or '.join(CNN_POLICIES)}) on an image env such as a Procgen game, or set aug_coef: 0 and leave "
             "aug_coef and aug_type out of the search space"
         )
-
-
-def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:
-    """Env steps collected per update (n_envs * n_steps): a generation's budget is rounded up to them."""
-    return n_envs * settings["n_steps"]
-
-
-def memory(
-    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
-) -> list[Footprint]:
-    """The policy and value networks (one output per action dimension: a lower bound for discrete
-    actions' logits), and SB3's rollout buffer: per env step an observation in the space's dtype, an
-    action, and six float32 values (reward, return, episode start, value, log-probability, advantage)."""
-    actions = shape.action_dims
-    parameters = mlp_parameters(inputs, net_arch["pi"], actions) + mlp_parameters(inputs, net_arch["vf"], 1)
-    steps = n_envs * settings["n_steps"]
-    step = shape.observation_dims * shape.observation_itemsize + actions * FLOAT32 + 6 * FLOAT32
-    rollout = Footprint(f"rollout buffer {steps} x {step} bytes", steps * step, "a smaller n_steps or n_envs")
-    return [networks_footprint(net_arch, parameters * TRAINED), rollout]
 
 
 def upgrade(recorded: dict[str, Any]) -> None:

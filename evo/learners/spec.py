@@ -377,6 +377,9 @@ class LearnerSpec:
     notes: Callable[[Mapping[str, Any], int], list[str]] | None = None
     """``notes(settings, env_steps)``: what a run whose members each train ``env_steps`` env steps in all should
     hear before it starts, without refusing it (an off-policy member that would never start learning)."""
+    hyperparams: str | None = None
+    """Its YAML file of defaults and search spaces (rl-baselines3-zoo's layout) when it is not evo's
+    ``evo/hyperparams/<name>.yml``: a learner of your own names the file beside its module."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", (*self.settings, *architecture_settings(self.net_arch_heads)))

@@ -35,6 +35,30 @@ from evo.learners.spec import (
 
 NOISE_TYPES = ("normal", "ornstein-uhlenbeck")
 
+NOISE_SETTINGS = (
+    setting(
+        "noise_type",
+        str,
+        None,
+        "exploration noise added to the actor's actions: 'normal', 'ornstein-uhlenbeck', or null for none "
+        "(rl-baselines3-zoo's key)",
+        Reach.CUSTOM,
+        may_be_off=True,
+        label="exploration noise",
+        domain=Values(NOISE_TYPES),
+    ),
+    setting(
+        "noise_std",
+        float,
+        0.1,
+        "σ of the exploration noise (rl-baselines3-zoo's key)",
+        Reach.CUSTOM,
+        label="exploration noise σ",
+        domain=NON_NEGATIVE,
+    ),
+)
+"""The exploration noise's two settings, zoo's names (DDPG's too)."""
+
 SETTINGS = (
     *shared_settings(learning_rate=1e-3),
     setting(
@@ -64,26 +88,7 @@ SETTINGS = (
         label="target-noise clip",
         domain=NON_NEGATIVE,
     ),
-    setting(
-        "noise_type",
-        str,
-        None,
-        "exploration noise added to the actor's actions: 'normal', 'ornstein-uhlenbeck', or null for none "
-        "(rl-baselines3-zoo's key)",
-        Reach.CUSTOM,
-        may_be_off=True,
-        label="exploration noise",
-        domain=Values(NOISE_TYPES),
-    ),
-    setting(
-        "noise_std",
-        float,
-        0.1,
-        "σ of the exploration noise (rl-baselines3-zoo's key)",
-        Reach.CUSTOM,
-        label="exploration noise σ",
-        domain=NON_NEGATIVE,
-    ),
+    *NOISE_SETTINGS,
 )
 
 
@@ -96,14 +101,20 @@ def check(
     problems: list[str],
 ) -> None:
     check_shared(settings, space, problems)
+    check_noise(settings, space, problems)
+    trap = "positive (a perturbation multiplies: a member at 0 would stay there)"
+    check_ranges(space, {name: (0, math.inf, trap) for name in ("target_policy_noise", "target_noise_clip")}, problems)
+
+
+def check_noise(settings: Mapping[str, Any], space: Mapping[str, Kind], problems: list[str]) -> None:
+    """The exploration noise's rules (TD3's and DDPG's): explored from a noise, its σ from above 0."""
     if "noise_type" in space and settings["noise_type"] is None:
         problems.append(
             "search_space.noise_type: explore it from a noise, not from none: set noise_type in the YAML to one "
             f"of {', '.join(NOISE_TYPES)}"
         )
     trap = "positive (a perturbation multiplies: a member at 0 would stay there)"
-    noises = ("target_policy_noise", "target_noise_clip", "noise_std")
-    check_ranges(space, {name: (0, math.inf, trap) for name in noises}, problems)
+    check_ranges(space, {"noise_std": (0, math.inf, trap)}, problems)
 
 
 def memory(

@@ -239,6 +239,8 @@ def member_factory(config: Config, device: str = "cpu") -> MemberFactory:
         select_on=config.select_on,
         exploit_buffer=config.exploit_buffer,
         device=device,
+        budget=config.total_generations
+        * config.agent.spec.planned_steps(config.agent_training_steps, config.agent.settings, config.agent.n_envs),
     )
     initial = InitialHparams(
         space=config.agent.search_space,

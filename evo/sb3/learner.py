@@ -54,7 +54,7 @@ from evo.learners.spec import resolved_net_arch
 from evo.sb3 import envstate
 from evo.sb3.callbacks import member_logger, training_callbacks
 from evo.sb3.envs import make_env
-from evo.sb3.flat import bind_flat, bind_tensor, init_optimizer_state, is_bound, optimizers_of, state_tensors, unpack
+from evo.sb3.flat import bind_flat, bind_tensor, flat_size, init_optimizer_state, is_bound, optimizers_of, unpack
 from evo.sb3.normalize import (
     follow_gamma,
     freeze_into,
@@ -125,6 +125,9 @@ class MemberSetup:
     stage_state: bool = False
     """Keep the state in a flat tensor of its own and let it travel through a host copy, as a GPU member
     does, on the CPU too: a GPU member's path, run (and tested) where there is no GPU."""
+    budget: int = 0
+    """The env steps a member trains in all (generations x planned steps; 0: not known, for tools): what a
+    learner's schedule over its whole training runs over (DQN's exploration)."""
 
 
 def net_arch(layers: list[int] | dict[str, list[int]]) -> list[int] | dict[str, list[int]]:
@@ -304,10 +307,10 @@ class SB3Learner:
             for group in optimizer.param_groups:
                 if "capturable" in group and self.device.type == "cuda":
                     group["capturable"] = True
-        size = sum(t.numel() for t in state_tensors(model)) if state is None else state.size
+        size = flat_size(model) if state is None else state.size
         host = torch.empty(size, dtype=torch.float32, pin_memory=torch.cuda.is_available())
         if state is None:
-            self.flat = bind_tensor(model, torch.empty(size, dtype=torch.float32, device=self.device))
+            self.flat = bind_tensor(model, torch.zeros(size, dtype=torch.float32, device=self.device))
         else:
             self.flat = bind_tensor(model, torch.from_numpy(state).to(self.device, copy=True), keep=False)
         self.buffer = host.numpy()
@@ -661,9 +664,13 @@ class SB3Learner:
 
 
 def learner_class(algo: str) -> type[SB3Learner]:
-    """The SB3 side of learner ``algo``: the ``LEARNER`` of evo/sb3/<algo>.py."""
+    """The SB3 side of learner ``algo``: the ``LEARNER`` of evo/sb3/<algo>.py, or a learner of your own's class."""
     import importlib
 
+    if ":" in algo:
+        from evo.learners import user_learner
+
+        return user_learner(algo)[0]
     return importlib.import_module(f"evo.sb3.{algo}").LEARNER
 
 

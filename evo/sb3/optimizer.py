@@ -1,4 +1,4 @@
-"""torch's Adam, without importing torch._dynamo until something else does.
+"""torch's Adam and RMSprop, without importing torch._dynamo until something else does.
 
 torch.optim wraps ``Optimizer.add_param_group``, ``zero_grad``, ``state_dict`` and
 ``load_state_dict`` in ``torch._disable_dynamo``, and ``Adam.step`` in
@@ -9,9 +9,11 @@ CartPole member, a quarter of a 4096-step generation, and a fifth of a rank's me
 
 While torch._dynamo is not imported nothing can be compiling, and the wrappers do nothing but
 that import (``step``'s wrapper also sets grad mode to the optimizer's ``differentiable`` flag,
-which :meth:`EagerAdam.step` does too). So :class:`EagerAdam` runs the functions inside the
-wrappers while torch._dynamo is absent, and torch's own wrappers once anything has imported it:
-the same arithmetic either way (tests/test_optimizer.py compares it with torch's Adam bit for bit).
+which :meth:`EagerAdam.step` does too). So :func:`eager` makes a subclass of a torch optimizer that runs the
+functions inside the wrappers while torch._dynamo is absent, and torch's own wrappers once anything
+has imported it: the same arithmetic either way (tests/unit/sb3/test_optimizer.py compares
+:class:`EagerAdam` with torch's Adam and :class:`EagerRMSprop` with torch's RMSprop bit for bit).
+:func:`stock_optimizer` gives back the torch class (what SB3 without evo loads).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 from collections.abc import Callable
 
 import torch
-from torch.optim import Adam, Optimizer
+from torch.optim import Adam, Optimizer, RMSprop
 from torch.optim.optimizer import _use_grad_for_differentiable
 
 DYNAMO = "torch._dynamo"
@@ -31,7 +33,11 @@ def dynamo_imported() -> bool:
     return DYNAMO in sys.modules
 
 
-def _eager(name: str, function: Callable, guarded: Callable) -> Callable:
+GUARDED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
+"""The methods torch.optim wraps in ``torch._disable_dynamo``."""
+
+
+def _eager(name: str, function: Callable, guarded: Callable, owner: str) -> Callable:
     """Method ``name``: ``function`` itself, or ``guarded`` (torch's wrapper of it) once
     torch._dynamo is imported."""
 
@@ -40,29 +46,36 @@ def _eager(name: str, function: Callable, guarded: Callable) -> Callable:
             return guarded(self, *args, **kwargs)
         return function(self, *args, **kwargs)
 
-    method.__name__, method.__qualname__, method.__doc__ = name, f"EagerAdam.{name}", function.__doc__
+    method.__name__, method.__qualname__, method.__doc__ = name, f"{owner}.{name}", function.__doc__
     return method
 
 
-def _without_dynamo_guard(name: str) -> Callable:
+def _without_dynamo_guard(name: str, owner: str) -> Callable:
     function = inspect.unwrap(getattr(Optimizer, name))
-    return _eager(name, function, torch._disable_dynamo(function))
+    return _eager(name, function, torch._disable_dynamo(function), owner)
 
 
-_ADAM_STEP = inspect.unwrap(Adam.step)
+def eager(optimizer_class: type[Optimizer]) -> type[Optimizer]:
+    """``optimizer_class`` (a torch optimizer whose ``step`` torch wraps in ``_use_grad_for_differentiable``)
+    with the same arguments, state and results, leaving torch._dynamo unimported."""
+    owner = f"Eager{optimizer_class.__name__}"
+    step = inspect.unwrap(optimizer_class.step)
+
+    def grad_mode_step(self, closure=None):
+        """The optimizer's step in the grad mode its wrapper sets (none unless ``differentiable``)."""
+        with torch.set_grad_enabled(self.defaults["differentiable"]):
+            return step(self, closure)
+
+    methods = {name: _without_dynamo_guard(name, owner) for name in GUARDED}
+    methods["step"] = _eager("step", grad_mode_step, _use_grad_for_differentiable(step), owner)
+    doc = f"torch.optim.{optimizer_class.__name__} (same arguments, state and results), torch._dynamo left unimported."
+    return type(owner, (optimizer_class,), {"__module__": __name__, "__doc__": doc, **methods})
 
 
-def _adam_step(self: Adam, closure=None):
-    """Adam's step in the grad mode its wrapper sets (none unless ``differentiable``)."""
-    with torch.set_grad_enabled(self.defaults["differentiable"]):
-        return _ADAM_STEP(self, closure)
+EagerAdam = eager(Adam)
+EagerRMSprop = eager(RMSprop)
 
 
-class EagerAdam(Adam):
-    """torch.optim.Adam (same arguments, state and results) that leaves torch._dynamo unimported."""
-
-    add_param_group = _without_dynamo_guard("add_param_group")
-    zero_grad = _without_dynamo_guard("zero_grad")
-    state_dict = _without_dynamo_guard("state_dict")
-    load_state_dict = _without_dynamo_guard("load_state_dict")
-    step = _eager("step", _adam_step, _use_grad_for_differentiable(_ADAM_STEP))
+def stock_optimizer(optimizer_class: type) -> type:
+    """The torch optimizer an eager one stands in for (any other class as it is)."""
+    return optimizer_class.__bases__[0] if optimizer_class in (EagerAdam, EagerRMSprop) else optimizer_class

@@ -74,6 +74,7 @@ from evo.sb3.callbacks import DistillationCallback, training_callbacks
 from evo.sb3.flat import bind_tensor
 from evo.sb3.learner import SB3Learner, common_policy_kwargs
 from evo.sb3.normalize import load_statistics, renormalize_last_obs
+from evo.sb3.onpolicy import gae_lambda_of, set_gae_lambda
 from evo.sb3.policies import EXTRACTORS, MixedPrecisionCnnPolicy, MixedPrecisionPolicy
 
 """The seed stream of DrAC's draws (after the member's model and evaluation streams)."""
@@ -416,11 +417,6 @@ def rollout_size(model: PPO) -> int:
     return int(model.n_steps * model.n_envs)
 
 
-def set_gae_lambda(learner: SB3Learner, value: float) -> None:
-    learner.model.gae_lambda = float(value)
-    learner.model.rollout_buffer.gae_lambda = float(value)
-
-
 def set_n_minibatches(learner: SB3Learner, value: int) -> None:
     """The rollout in ``value`` minibatches of ceil(rollout / value) samples."""
     learner.model.batch_size = math.ceil(rollout_size(learner.model) / int(value))
@@ -449,7 +445,7 @@ class PPOLearner(SB3Learner):
     algorithm = PPO
     custom = {"gae_lambda": set_gae_lambda, "n_minibatches": set_n_minibatches}
     readers = {
-        "gae_lambda": lambda learner: float(learner.model.rollout_buffer.gae_lambda),
+        "gae_lambda": gae_lambda_of,
         "n_minibatches": lambda learner: math.ceil(rollout_size(learner.model) / learner.model.batch_size),
     }
 

@@ -23,7 +23,6 @@ from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 
 # isort: split
 
-import stable_baselines3
 import torch
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.save_util import recursive_getattr
@@ -32,7 +31,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from evo.sb3.learner import constructor_parameters
 from evo.sb3.normalize import freeze_into, frozen
-from evo.sb3.optimizer import EagerAdam
+from evo.sb3.optimizer import stock_optimizer
 from evo.sb3.policies import ImpalaCNN, NatureCNNChannelsLast
 
 ACTIVATION_NAMES = {"tanh": "nn.Tanh", "relu": "nn.ReLU", "elu": "nn.ELU", "leaky_relu": "nn.LeakyReLU"}
@@ -48,8 +47,8 @@ def stock_policy(member) -> tuple[str, dict[str, Any]]:
 
     kwargs = dict(member.policy_kwargs())
     kwargs.pop("precision", None)
-    if kwargs.get("optimizer_class") is EagerAdam:
-        kwargs["optimizer_class"] = torch.optim.Adam
+    if "optimizer_class" in kwargs:
+        kwargs["optimizer_class"] = stock_optimizer(kwargs["optimizer_class"])
     if kwargs.get("optimizer_class") is torch.optim.Adam and "optimizer_kwargs" not in kwargs:
         del kwargs["optimizer_class"]  # SB3's default: torch's Adam (PPO: with eps=1e-5, as evo's)
     extractor = kwargs.get("features_extractor_class")
@@ -77,10 +76,19 @@ def stock_arguments(member, algorithm: type) -> dict[str, Any]:
     return arguments
 
 
-def stock_model(member):
-    """A stock SB3 model of ``member``'s algorithm and architecture, holding its state."""
+def stock_algorithm(member) -> type:
+    """The SB3 or sb3-contrib class that ``member``'s model is (evo's own subclasses stand in for it)."""
+    return next(
+        cls
+        for cls in type(member.model).__mro__
+        if cls.__module__.split(".")[0] in ("stable_baselines3", "sb3_contrib")
+    )
 
-    algorithm = getattr(stable_baselines3, member.spec.name.upper())
+
+def stock_model(member):
+    """A stock SB3 (or sb3-contrib) model of ``member``'s algorithm and architecture, holding its state."""
+
+    algorithm = stock_algorithm(member)
     policy, policy_kwargs = stock_policy(member)
     model = algorithm(
         policy,
@@ -125,7 +133,7 @@ def zoo_config(member) -> OrderedDict:
     sorted, values as zoo's YAML writes them (``policy_kwargs`` and ``normalize`` as Python text)."""
 
     agent = member.agent
-    algorithm = getattr(stable_baselines3, member.spec.name.upper())
+    algorithm = stock_algorithm(member)
     values = {
         name: value
         for name, value in stock_arguments(member, algorithm).items()

@@ -85,9 +85,9 @@ def ou_noises(noise: ActionNoise | None) -> list[OrnsteinUhlenbeckActionNoise]:
     return [n for n in base_noises(noise) if isinstance(n, OrnsteinUhlenbeckActionNoise)]
 
 
-class TD3(SB3TD3):
-    """SB3's TD3, its exploration noise running on from one ``learn()`` to the next: evo trains a
-    member one ``learn()`` per generation, and SB3's ``_setup_learn`` resets the noise at each (an
+class RunningNoise:
+    """A mixin for SB3's TD3 and DDPG: the exploration noise runs on from one ``learn()`` to the next. evo
+    trains a member one ``learn()`` per generation, and SB3's ``_setup_learn`` resets the noise at each (an
     Ornstein-Uhlenbeck process would restart from zero every generation, mid-episode, and the running
     value a checkpoint keeps would be dropped before it is used)."""
 
@@ -101,6 +101,10 @@ class TD3(SB3TD3):
             for noise, prev in zip(noises, running, strict=True):
                 noise.noise_prev = prev.copy()
         return result
+
+
+class TD3(RunningNoise, SB3TD3):
+    """SB3's TD3, its exploration noise running on across ``learn()`` calls."""
 
 
 class TD3Learner(OffPolicyLearner):
@@ -125,7 +129,7 @@ class TD3Learner(OffPolicyLearner):
 
     def build_model(self, env, values: Mapping[str, Any], seed: int) -> TD3:
         dims = int(np.prod(env.action_space.shape))
-        return TD3(
+        return self.algorithm(
             self.policy_name(),
             env,
             action_noise=make_noise(values["noise_type"], values["noise_std"], dims),

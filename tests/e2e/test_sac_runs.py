@@ -259,8 +259,8 @@ def test_replayed_schedule_of_a_sac_run_trains_one_sac_agent(truct_run, tmp_path
             ["--algo", "sac", "--env-id", "CartPole-v1"],
             "SAC acts in Box action spaces, and CartPole-v1 has a Discrete action space",
         ),
-        (["--algo", "ppo", "--hyperparams", "tau:0.01"], "'tau' is a setting of SAC (--algo sac)"),
-        (["--algo", "dqn"], "argument --algo: invalid choice: 'dqn'"),
+        (["--algo", "ppo", "--hyperparams", "tau:0.01"], "SAC (--algo sac), TD3 (--algo td3)"),
+        (["--algo", "dqnn"], "--algo dqnn: no such learner; did you mean 'dqn'?"),
     ],
     ids=["sac-on-discrete-actions", "sac-setting-for-ppo", "unknown-algo"],
 )

@@ -170,3 +170,60 @@ def test_real_sac_state_and_replay_buffer_are_identical_after_transfer(comm):
             assert before == reference  # the donor is untouched
         else:
             assert before != reference
+
+
+ZOO_LEARNERS = {
+    "a2c": ["--hyperparams", "n_envs:2", "n_steps:8"],
+    "dqn": [
+        "--hyperparams",
+        "learning_starts:20",
+        "batch_size:32",
+        "buffer_size:200",
+        "train_freq:4",
+        "gradient_steps:1",
+    ],
+    "qrdqn": [
+        "--hyperparams",
+        "learning_starts:20",
+        "batch_size:32",
+        "buffer_size:200",
+        "train_freq:4",
+        "gradient_steps:1",
+    ],
+    "ddpg": ["--env-id", "Pendulum-v1", "--hyperparams", "learning_starts:20", "batch_size:32", "buffer_size:200"],
+    "tqc": ["--env-id", "Pendulum-v1", "--hyperparams", "learning_starts:20", "batch_size:32", "buffer_size:200"],
+    "crossq": ["--env-id", "Pendulum-v1", "--hyperparams", "learning_starts:20", "batch_size:32", "buffer_size:200"],
+}
+"""The learners of issue 39, each tiny (16-unit networks); CartPole unless an env is named."""
+
+
+@pytest.mark.parametrize("algo", list(ZOO_LEARNERS))
+def test_each_learners_state_is_identical_after_transfer(comm, algo):
+    """Rank 0's member of each learner (networks, targets, optimizer state of RMSprop or Adam, entropy
+    coefficients, CrossQ's int64 batch-renorm counts) is copied into every other rank's, both transports,
+    received straight into the recipient's own buffer."""
+    from evo.config import parse_config
+    from evo.runner.session import member_factory
+
+    size, rank = comm.Get_size(), comm.Get_rank()
+    flags = ["--algo", algo, *ZOO_LEARNERS[algo], "policy_kwargs:{net_arch: [16, 16]}"]
+    config = parse_config(flags, world_size=size, check_run_dir=False)
+    member = member_factory(config).make(rank, config.agent.defaults, tensorboard=False)
+    member.train(60 + 16 * rank)  # each its own state
+    donors = {r: 0 for r in range(1, size)}
+    for transport in ("p2p", "collective"):
+        if rank in donors:
+            member.train(8)  # differ from the donor again
+        before = member.pack().tobytes()
+        states = {rank: member.exploit_state()} if rank == 0 else {}
+        received, _ = exchange.exchange(
+            comm, transport, donors, lambda m: m, states, lambda r, layout: member.receive_buffers(layout)
+        )
+        if rank in donors:
+            assert received[rank]["weights"] is member.buffer
+            member.load(received[rank], member.hparams)
+        reference = comm.bcast(before if rank == 0 else None, root=0)
+        assert member.pack().tobytes() == reference
+        if rank in donors:
+            assert before != reference
+    member.close()

@@ -19,6 +19,21 @@ CASES = {
         *("--algo", "sac", "--env-id", "Pendulum-v1", "--hyperparams", "learning_starts:20", "batch_size:32"),
         *("buffer_size:100", "policy_kwargs:{net_arch: [16, 16]}"),
     ],
+    # the learners of issue 39: their counters (DQN's target-update steps, TD3's and DDPG's noise) move too
+    "a2c": ["--algo", "a2c", "--hyperparams", "n_envs:2", "n_steps:8", "policy_kwargs:{net_arch: [16, 16]}"],
+    **{
+        algo: [
+            *("--algo", algo, "--env-id", env_id, "--hyperparams", "learning_starts:20", "batch_size:32"),
+            *("buffer_size:100", "policy_kwargs:{net_arch: [16, 16]}", *extra),
+        ]
+        for algo, env_id, extra in (
+            ("dqn", "CartPole-v1", ["train_freq:4", "gradient_steps:1", "target_update_interval:7"]),
+            ("qrdqn", "CartPole-v1", ["train_freq:4", "gradient_steps:1"]),
+            ("ddpg", "Pendulum-v1", ["noise_type:ornstein-uhlenbeck"]),
+            ("tqc", "Pendulum-v1", []),
+            ("crossq", "Pendulum-v1", []),
+        )
+    },
 }
 
 

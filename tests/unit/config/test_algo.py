@@ -89,13 +89,12 @@ def test_learning_rate_range_reaches_sac_s_space(tmp_path):
 # --- refused, with the fix ----------------------------------------------------------------------------
 
 
-def test_an_unknown_algo_is_refused_by_argparse(tmp_path, capsys):
-    with pytest.raises(SystemExit) as caught:
-        parse(["--algo", "ppo2"], tmp_path)
-    assert caught.value.code == 2
-    error = capsys.readouterr().err
-    assert "argument --algo: invalid choice: 'ppo2'" in error
-    assert "'ppo'" in error and "'sac'" in error  # the choices
+def test_an_unknown_algo_is_refused_naming_the_learners_and_the_closest(tmp_path):
+    """--algo also takes a learner of your own (package.module:ClassName), so its own check refuses a name
+    that is neither, with every built-in learner and the closest one (tests/unit/learners/test_own_learner.py)."""
+    (problem,) = problems(["--algo", "ppo2"], tmp_path)
+    assert problem.startswith("--algo ppo2: no such learner; did you mean 'ppo'? use one of ppo, a2c,")
+    assert "sac" in problem and "package.module:ClassName" in problem
 
 
 def test_a_setting_of_another_learner_is_refused_naming_it(tmp_path):
@@ -105,8 +104,12 @@ def test_a_setting_of_another_learner_is_refused_naming_it(tmp_path):
         "SAC's settings: learning_rate, gamma, tau,"
     )
     (problem,) = problems(["--hyperparams", "tau:0.01"], tmp_path)
-    assert problem.startswith("--hyperparams: 'tau' is a setting of SAC (--algo sac)")
-    assert "not of PPO; drop it, or train with --algo sac. PPO's settings: learning_rate, ent_coef," in problem
+    assert problem.startswith("--hyperparams: 'tau' is a setting of ")  # every off-policy learner's
+    assert (
+        "DDPG (--algo ddpg), DQN (--algo dqn), QR-DQN (--algo qrdqn), SAC (--algo sac), TD3 (--algo td3) and TQC "
+        "(--algo tqc), not of PPO" in problem  # CrossQ has no target networks
+    )
+    assert "not of PPO; drop it, or train with --algo ddpg. PPO's settings: learning_rate, ent_coef," in problem
     # in a YAML file's block, and in a search space, alike
     path = tmp_path / "hp.yml"
     path.write_text("Pendulum-v1:\n  n_epochs: 4\n  search_space:\n    clip_range: {low: 0.1, high: 0.3}\n")
@@ -119,7 +122,8 @@ def test_a_setting_of_another_learner_is_refused_naming_it(tmp_path):
 def test_an_action_space_the_learner_cannot_act_in_is_refused(tmp_path):
     (problem,) = problems(["--algo", "sac", "--env-id", "CartPole-v1"], tmp_path)
     assert problem == (
-        "--algo sac: SAC acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo ppo"
+        "--algo sac: SAC acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo "
+        "ppo, a2c, dqn or qrdqn"
     )
     assert parse(["--algo", "ppo", "--env-id", "Pendulum-v1"], tmp_path).algo == "ppo"  # PPO acts in Box too
 
@@ -127,7 +131,7 @@ def test_an_action_space_the_learner_cannot_act_in_is_refused(tmp_path):
 def test_replay_buffer_options_are_refused_for_ppo_and_taken_by_sac(tmp_path):
     assert problems(["--exploit-buffer", "copy", "--no-checkpoint-buffers"], tmp_path) == [
         "--exploit-buffer copy: PPO learns from its own fresh rollouts and has no replay buffer to copy; drop the "
-        "flag (it is for --algo sac or td3)",
+        "flag (it is for --algo crossq, ddpg, dqn, qrdqn, sac, td3 or tqc)",
         "--no-checkpoint-buffers: PPO has no replay buffer to leave out of checkpoints; drop the flag",
     ]
     config = parse([*SAC_PENDULUM, "--exploit-buffer", "copy", "--no-checkpoint-buffers"], tmp_path)
@@ -172,7 +176,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
     assert "--seed -1: must be >= 0" in text
     assert "--learning-rate-range 0.001 0.0001: the range is reversed" in text
     assert "'n_epochs' is a setting of PPO (--algo ppo), not of SAC" in text
-    assert "CartPole-v1 has a Discrete action space; use --algo ppo" in text
+    assert "CartPole-v1 has a Discrete action space; use --algo ppo, a2c, dqn or qrdqn" in text
 
 
 # --- resume ------------------------------------------------------------------------------------------

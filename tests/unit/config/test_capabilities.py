@@ -120,16 +120,19 @@ def test_named_choices_are_refused_by_what_the_explorer_declares(tmp_path, monke
 
 def test_a_learner_s_spec_decides_its_refusals_and_the_texts_that_name_learners(monkeypatch):
     assert [name for name in algos() if learner_spec(name).distils] == ["ppo"]
+    built_in = list(algos())
+    assert built_in[0] == "ppo" and {"sac", "td3"} <= set(built_in)
+    titles = ", ".join(learner_spec(name).title for name in built_in)
+    off_policy = ", ".join(name for name in built_in if learner_spec(name).replay)
     monkeypatch.setitem(specs(), "xyz", TEST_LEARNER)  # the registry a learner module's SPEC joins
-    assert "--algo {ppo,sac,td3,xyz}" in help_text()
-    assert "the learner: 'ppo', 'sac', 'td3' or 'xyz'" in help_text()
-    assert "agents (PPO, SAC, TD3, XYZ: --algo)" in help_text()
-    assert "off-policy learners (sac, td3, xyz)" in help_text()
+    assert f"the learner: {', '.join(repr(name) for name in built_in)} or 'xyz'" in help_text()
+    assert f"agents ({titles}, XYZ: --algo)" in help_text()
+    assert f"off-policy learners ({off_policy}, xyz)" in help_text()
     assert "0: no stages (--algo ppo or xyz, synchronous runs)" in help_text()
 
     found: list[str] = []
     checks.learner_options(learner_spec("ppo"), "copy", True, found)
-    assert found[0].endswith("drop the flag (it is for --algo sac, td3 or xyz)")
+    assert found[0].endswith(f"drop the flag (it is for --algo {off_policy} or xyz)")
     stage = argparse.Namespace(max_distillations=1, asynchronous=False, schedule=None, students=None)
     found = []
     checks.stages(stage, learner_spec("sac"), {"pi_layers": {}}, 4, found)

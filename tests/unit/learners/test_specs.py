@@ -38,7 +38,8 @@ def mentions(text: str, name: str) -> bool:
 
 
 def test_the_learners_are_found_by_their_files():
-    assert algos()[0] == "ppo" and {"ppo", "sac"} <= set(algos())
+    assert algos()[0] == "ppo"
+    assert set(algos()) == {"ppo", "a2c", "dqn", "qrdqn", "sac", "td3", "ddpg", "tqc", "crossq"}
     for algo in algos():
         assert all(path.is_file() for path in own_files(algo)), algo
         assert (ROOT / "hyperparams" / f"{algo}.yml").resolve() == builtin_hyperparams(algo)
@@ -46,9 +47,13 @@ def test_the_learners_are_found_by_their_files():
 
 def test_each_learner_has_names_of_its_own():
     specific = specific_names()
-    assert {"gae_lambda", "clip_range", "n_epochs", "target_kl", "microbatch_size", "ortho_init"} <= specific["ppo"]
-    assert {"target_entropy", "use_sde_at_warmup"} <= specific["sac"]
+    assert {"clip_range", "n_epochs", "target_kl", "microbatch_size", "aug_coef"} <= specific["ppo"]
+    assert {"use_rms_prop", "rms_prop_eps"} <= specific["a2c"]
+    assert {"top_quantiles_to_drop_per_net"} <= specific["tqc"]
+    assert {"batch_norm_momentum", "renorm_warmup_steps"} <= specific["crossq"]
+    assert not specific["sac"]  # SAC's names are TQC's and CrossQ's too (evo/learners/entropy.py)
     assert "tau" not in specific["sac"] and "gamma" not in specific["ppo"]  # shared names are nobody's own
+    assert "gae_lambda" not in specific["ppo"] and "ortho_init" not in specific["a2c"]  # PPO's and A2C's
 
 
 def test_an_algorithm_specific_name_appears_only_in_its_learner_and_yaml():

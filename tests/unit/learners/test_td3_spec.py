@@ -134,10 +134,19 @@ def test_the_mujoco_tasks_take_zoos_td3_blocks():
 # --- TD3's own names ------------------------------------------------------------------------------------------
 
 
-def test_td3s_own_names_are_declared_by_td3_alone():
-    assert "td3" in algos()
+OWNERS = {
+    "policy_delay": ["crossq", "td3"],  # CrossQ's actor waits too
+    "target_policy_noise": ["td3"],
+    "target_noise_clip": ["td3"],
+    "noise_type": ["ddpg", "td3"],  # zoo's exploration-noise keys: DDPG's too
+    "noise_std": ["ddpg", "td3"],
+}
+
+
+def test_td3s_own_names_are_declared_by_td3_alone_or_with_ddpg():
+    assert "td3" in algos() and set(OWNERS) == set(TD3_OWN)
     for name in TD3_OWN:
-        assert [algo for algo in algos() if name in learner_spec(algo).by_name] == ["td3"], name
+        assert [algo for algo in algos() if name in learner_spec(algo).by_name] == OWNERS[name], name
     # what every off-policy learner shares is not TD3's own
     for name in ("learning_rate", "gamma", "tau", "batch_size", "train_freq", "gradient_steps", "buffer_size"):
         assert {algo for algo in algos() if name in learner_spec(algo).by_name} >= {"sac", "td3"}, name
@@ -165,10 +174,13 @@ def test_td3s_own_names_are_declared_by_td3_alone():
 def test_td3s_names_are_refused_for_the_other_learners():
     (problem,) = problems(["--algo", "sac", "--env-id", "Pendulum-v1", "--hyperparams", "policy_delay:3"])
     assert problem.startswith(
-        "--hyperparams: 'policy_delay' is a setting of TD3 (--algo td3), not of SAC; drop it, or train with --algo td3."
+        "--hyperparams: 'policy_delay' is a setting of CrossQ (--algo crossq) and TD3 (--algo td3), not of SAC; drop "
+        "it, or train with --algo crossq."
     )
     (problem,) = problems(["--hyperparams", "noise_std:0.2"])
-    assert problem.startswith("--hyperparams: 'noise_std' is a setting of TD3 (--algo td3), not of PPO")
+    assert problem.startswith(
+        "--hyperparams: 'noise_std' is a setting of DDPG (--algo ddpg) and TD3 (--algo td3), not of PPO"
+    )
 
 
 # --- refused, with the fix --------------------------------------------------------------------------------------
@@ -240,7 +252,8 @@ def test_negative_noise_is_refused():
 def test_td3_on_discrete_actions_is_refused():
     (problem,) = problems(["--algo", "td3", "--env-id", "CartPole-v1"])
     assert problem == (
-        "--algo td3: TD3 acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo ppo"
+        "--algo td3: TD3 acts in Box action spaces, and CartPole-v1 has a Discrete action space; use --algo "
+        "ppo, a2c, dqn or qrdqn"
     )
 
 
@@ -252,15 +265,18 @@ def test_a_setting_of_another_learner_is_refused_naming_it():
     )
     (problem,) = problems([*TD3_PENDULUM, "--hyperparams", "target_entropy:-1.0"])
     assert problem.startswith(
-        "--hyperparams: 'target_entropy' is a setting of SAC (--algo sac), not of TD3; drop it, or train with --algo "
-        "sac. TD3's settings:"
+        "--hyperparams: 'target_entropy' is a setting of CrossQ (--algo crossq), SAC (--algo sac) and TQC (--algo "
+        "tqc), not of TD3; drop it, or train with --algo crossq. TD3's settings:"
     )
     assert problem.endswith(
         "policy_delay, target_policy_noise, target_noise_clip, noise_type, noise_std, pi_layers, pi_width, qf_layers, "
         "qf_width"
     )
     (problem,) = problems([*TD3_PENDULUM, "--hyperparams", "search_space:{target_entropy: {low: -2.0, high: 0.0}}"])
-    assert problem.startswith("--hyperparams.search_space: 'target_entropy' is a setting of SAC (--algo sac)")
+    assert problem.startswith(
+        "--hyperparams.search_space: 'target_entropy' is a setting of CrossQ (--algo crossq), SAC (--algo sac) and "
+        "TQC (--algo tqc)"
+    )
 
 
 def test_a_setting_that_cannot_be_tuned_is_refused_with_the_reason():
@@ -278,9 +294,12 @@ def test_every_problem_is_reported_at_once():
         + ["noise_type:pink", "target_entropy:-1.0"]
     )
     text = "\n".join(found)
-    assert "CartPole-v1 has a Discrete action space; use --algo ppo" in text
+    assert "CartPole-v1 has a Discrete action space; use --algo ppo, a2c, dqn or qrdqn" in text
     assert "'n_epochs' is a setting of PPO (--algo ppo), not of TD3" in text
-    assert "'target_entropy' is a setting of SAC (--algo sac), not of TD3" in text
+    assert (
+        "'target_entropy' is a setting of CrossQ (--algo crossq), SAC (--algo sac) and TQC (--algo tqc), not of TD3"
+        in text
+    )
     assert "policy_delay (--hyperparams) is 0; it must be >= 1" in text
     assert "noise_type (--hyperparams) is 'pink'; it must be one of 'normal', 'ornstein-uhlenbeck'" in text
 

@@ -90,8 +90,8 @@ class OffPolicyUpdateSpy:
     """What the updates really use, recorded as they run: the batch sizes drawn from the replay buffer,
     the env steps collected before each train() and its gradient steps, each target-network update's
     tau (``target_update``) and the discount read. ``training`` is true while train() runs. A learner's
-    spy names the SB3 module whose polyak_update the targets follow with, and SB3's class whose gamma
-    is read."""
+    spy names the SB3 module whose polyak_update the targets follow with (None: it has no targets), and
+    SB3's class whose gamma is read."""
 
     sb3_module = None
     sb3_class = None
@@ -100,7 +100,8 @@ class OffPolicyUpdateSpy:
         model = self.model = member.model
         self.batches, self.updates, self.taus, self.gammas = [], [], [], []
         self.training = False
-        sample, train, polyak = model.replay_buffer.sample, model.train, self.sb3_module.polyak_update
+        sample, train = model.replay_buffer.sample, model.train
+        polyak = getattr(self.sb3_module, "polyak_update", None)
 
         def recording_sample(batch_size, env=None):
             self.batches.append(batch_size)
@@ -130,7 +131,8 @@ class OffPolicyUpdateSpy:
 
         monkeypatch.setattr(model.replay_buffer, "sample", recording_sample)
         monkeypatch.setattr(model, "train", recording_train)
-        monkeypatch.setattr(self.sb3_module, "polyak_update", recording_polyak)
+        if self.sb3_module is not None:  # a learner without target networks (CrossQ) names none
+            monkeypatch.setattr(self.sb3_module, "polyak_update", recording_polyak)
         monkeypatch.setattr(self.sb3_class, "gamma", property(read_gamma, write_gamma), raising=False)
 
     def target_update(self, target_params, tau):

@@ -1,6 +1,7 @@
-"""EagerAdam (evo/sb3/optimizer.py): torch's Adam bit for bit, with or without torch._dynamo
-imported; evo's policies use it in place of SB3's default Adam (PPO's, and all three of SAC's
-optimizers). That a whole evo run never imports torch._dynamo: tests/e2e/test_optimizer_runs.py."""
+"""EagerAdam and EagerRMSprop (evo/sb3/optimizer.py): torch's Adam and RMSprop bit for bit, with or
+without torch._dynamo imported; evo's policies use them in place of SB3's default Adam (PPO's, and all
+three of SAC's optimizers) and A2C's RMSprop. That a whole evo run never imports torch._dynamo:
+tests/e2e/test_optimizer_runs.py."""
 
 import copy
 import importlib
@@ -10,7 +11,7 @@ import torch
 from torch import nn
 
 import evo.sb3.optimizer as optimizer_module
-from evo.sb3.optimizer import EagerAdam
+from evo.sb3.optimizer import EagerAdam, EagerRMSprop, stock_optimizer
 
 
 def network(seed: int) -> nn.Module:
@@ -38,23 +39,28 @@ def same_state(a: torch.optim.Optimizer, b: torch.optim.Optimizer) -> bool:
     )
 
 
+SETTINGS = {
+    "adam-sb3-default": (EagerAdam, {"lr": 3e-3, "eps": 1e-5}),
+    "adam-amsgrad-decay": (EagerAdam, {"lr": 1e-3, "weight_decay": 0.01, "amsgrad": True}),
+    "adam-single-tensor": (EagerAdam, {"lr": 1e-3, "foreach": False}),
+    "rmsprop-a2c": (EagerRMSprop, {"lr": 7e-4, "alpha": 0.99, "eps": 1e-5, "weight_decay": 0}),  # SB3's A2C
+    "rmsprop-centered-momentum": (EagerRMSprop, {"lr": 1e-3, "centered": True, "momentum": 0.9}),
+}
+
+
 @pytest.mark.parametrize("dynamo", [False, True], ids=["without-dynamo", "dynamo-imported"])
-@pytest.mark.parametrize(
-    "settings",
-    [{"lr": 3e-3, "eps": 1e-5}, {"lr": 1e-3, "weight_decay": 0.01, "amsgrad": True}, {"lr": 1e-3, "foreach": False}],
-    ids=["sb3-default", "amsgrad-decay", "single-tensor"],
-)
-def test_eager_adam_computes_what_torch_adam_computes(monkeypatch, dynamo, settings):
+@pytest.mark.parametrize(("eager", "settings"), list(SETTINGS.values()), ids=list(SETTINGS))
+def test_an_eager_optimizer_computes_what_torchs_computes(monkeypatch, dynamo, eager, settings):
     """The same parameters and state bit for bit after 25 steps, then after a state copied from
-    torch's Adam into EagerAdam and 5 more steps each (as a member's resume or exploit does)."""
+    torch's optimizer into the eager one and 5 more steps each (as a member's resume or exploit does)."""
     if dynamo:
         importlib.import_module("torch._dynamo")  # the wrappers' own path: torch.compile could be tracing
     monkeypatch.setattr(optimizer_module, "dynamo_imported", lambda: dynamo)
+    torch_class = stock_optimizer(eager)
+    assert torch_class is not eager and torch_class.__module__.startswith("torch.optim")
     ours, theirs = network(0), network(0)
-    ours_optimizer, theirs_optimizer = (
-        EagerAdam(ours.parameters(), **settings),
-        torch.optim.Adam(theirs.parameters(), **settings),
-    )
+    ours_optimizer = eager(ours.parameters(), **settings)
+    theirs_optimizer = torch_class(theirs.parameters(), **settings)
     train(ours, ours_optimizer, 25, seed=1)
     train(theirs, theirs_optimizer, 25, seed=1)
     assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters(), strict=True))
@@ -64,7 +70,7 @@ def test_eager_adam_computes_what_torch_adam_computes(monkeypatch, dynamo, setti
     assert all(p.grad is None for p in ours.parameters())
 
     other = network(5)
-    other_optimizer = EagerAdam(other.parameters(), **settings)
+    other_optimizer = eager(other.parameters(), **settings)
     other.load_state_dict(theirs.state_dict())
     other_optimizer.load_state_dict(copy.deepcopy(theirs_optimizer.state_dict()))  # not its tensors themselves
     train(other, other_optimizer, 5, seed=2)

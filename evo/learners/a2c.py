@@ -1,0 +1,117 @@
+"""A2C's settings (Stable-Baselines3's ``A2C``), declared once. Pure; its SB3 side is evo/sb3/a2c.py.
+
+SB3's names and defaults. A2C updates once per rollout of ``n_steps`` env steps per env, with
+RMSprop (``use_rms_prop``, SB3's default, as in the A3C paper; its ε is ``rms_prop_eps``) or Adam. At
+an exploit a recipient takes the donor's policy and value networks and the optimizer's state
+(RMSprop's square averages and step counts: the flat state holds any optimizer's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from evo.core.kinds import Kind
+from evo.learners.onpolicy import gae_lambda, memory, rollout_steps
+from evo.learners.spec import (
+    COUNT,
+    DISCOUNT,
+    NON_NEGATIVE,
+    POSITIVE,
+    EnvShape,
+    LearnerSpec,
+    Reach,
+    Values,
+    setting,
+)
+
+A, LR, D = Reach.ATTRIBUTE, Reach.LEARNING_RATE, Reach.DISCOUNT
+
+N_STEPS_FIXED = (
+    "it sizes the rollout buffer (n_envs * n_steps samples) that A2C allocates once and that every generation's "
+    "agent_training_steps is rounded to"
+)
+
+SETTINGS = (
+    setting(
+        "learning_rate",
+        float,
+        7e-4,
+        "the optimizer's step size (RMSprop's, or Adam's without use_rms_prop)",
+        LR,
+        label="learning rate",
+        domain=POSITIVE,
+    ),
+    setting("ent_coef", float, 0.0, "entropy bonus coefficient", A, label="entropy coefficient", domain=NON_NEGATIVE),
+    setting("gamma", float, 0.99, "discount factor", D, label="discount γ", domain=DISCOUNT),
+    gae_lambda(1.0),
+    setting("vf_coef", float, 0.5, "value-loss coefficient", A, label="value-loss coefficient", domain=NON_NEGATIVE),
+    setting("max_grad_norm", float, 0.5, "gradient-norm clip", A, label="gradient-norm clip", domain=POSITIVE),
+    setting("n_steps", int, 5, "env steps per env per rollout, one update each", why_fixed=N_STEPS_FIXED, domain=COUNT),
+    setting(
+        "use_rms_prop",
+        bool,
+        True,
+        "RMSprop (α 0.99, as SB3 and the A3C paper) instead of Adam",
+        why_fixed="it chooses the optimizer, built once with the model",
+    ),
+    setting(
+        "rms_prop_eps",
+        float,
+        1e-5,
+        "RMSprop's ε (the denominator's stabiliser)",
+        why_fixed="it is set in the optimizer when it is built",
+        domain=POSITIVE,
+    ),
+    setting(
+        "normalize_advantage",
+        bool,
+        False,
+        "normalise the advantages of each rollout",
+        why_fixed="a switch of the loss, not a value to tune",
+    ),
+    setting(
+        "use_sde",
+        bool,
+        False,
+        "generalised state-dependent exploration (continuous actions)",
+        why_fixed="it shapes the policy",
+    ),
+    setting(
+        "sde_sample_freq",
+        int,
+        -1,
+        "with gSDE, a new noise matrix every this many steps (-1: at each rollout's start only)",
+        why_fixed="not tuned by evo",
+        domain=COUNT | Values((-1,)),
+    ),
+)
+
+
+def check(
+    settings: dict[str, Any],
+    space: Mapping[str, Kind],
+    n_envs: int,
+    shape: EnvShape | None,
+    policy: str,
+    problems: list[str],
+) -> None:
+    """A2C's rule across settings and the env (each value's own range is its domain, checked before):
+    gSDE needs continuous actions."""
+    if settings["use_sde"] and shape is not None and shape.action_space != "Box":
+        problems.append(
+            f"use_sde: gSDE explores continuous actions, and this env's are {shape.action_space}; set use_sde: false"
+        )
+
+
+SPEC = LearnerSpec(
+    name="a2c",
+    title="A2C",
+    settings=SETTINGS,
+    action_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
+    policy_kwargs={"ortho_init": bool, "log_std_init": float},
+    default_net_arch={"pi": (64, 64), "vf": (64, 64)},
+    check=check,
+    steps=rollout_steps,
+    memory=memory,
+)

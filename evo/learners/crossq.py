@@ -1,0 +1,80 @@
+"""CrossQ's settings (sb3-contrib's ``CrossQ``: Bhatt et al. 2024, batch-renormalised critics without target
+networks), declared once. Pure; its SB3 side is evo/sb3/crossq.py.
+
+sb3-contrib's names and defaults: the off-policy settings but ``tau`` (no target networks), SAC's
+entropy coefficient and its target (evo/learners/entropy.py), ``policy_delay`` (critic updates per actor
+update), and in ``policy_kwargs`` the batch renormalisation's ``batch_norm_momentum`` (0.01) and
+``renorm_warmup_steps`` (100,000: its batch steps on batch statistics alone). At an exploit a recipient
+takes the donor's actor and critics with their batch-renormalisation statistics (running mean, variance
+and step count: the step count an int64, moved bit for bit), both Adams and, with ``ent_coef: auto``, the
+learned entropy coefficient and its Adam.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evo.core.kinds import Kind
+from evo.learners.entropy import check_entropy, entropy_settings
+from evo.learners.offpolicy import (
+    actor_critic_memory,
+    budget_notes,
+    check_shared,
+    collection_steps,
+    replay_footprint,
+    shared_settings,
+)
+from evo.learners.spec import COUNT, EnvShape, Footprint, LearnerSpec, Reach, setting
+
+SETTINGS = (
+    *shared_settings(learning_rate=1e-3, tau=None),
+    *entropy_settings(target_update_interval=False),
+    setting(
+        "policy_delay",
+        int,
+        3,
+        "critic updates per actor update",
+        Reach.ATTRIBUTE,
+        label="policy delay",
+        domain=COUNT,
+    ),
+)
+
+
+def check(
+    settings: dict[str, Any],
+    space: Mapping[str, Kind],
+    n_envs: int,
+    shape: EnvShape | None,
+    policy: str,
+    problems: list[str],
+) -> None:
+    check_shared(settings, space, problems)
+    check_entropy(settings, space, shape, problems)
+
+
+def memory(
+    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
+) -> list[Footprint]:
+    """The actor (a mean and a log-std per action dimension) and two critics, no target networks, and the
+    replay buffer."""
+    networks = actor_critic_memory(
+        net_arch, inputs, shape, 2 * shape.action_dims, actor_targets=0, critic_targets=False
+    )
+    return [networks, replay_footprint(settings, n_envs, shape)]
+
+
+SPEC = LearnerSpec(
+    name="crossq",
+    title="CrossQ",
+    settings=SETTINGS,
+    action_spaces=("Box",),
+    policy_kwargs={"log_std_init": float, "use_expln": bool, "batch_norm_momentum": float, "renorm_warmup_steps": int},
+    default_net_arch={"pi": (256, 256), "qf": (1024, 1024)},
+    replay=True,
+    check=check,
+    steps=collection_steps,
+    memory=memory,
+    notes=budget_notes,
+)

@@ -1,0 +1,45 @@
+"""What SB3's on-policy learners (PPO, A2C) share, declared once: GAE's λ, the rollout a generation's
+budget is rounded to, and the memory of the networks and the rollout buffer. Pure; their SB3 side is
+evo/sb3/onpolicy.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evo.learners.spec import (
+    FLOAT32,
+    FRACTION,
+    TRAINED,
+    EnvShape,
+    Footprint,
+    Reach,
+    Setting,
+    mlp_parameters,
+    networks_footprint,
+    setting,
+)
+
+
+def gae_lambda(default: float) -> Setting:
+    """GAE's λ, with the learner's default (PPO 0.95, A2C 1: plain n-step returns)."""
+    return setting("gae_lambda", float, default, "GAE's λ", Reach.CUSTOM, label="GAE λ", domain=FRACTION)
+
+
+def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:
+    """Env steps collected per update (n_envs * n_steps): a generation's budget is rounded up to them."""
+    return n_envs * settings["n_steps"]
+
+
+def memory(
+    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
+) -> list[Footprint]:
+    """The policy and value networks (one output per action dimension: a lower bound for discrete
+    actions' logits), and SB3's rollout buffer: per env step an observation in the space's dtype, an
+    action, and six float32 values (reward, return, episode start, value, log-probability, advantage)."""
+    actions = shape.action_dims
+    parameters = mlp_parameters(inputs, net_arch["pi"], actions) + mlp_parameters(inputs, net_arch["vf"], 1)
+    steps = n_envs * settings["n_steps"]
+    step = shape.observation_dims * shape.observation_itemsize + actions * FLOAT32 + 6 * FLOAT32
+    rollout = Footprint(f"rollout buffer {steps} x {step} bytes", steps * step, "a smaller n_steps or n_envs")
+    return [networks_footprint(net_arch, parameters * TRAINED), rollout]
