@@ -348,6 +348,11 @@ def objective(text: str | None, explore: str, max_distillations: int, problems: 
     return found
 
 
+def _range(kind: Kind) -> str:
+    choices = getattr(kind, "choices", None)
+    return f"(the choices {list(choices)})" if choices is not None else f"[{kind.low}, {kind.high}]"
+
+
 def env_defaults(how: str, space: Mapping[str, Kind], defaults: Mapping[str, Any], problems: list[str]) -> None:
     """``--initial-hparams defaults`` starts every member from the env's own value of each env
     parameter, which must then lie within its search range."""
@@ -358,6 +363,6 @@ def env_defaults(how: str, space: Mapping[str, Kind], defaults: Mapping[str, Any
         if value is None or isinstance(value, bool) or not kind.contains(value):
             problems.append(
                 f"search_space.{name}: with --initial-hparams defaults every member starts from the env's own "
-                f"value, {value!r}, which is not in the search range ({kind.spec()}); widen the range, or use "
+                f"value, {value!r}, which is not in its search range {_range(kind)}; widen the range, or use "
                 "--initial-hparams sample"
             )

@@ -160,6 +160,7 @@ def decide_at_ready(
         changes=tuple(str(c) for c in changes),
         recipient_objectives=named_objectives(objective, own.result),
         donor_objectives=named_objectives(objective, source.result),
+        front=front_of_latest(latest, objective),
     )
     return ReadyExploit(
         exploit,
@@ -168,6 +169,15 @@ def decide_at_ready(
         float(source.result.score_train),
         tuple(source.result.objectives),
     )
+
+
+def front_of_latest(latest: Mapping[int, Latest], objective: Objective) -> tuple[int, ...]:
+    """With several objectives, the members of the first Pareto front of every member's latest ready
+    point, by id (empty otherwise)."""
+    if not objective.several:
+        return ()
+    ids = sorted(latest)
+    return tuple(sorted(ids[i] for i in leaders(objective.selection_keys([latest[m].result for m in ids]))))
 
 
 @dataclass

@@ -13,7 +13,7 @@ from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
 from evo.core.result import MemberResult, by_member
-from evo.core.selection import TIE_RULES, keep_tied, select
+from evo.core.selection import TIE_RULES, keep_tied, leaders, select
 from evo.core.streams import SELECTION_STREAM
 
 
@@ -32,6 +32,9 @@ class Exploit:
     recipient_objectives: dict[str, float] = field(default_factory=dict)
     """With ``--objective`` other than the return: the recipient's objectives by name, as measured."""
     donor_objectives: dict[str, float] = field(default_factory=dict)
+    front: tuple[int, ...] = ()
+    """With several objectives: the members of the first Pareto front when it was decided (the donors
+    winner-takes-all draws from), by id."""
 
     def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
         """The lineage's JSON line; each hyperparameter as its kind writes it (``space``; a number
@@ -49,6 +52,8 @@ class Exploit:
         if self.recipient_objectives or self.donor_objectives:
             line["recipient_objectives"] = {k: _finite_or_none(v) for k, v in self.recipient_objectives.items()}
             line["donor_objectives"] = {k: _finite_or_none(v) for k, v in self.donor_objectives.items()}
+        if self.front:
+            line["front"] = list(self.front)
         return line
 
 
@@ -118,6 +123,9 @@ def plan_generation(
     """
     ordered = by_member(population)
     results = {result.member: result for result in ordered}
+    front = ()
+    if objective.several:
+        front = tuple(sorted(ordered[i].member for i in leaders(objective.selection_keys(ordered))))
     if exploit:
         ids = [result.member for result in ordered]  # selection ranks positions; map them back to ids
         scores = objective.selection_keys(ordered)
@@ -150,6 +158,7 @@ def plan_generation(
             changes=tuple(str(c) for c in changes),
             recipient_objectives=named_objectives(objective, results[recipient]),
             donor_objectives=named_objectives(objective, results[donors[recipient]]),
+            front=front,
         )
         for recipient, (new, changes) in zip(recipients, explored, strict=True)
     ]
