@@ -11,8 +11,13 @@ EXTRAS ?=
 comma := ,
 # pip's extras: dev, and EXTRAS (comma-separated) if given
 PIP_EXTRAS := dev$(if $(strip $(EXTRAS)),$(comma)$(strip $(EXTRAS)))
-# one stamp per set of extras, so that asking for another set installs it
-STAMP := $(VENV)/.installed-stamp-$(subst $(comma),-,$(PIP_EXTRAS))
+# torch: the CPU wheel (TORCH=cpu, the default), or TORCH=cuda: the CUDA build of the same version from
+# PyTorch's index (TORCH_CUDA_INDEX; a GPU node's --device cuda needs it: docs/running.md#gpus)
+TORCH ?= cpu
+TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/cu128
+TORCH_SOURCE := $(if $(filter cuda,$(TORCH)),--index-url $(TORCH_CUDA_INDEX))
+# one stamp per set of extras (and torch build), so that asking for another installs it
+STAMP := $(VENV)/.installed-stamp-$(subst $(comma),-,$(PIP_EXTRAS))$(if $(filter cuda,$(TORCH)),-cuda)
 RANKS ?= 4
 ARGS ?=
 PYTEST_ARGS ?=
@@ -46,8 +51,8 @@ $(STAMP): pyproject.toml scripts/system-deps.sh
 	bash scripts/system-deps.sh '$(PIP_EXTRAS)'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch first and pinned: any other version pulls gigabytes of CUDA wheels
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	# torch first and pinned: any other version pulls gigabytes of CUDA wheels (TORCH=cuda asks for them)
+	$(BIN)/python -m pip install --quiet $(TORCH_SOURCE) torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[$(PIP_EXTRAS)]'
 	touch $@
 

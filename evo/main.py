@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import socket
 import sys
 import traceback
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evo.config import Config, ConfigError, parse_config
+from evo.core.devices import device_problem, visible_gpus
 from evo.core.objective import ObjectiveNotReported
 from evo.logs import install_logging
 from evo.mpi import exchange
@@ -36,32 +38,60 @@ EXIT_BAD_INPUT = 2
 def startup(
     comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str
 ) -> tuple[Config, Driver, Any, RunLock | None]:
-    """Rank 0 parses and validates, takes the run directory's lock (creating the directory of a new
-    run) and, for --resume, finds the checkpoint; every rank gets the config, its driver and the
-    checkpoint (rank 0 the lock too, held for the run; None elsewhere), or exits with status 2 if the
-    input was refused (nothing written: a lock taken for it is released)."""
-    outcome: tuple[str, object] = ("error", None)
-    lock = None
-    if comm.Get_rank() == 0:
+    """Rank 0 parses and validates; every rank checks what only it can see (its GPUs for ``--device``);
+    then rank 0 takes the run directory's lock (creating the directory of a new run) and, for --resume,
+    finds the checkpoint. Every rank gets the config, its driver and the checkpoint (rank 0 the lock too,
+    held for the run; None elsewhere), or exits with status 2 if the input was refused (nothing written:
+    a lock taken for it is released)."""
+    rank = comm.Get_rank()
+    parsed: tuple[str, object] = ("error", EXIT_BAD_INPUT)
+    if rank == 0:
         try:
-            config = parse_config(argv, strategy=strategy, transport=transport, world_size=comm.Get_size(), prog=prog)
+            parsed = (
+                "ok",
+                parse_config(argv, strategy=strategy, transport=transport, world_size=comm.Get_size(), prog=prog),
+            )
+        except ConfigError as error:
+            refuse(prog, error)
+        except SystemExit as stop:  # argparse: --help (0) or a malformed flag (2)
+            parsed = ("exit", stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT)
+    config = accepted(exchange.broadcast(comm, parsed))
+    host_problems = exchange.gather_to_root(comm, rank_problems(config))
+    outcome: tuple[str, object] = ("error", EXIT_BAD_INPUT)
+    lock = None
+    if rank == 0:
+        try:
+            if host_problems:
+                raise ConfigError(list(dict.fromkeys(host_problems)))  # once per host
             driver = driver_for(config.asynchronous)
             lock = RunLock.acquire(config.run_dir, create=not config.resume)
             checkpoint = driver.find(config.run_dir, config.run_id, config.num_agents) if config.resume else None
-            outcome = ("ok", (config, driver, checkpoint))
+            outcome = ("ok", (driver, checkpoint))
         except (ConfigError, RunDirError) as error:
-            problems = error if isinstance(error, ConfigError) else ConfigError([str(error)])
-            print(f"{prog}: error: {problems}", file=sys.stderr, flush=True)
-            outcome = ("error", EXIT_BAD_INPUT)
-        except SystemExit as stop:  # argparse: --help (0) or a malformed flag (2)
-            outcome = ("exit", stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT)
+            refuse(prog, error)
         if outcome[0] != "ok" and lock is not None:
             lock.release()
-    outcome = exchange.broadcast(comm, outcome)
+    return (config, *accepted(exchange.broadcast(comm, outcome)), lock)
+
+
+def refuse(prog: str, error: ConfigError | RunDirError) -> None:
+    """Rank 0's refusal of the input: every problem, once."""
+    problems = error if isinstance(error, ConfigError) else ConfigError([str(error)])
+    print(f"{prog}: error: {problems}", file=sys.stderr, flush=True)
+
+
+def accepted(outcome: tuple[str, object]) -> Any:
+    """What rank 0 decided, on every rank: its value, or the exit (status 2 for refused input)."""
     if outcome[0] != "ok":
         sys.stdout.flush()
         raise SystemExit(outcome[1] if outcome[1] is not None else EXIT_BAD_INPUT)
-    return (*outcome[1], lock)
+    return outcome[1]
+
+
+def rank_problems(config: Config) -> list[str]:
+    """What only this rank can see of the input: ``--device cuda`` on a rank with no GPU."""
+    problem = device_problem(config.device, visible_gpus(os.environ), socket.gethostname(), os.environ)
+    return [problem] if problem else []
 
 
 def main(strategy: str, transport: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:

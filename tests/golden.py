@@ -90,7 +90,7 @@ TINY_SAC = [
 ]
 
 
-RUNS = GOLDEN / "runs"
+RUNS = GOLDEN / "engine"
 
 
 def machine_key(cpuinfo: str | None = None) -> str:

@@ -150,7 +150,8 @@ def build_agent(
     space = _search_space(spec, merged.get("search_space", {}), ranges, problems, sources)
     if shape is not None:
         _action_space(spec, env_id, shape, problems)
-    policy = _policy(spec, merged.get("policy", "mlp"), env_id, game, problems)
+    images = bool(game) or (shape is not None and len(shape.observation_shape) == 3 and shape.observation_itemsize == 1)
+    policy = _policy(spec, merged.get("policy", "mlp"), env_id, game, images, problems)
     _architecture(spec, settings, space, policy, merged.get("policy_kwargs", {}), problems)
     if spec.check is not None:
         spec.check(settings, space, n_envs, shape, policy, problems)
@@ -266,7 +267,9 @@ def _normalize(settings: dict[str, Any], env_id: str, game: str | None, problems
     return normalize
 
 
-def _policy(spec: LearnerSpec, name: str, env_id: str, game: str | None, problems: list[str]) -> str:
+def _policy(spec: LearnerSpec, name: str, env_id: str, game: str | None, images: bool, problems: list[str]) -> str:
+    """The policy of ``name``: a CNN for image observations (Procgen's, or any env's H x W x C bytes), the
+    MLP for the others."""
     policy = POLICY_ALIASES.get(name.lower(), name.lower())
     if policy not in spec.policies:
         close = difflib.get_close_matches(policy, spec.policies, n=1)
@@ -274,7 +277,7 @@ def _policy(spec: LearnerSpec, name: str, env_id: str, game: str | None, problem
         problems.append(f"policy {policy!r} is unknown to {spec.title}; use one of {', '.join(spec.policies)}{hint}")
     elif game and policy not in CNN_POLICIES:
         problems.append(f"policy {policy!r} cannot read Procgen's images ({game}); use 'impala' or 'nature'")
-    elif not game and policy in CNN_POLICIES:
+    elif not images and policy in CNN_POLICIES:
         problems.append(f"policy {policy!r} is a CNN for image observations; use 'mlp' for {env_id}")
     return policy
 

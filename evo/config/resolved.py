@@ -29,6 +29,7 @@ from evo.config.declare import FIXED, OWN, RESTORED, declared, derived, must, op
 from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
 from evo.config.hyperparams import PARAM_SETS
 from evo.config.precision import PRECISIONS
+from evo.core.devices import DEVICES
 from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.objective import Objective
 from evo.core.selection import TIE_RULES
@@ -359,6 +360,15 @@ class Config:
         group="output",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+    )
+    device: str = option(
+        "where members' networks, optimiser state and rollout or replay tensors live: 'cpu', 'cuda' (each rank "
+        "takes the GPU local rank mod visible GPUs: several ranks may share one; env steps stay on the CPU) or "
+        "'auto' (a GPU where there is one)",
+        RESTORED,
+        group="speed",
+        default="cpu",
+        choices=DEVICES,
     )
     cpu_tuning: bool = option(
         "turn off evo's CPU speed-ups (glibc allocator settings, channels-last convolutions), for comparison",

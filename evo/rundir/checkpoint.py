@@ -45,6 +45,7 @@ import os
 import re
 import shutil
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -288,17 +289,17 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     atomic_write(directory / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
-def _check_file(directory: Path, entry: dict[str, Any], manifest_path: Path) -> None:
-    """A file a manifest lists: present, with the recorded size and SHA-256. Raises CheckpointError."""
-    path = directory / entry["file"]
+def check_file(path: Path, entry: Mapping[str, Any], named_by: str) -> None:
+    """A file a record names (``entry``: its ``bytes`` and ``sha256``; ``named_by``: the record, for the
+    message): present, with that size and SHA-256. Raises CheckpointError saying what is wrong."""
     try:
         if not path.exists():
-            raise CheckpointError(f"{path}: missing (listed in {manifest_path})")
+            raise CheckpointError(f"{path}: missing (named by {named_by})")
         size = path.stat().st_size
         if size != entry["bytes"]:
-            raise CheckpointError(f"{path}: {size} bytes, the manifest says {entry['bytes']} (truncated or damaged)")
+            raise CheckpointError(f"{path}: {size} bytes, {named_by} says {entry['bytes']} (truncated or damaged)")
         if file_sha256(path) != entry["sha256"]:
-            raise CheckpointError(f"{path}: SHA-256 does not match the manifest (damaged)")
+            raise CheckpointError(f"{path}: SHA-256 does not match {named_by} (damaged)")
     except OSError as error:
         raise CheckpointError(f"{path}: cannot be read ({error.strerror or error})") from error
 
@@ -322,11 +323,11 @@ def verify(directory: Path, run_id: str | None = None) -> Checkpoint:
             "it was copied from another run directory"
         )
     for _, entry in sorted(manifest["members"].items(), key=lambda item: int(item[0])):
-        _check_file(directory, entry, manifest_path)
+        check_file(directory / entry["file"], entry, "the manifest")
     best_lost = None
     if manifest.get("best") is not None:
         try:
-            _check_file(directory, manifest["best"], manifest_path)
+            check_file(directory / manifest["best"]["file"], manifest["best"], "the manifest")
         except CheckpointError as error:
             best_lost = str(error)
     return Checkpoint(directory, manifest, best_lost)

@@ -49,6 +49,7 @@ from evo.rundir.checkpoint import (
     BEST_KEYS,
     CheckpointError,
     atomic_write,
+    check_file,
     checkpoints_dir,
     file_sha256,
     load_payload,
@@ -137,16 +138,7 @@ def read_best(run_dir: Path, run_id: str | None = None) -> dict[str, Any] | None
     if missing:
         raise CheckpointError(f"{path}: unreadable (no {', '.join(missing)}; damaged)")
     file = path.with_name(entry["file"])
-    try:
-        if not file.exists():
-            raise CheckpointError(f"{file}: missing (named by {path.name})")
-        size = file.stat().st_size
-        if size != entry["bytes"]:
-            raise CheckpointError(f"{file}: {size} bytes, {path.name} says {entry['bytes']} (truncated or damaged)")
-        if file_sha256(file) != entry["sha256"]:
-            raise CheckpointError(f"{file}: SHA-256 does not match {path.name} (damaged)")
-    except OSError as error:
-        raise CheckpointError(f"{file}: cannot be read ({error.strerror or error})") from error
+    check_file(file, entry, path.name)
     if run_id is not None and load_payload(file).get("run_id") != run_id:
         raise CheckpointError(f"{file}: belongs to another run")
     return entry

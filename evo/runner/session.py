@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from evo.config import Config
+from evo.core.devices import device_for, local_rank
 from evo.core.kinds import SearchSpace
 from evo.core.progress import Progress, ProgressReporter
 from evo.core.result import MemberResult
@@ -213,8 +214,22 @@ def prepare_process(torch_threads: int, cpu_tuning: bool) -> None:
         tune_allocator()
 
 
-def member_factory(config: Config) -> MemberFactory:
-    """How the run ``config`` describes builds its members (the session's; tools and tests use it too)."""
+def rank_device(requested: str, rank: int) -> str:
+    """This rank's device for ``--device`` (evo/core/devices.py): the CPU, or its local rank's GPU."""
+    if requested == "cpu":
+        return "cpu"
+    gpus = torch.cuda.device_count()
+    if requested == "cuda" and gpus == 0:  # start-up saw the GPU's device files: this torch cannot use it
+        raise RuntimeError(
+            f"--device cuda: rank {rank} sees a GPU, but this torch ({torch.__version__}) was built without CUDA; "
+            "install its CUDA build (make install TORCH=cuda) or use --device cpu"
+        )
+    return device_for(requested, local_rank(os.environ, rank), gpus)
+
+
+def member_factory(config: Config, device: str = "cpu") -> MemberFactory:
+    """How the run ``config`` describes builds its members on ``device`` (the session's; tools and tests use
+    it too, on the CPU)."""
     setup = MemberSetup(
         member_id=-1,
         seed=config.seed,
@@ -235,6 +250,7 @@ def member_factory(config: Config) -> MemberFactory:
         select_on=config.select_on,
         exploit_buffer=config.exploit_buffer,
         objective=config.objective,
+        device=device,
     )
     initial = InitialHparams(
         space=config.agent.search_space,
@@ -341,7 +357,7 @@ def open_session(
         placement=Placement(config.num_agents, config.world_size),
         rules=pbt_rules(config),
         budget=Budget(config.total_generations, config.agent_training_steps, planned, config.schedule),
-        members=member_factory(config),
+        members=member_factory(config, rank_device(config.device, comm.Get_rank())),
         target=Target(
             config.run_dir,
             config.run_id,

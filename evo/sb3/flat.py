@@ -147,14 +147,22 @@ def bind_flat(model: BaseAlgorithm, flat: np.ndarray | None = None, keep: bool =
     views of it, so the buffer *is* the member's networks and optimizer state: MPI sends
     from it and receives into it with no packing or unpacking copy. ``keep`` False: the model
     takes ``flat``'s contents as its state instead (a state received for a rebuilt model)."""
+    if flat is None:
+        flat = np.empty(sum(tensor.numel() for tensor, _ in _state_slots(model)), dtype=np.float32)
+        keep = True
+    elif flat.dtype != np.float32:
+        raise ValueError(f"flat buffer holds {flat.dtype}, the model needs float32")
+    bind_tensor(model, torch.from_numpy(flat), keep)
+    return flat
+
+
+def bind_tensor(model: BaseAlgorithm, base: torch.Tensor, keep: bool = True) -> torch.Tensor:
+    """:func:`bind_flat` onto a flat float32 tensor of any device (a GPU member's state lives there; its
+    host copy is what travels: evo/sb3/learner.py). ``keep`` False: the model takes ``base``'s contents."""
     slots = _state_slots(model)
     total = sum(tensor.numel() for tensor, _ in slots)
-    if flat is None:
-        flat = np.empty(total, dtype=np.float32)
-        keep = True
-    elif flat.size != total or flat.dtype != np.float32:
-        raise ValueError(f"flat buffer holds {flat.size} {flat.dtype}, the model needs {total} float32")
-    base = torch.from_numpy(flat)
+    if base.numel() != total or base.dtype != torch.float32:
+        raise ValueError(f"flat buffer holds {base.numel()} {base.dtype}, the model needs {total} float32")
     offset = 0
     with torch.no_grad():
         for tensor, put in slots:
@@ -165,25 +173,29 @@ def bind_flat(model: BaseAlgorithm, flat: np.ndarray | None = None, keep: bool =
                     view.copy_(tensor)
                 put(view)
             offset += size
-    addresses = [flat.ctypes.data + 4 * start for start in np.cumsum([0] + [t.numel() for t, _ in slots[:-1]])]
-    _BOUND_ADDRESSES[model] = (flat.ctypes.data, [int(a) for a in addresses])
-    return flat
+    start = base.data_ptr()
+    addresses = [start + 4 * first for first in np.cumsum([0] + [t.numel() for t, _ in slots[:-1]])]
+    _BOUND_ADDRESSES[model] = (start, [int(a) for a in addresses])
+    return base
 
 
-def is_bound(model: BaseAlgorithm, flat: np.ndarray) -> bool:
-    """Whether every state tensor is still the view of ``flat`` that bind_flat made."""
+def is_bound(model: BaseAlgorithm, flat: np.ndarray | torch.Tensor) -> bool:
+    """Whether every state tensor is still the view of ``flat`` (a numpy buffer, or a tensor of any device)
+    that bind_flat (bind_tensor) made."""
     tensors = state_tensors(model)
+    start = flat.ctypes.data if isinstance(flat, np.ndarray) else flat.data_ptr()
+    nbytes = flat.nbytes if isinstance(flat, np.ndarray) else flat.numel() * flat.element_size()
     cached = _BOUND_ADDRESSES.get(model)
-    if cached is not None and cached[0] == flat.ctypes.data:  # what bind_flat made, checked fast
+    if cached is not None and cached[0] == start:  # what bind_flat made, checked fast
         return len(tensors) == len(cached[1]) and all(
             t.data_ptr() == a for t, a in zip(tensors, cached[1], strict=False)
         )
-    address = flat.ctypes.data
+    address = start
     for tensor in tensors:
         if tensor.data_ptr() != address or not tensor.is_contiguous():
             return False
         address += tensor.numel() * 4
-    return address == flat.ctypes.data + flat.nbytes
+    return address == start + nbytes
 
 
 def flat_size(model: BaseAlgorithm) -> int:

@@ -56,7 +56,7 @@ from evo.learners.spec import resolved_net_arch
 from evo.sb3 import envstate
 from evo.sb3.callbacks import member_logger, training_callbacks
 from evo.sb3.envs import env_param, make_env, set_env_param
-from evo.sb3.flat import bind_flat, init_optimizer_state, is_bound, optimizers_of, unpack
+from evo.sb3.flat import bind_flat, bind_tensor, init_optimizer_state, is_bound, optimizers_of, state_tensors, unpack
 from evo.sb3.normalize import (
     follow_gamma,
     freeze_into,
@@ -67,6 +67,7 @@ from evo.sb3.normalize import (
     renormalize_last_obs,
     statistics_size,
 )
+from evo.sb3.precision import require_bf16
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,11 @@ class MemberSetup:
     """The training envs' seed, if not the member's (a resumed member gets fresh envs)."""
     objective: Objective = DEFAULT
     """What its score is (``--objective``): the return, or numbers the env reports in info."""
+    device: str = "cpu"
+    """Where the member's networks, optimizer state and update batches live (``--device``: the rank's)."""
+    stage_state: bool = False
+    """Keep the state in a flat tensor of its own and let it travel through a host copy, as a GPU member
+    does, on the CPU too: a GPU member's path, run (and tested) where there is no GPU."""
 
 
 def net_arch(layers: list[int] | dict[str, list[int]]) -> list[int] | dict[str, list[int]]:
@@ -176,6 +182,12 @@ class SB3Learner:
     ``buffer`` is its flat state (float32; the model's tensors are views of it); ``stats``, with
     observation/reward normalisation, its VecNormalize statistics (float64, refreshed by
     :meth:`exploit_state`); None without normalisation.
+
+    On a GPU (``setup.device`` not the CPU) the model's tensors are views of ``flat``, a flat tensor on
+    the device, and ``buffer`` is its copy in host memory (pinned where CUDA is), which is what travels:
+    :meth:`pack` copies the device's state into it, :meth:`load` copies a received state to the device.
+    The exchange, the checkpoints and the export read host memory only, whatever the device, so a GPU
+    member and a CPU member copy each other exactly, and a checkpoint of either resumes on the other.
     """
 
     algorithm: ClassVar[type[BaseAlgorithm]]
@@ -209,6 +221,11 @@ class SB3Learner:
         """The objectives carried with it (``--objective``; the donor's on training episodes)."""
         self.eval_env = None
         self.hparams: dict[str, Any] = {}
+        self.device = torch.device(setup.device)
+        self.flat: torch.Tensor | None = None
+        """The flat state on the device (a GPU member's); None on the CPU, where ``buffer`` is it."""
+        if setup.precision == "bf16":
+            require_bf16(self.device)
         values = {**self.agent.settings, **hparams}
         self.architecture = self.architecture_of(values)
         seed = member_seed(setup.seed, setup.member_id)
@@ -230,7 +247,7 @@ class SB3Learner:
             init_optimizer_state(optimizer)
         self.eval_env = self.make_eval_env()
         self.set_hparams(hparams)
-        self.buffer = bind_flat(self.model)
+        self.bind(self.model)
         normalizer = self.normalizer
         self.stats = None
         if normalizer is not None:
@@ -247,7 +264,7 @@ class SB3Learner:
             policy_kwargs=self.policy_kwargs(),
             verbose=0,
             seed=seed,
-            device="cpu",
+            device=self.device,
             **self.constructor_arguments(values),
         )
 
@@ -278,7 +295,32 @@ class SB3Learner:
         for optimizer in optimizers_of(model):
             init_optimizer_state(optimizer)
         self.model = model
-        self.buffer = bind_flat(model, state, keep=state is None)
+        self.bind(model, state)
+
+    @property
+    def staged(self) -> bool:
+        """Whether the member's state lives on a device other than the host's memory (a GPU): it then travels
+        through a host copy (see the class docstring)."""
+        return self.device.type != "cpu" or self.setup.stage_state
+
+    def bind(self, model: BaseAlgorithm, state: np.ndarray | None = None) -> None:
+        """Bind ``model``'s state to the member's flat buffer (a new one, or ``state``, taken as it is): on
+        the CPU the buffer itself; on a GPU a flat tensor there, and a host copy of it (pinned) to travel."""
+        if not self.staged:
+            self.buffer = bind_flat(model, state, keep=state is None)
+            return
+        for optimizer in optimizers_of(model):  # Adam's step counts live on the GPU with the rest: no sync
+            for group in optimizer.param_groups:
+                if "capturable" in group and self.device.type == "cuda":
+                    group["capturable"] = True
+        size = sum(t.numel() for t in state_tensors(model)) if state is None else state.size
+        host = torch.empty(size, dtype=torch.float32, pin_memory=torch.cuda.is_available())
+        if state is None:
+            self.flat = bind_tensor(model, torch.empty(size, dtype=torch.float32, device=self.device))
+        else:
+            self.flat = bind_tensor(model, torch.from_numpy(state).to(self.device, copy=True), keep=False)
+        self.buffer = host.numpy()
+        host.copy_(self.flat)
 
     def constructor_arguments(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The settings the SB3 class takes as constructor arguments (evo's own ones are not)."""
@@ -524,9 +566,12 @@ class SB3Learner:
         """The member's flat state, ready to send (no copy while the model's tensors are still
         views of the buffer; if anything replaced them, they are bound again first); with
         normalisation, ``stats`` is refreshed too."""
-        if not is_bound(self.model, self.buffer):
+        flat = self.buffer if self.flat is None else self.flat
+        if not is_bound(self.model, flat):
             logger.warning("member %d: state tensors were replaced; rebinding them to the flat buffer", self.member_id)
-            bind_flat(self.model, self.buffer)
+            bind_tensor(self.model, torch.from_numpy(flat) if self.flat is None else flat)
+        if self.flat is not None:  # the device's state to the host copy that travels
+            torch.from_numpy(self.buffer).copy_(self.flat)
         if self.stats is not None:
             pack_statistics(self.normalizer, self.stats)
         return self.buffer
@@ -555,13 +600,16 @@ class SB3Learner:
         reflects the new weights only; until an episode finishes, the score is what
         :meth:`carry_score` gives (NaN without it)."""
         weights = state[WEIGHTS]
-        if self.architecture_of({**self.agent.settings, **hparams}) != self.architecture:
+        rebuilt = self.architecture_of({**self.agent.settings, **hparams}) != self.architecture
+        if rebuilt:
             self.rebuild(hparams, weights)  # the donor's architecture, its state adopted as received
         if weights.size != self.buffer.size:
             raise ValueError(
                 f"member {self.member_id}: the donor's state holds {weights.size} floats, this model {self.buffer.size}"
             )
-        if weights is not self.buffer or not is_bound(self.model, self.buffer):
+        if self.flat is not None and not rebuilt:  # a GPU member: the received state to the device
+            self.flat.copy_(torch.from_numpy(np.ascontiguousarray(weights)))
+        elif self.flat is None and (weights is not self.buffer or not is_bound(self.model, self.buffer)):
             unpack(self.model, weights)
         if self.stats is not None:
             stats = state.get(NORMALIZATION)

@@ -91,12 +91,12 @@ class MixedPrecisionMlpExtractor(MlpExtractor):
         self.dtype = dtype
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
-        with autocast(self.dtype):
+        with autocast(self.dtype, features.device.type):
             latent = super().forward_actor(features)
         return latent.float()
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
-        with autocast(self.dtype):
+        with autocast(self.dtype, features.device.type):
             latent = super().forward_critic(features)
         return latent.float()
 
@@ -143,7 +143,7 @@ class MixedPrecisionPolicy(ActorCriticPolicy):
         )
 
     def extract_features(self, obs, features_extractor=None):
-        with autocast(self.body_dtype):
+        with autocast(self.body_dtype, self.device.type):
             features = super().extract_features(obs, features_extractor)
         return as_float32(features)
 

@@ -71,7 +71,7 @@ from evo.core.distill import distillation_weight
 from evo.core.streams import DRAC_STREAM
 from evo.sb3.augment import AUGMENTATIONS, Augmentation
 from evo.sb3.callbacks import DistillationCallback, training_callbacks
-from evo.sb3.flat import bind_flat
+from evo.sb3.flat import bind_tensor
 from evo.sb3.learner import SB3Learner, common_policy_kwargs
 from evo.sb3.normalize import load_statistics, renormalize_last_obs
 from evo.sb3.policies import EXTRACTORS, MixedPrecisionCnnPolicy, MixedPrecisionPolicy
@@ -462,7 +462,7 @@ class PPOLearner(SB3Learner):
             stats_window_size=100,
             verbose=0,
             seed=seed,
-            device="cpu",
+            device=self.device,
             **self.constructor_arguments(values),
         )
 
@@ -547,10 +547,10 @@ class PPOLearner(SB3Learner):
                 use_sde=model.use_sde,
                 precision=self.setup.precision,
                 **kwargs,
-            )
-        flat = np.array(state, dtype=np.float32, copy=True)
+            ).to(self.device)
+        flat = torch.from_numpy(np.array(state, dtype=np.float32, copy=True)).to(self.device)
         try:
-            bind_flat(FrozenPolicy(policy), flat, keep=False)
+            bind_tensor(FrozenPolicy(policy), flat, keep=False)
         except ValueError as error:
             raise ValueError(
                 f"member {self.member_id}: the teacher's state does not fit its architecture: {error}"

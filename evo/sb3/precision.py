@@ -1,7 +1,8 @@
 """bfloat16 autocast for the policy's network, and torch's own word on whether the CPU has it.
 
 What runs in bfloat16 (``precision: bf16``): the features extractor and the MLP extractor, the
-network's body, under ``torch.autocast("cpu", dtype=torch.bfloat16)``. Autocast runs the
+network's body, under ``torch.autocast(device, dtype=torch.bfloat16)`` (the CPU's autocast, or CUDA's on a
+GPU member: ``--device cuda``). Autocast runs the
 convolutions and dense layers in bfloat16 (their weights cast from the float32 masters at each
 forward), and the ReLUs, poolings and residual adds in between follow their inputs; the backward
 pass runs in the forward's dtypes. The body's output is cast back to float32, so everything after
@@ -28,16 +29,24 @@ DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
 def body_dtype(precision: str) -> torch.dtype | None:
     if precision not in DTYPES:
         raise ValueError(f"precision {precision!r}: use one of {', '.join(DTYPES)}")
-    if DTYPES[precision] is torch.bfloat16:
-        require_native_bf16()
     return DTYPES[precision]
 
 
-def autocast(dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
-    """Autocast to ``dtype`` on the CPU; nothing for None (float32)."""
+def autocast(dtype: torch.dtype | None, device_type: str = "cpu") -> contextlib.AbstractContextManager:
+    """Autocast to ``dtype`` on ``device_type`` (the inputs' device: ``cpu``, or ``cuda`` through CUDA's
+    autocast); nothing for None (float32)."""
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast("cpu", dtype=dtype)
+    return torch.autocast(device_type, dtype=dtype)
+
+
+def require_bf16(device: torch.device) -> None:
+    """Refuse to build a bfloat16 model where ``device`` would emulate bfloat16: a CPU without native
+    bfloat16 (:func:`require_native_bf16`), a GPU without bfloat16 arithmetic (before NVIDIA's Ampere)."""
+    if device.type == "cpu":
+        require_native_bf16()
+    elif device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise RuntimeError(f"precision bf16: {torch.cuda.get_device_name(device)} has no bfloat16 arithmetic; use fp32")
 
 
 def as_float32(features: torch.Tensor | tuple[torch.Tensor, ...]) -> torch.Tensor | tuple[torch.Tensor, ...]:

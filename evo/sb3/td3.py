@@ -132,7 +132,7 @@ class TD3Learner(OffPolicyLearner):
             policy_kwargs=self.policy_kwargs(),
             verbose=0,
             seed=seed,
-            device="cpu",
+            device=self.device,
             **self.constructor_arguments(values),
         )
 

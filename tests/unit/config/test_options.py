@@ -268,6 +268,7 @@ def examples(tmp_path):
         "keep_checkpoints": ["--keep-checkpoints", "3"],
         "max_member_failures": ["--max-member-failures", "0"],
         "step_timeout": ["--step-timeout", "120"],
+        "device": ["--device", "auto"],
         "stall_timeout": ["--stall-timeout", "900"],
         "asynchronous": ["--asynchronous"],
         "precision": ["--precision", "bf16"],

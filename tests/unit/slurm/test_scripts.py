@@ -33,8 +33,17 @@ def dry_run(script, run_dir, **env):
     return [shlex.split(line)[0] for line in result.stdout.splitlines()]
 
 
-def test_there_are_single_and_multi_node_scripts():
-    assert {s.name for s in SCRIPTS} == {"single_node.sbatch", "multi_node.sbatch"}
+def test_there_are_single_and_multi_node_and_gpu_scripts():
+    assert {s.name for s in SCRIPTS} == {"single_node.sbatch", "multi_node.sbatch", "gpu.sbatch"}
+
+
+def test_the_gpu_script_asks_for_gpus_and_runs_the_members_on_them(tmp_path):
+    text = (ROOT / "slurm" / "gpu.sbatch").read_text()
+    assert "#SBATCH --gpus-per-node=" in text
+    for launcher in ("srun", "mpiexec"):
+        command = dry_run(ROOT / "slurm" / "gpu.sbatch", tmp_path / "run", LAUNCHER=launcher)
+        flags = command[command.index("python") + 2 :]
+        assert build_parser().parse_known_args(flags)[0].device == "cuda"
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)
