@@ -12,7 +12,9 @@ methods are compared on the same ones.
 
 writes ``RUN_DIR/reevaluation.json`` (the study's own file beside the run's records; evo-evaluate
 itself never writes into a run): {"how": {...}, "members": {member: [return, ...]}, "best_ever":
-{"member": M, "generation": G, "returns": [...]} or null}. A cache made another way is made again.
+{"member": M, "generation": G, "returns": [...]} or null}, and for a run with an objective of its own
+(``--objective info:<key>``) "objectives": {member: {key: [value at each episode's end, ...]}}. A cache
+made another way is made again.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +44,8 @@ class Fresh:
     best_ever: list[float] | None = None
     best_ever_member: int | None = None
     best_ever_generation: int | None = None
+    objectives: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    """Each member's info keys of the run's objective at its episodes' ends (empty: the run selected on returns)."""
 
 
 def reevaluate(run_dir: Path, episodes: int, levels: tuple[int, int] | None = None) -> tuple[Fresh, dict]:
@@ -55,16 +59,18 @@ def reevaluate(run_dir: Path, episodes: int, levels: tuple[int, int] | None = No
     start, count = levels if levels is not None else (None, None)
     envs = min(episodes, ENVS)
     results = evaluate_members(run, members_to_evaluate(run, None, None), episodes, seed, envs, start, count)
-    members, kept = {}, None
+    members, kept, objectives = {}, None, {}
     for result in results:
         if result.member.label.startswith(BEST_EVER):
             kept = result
         else:
             members[result.member.member] = result.returns
+            if result.objectives:
+                objectives[result.member.member] = result.objectives
     how = {"tool": TOOL, "episodes": episodes, "envs": envs, "seed": seed, "levels": list(levels) if levels else None}
     if kept is None:
-        return Fresh(members), how
-    return Fresh(members, kept.returns, kept.member.member, kept.member.generation), how
+        return Fresh(members, objectives=objectives), how
+    return Fresh(members, kept.returns, kept.member.member, kept.member.generation, objectives), how
 
 
 def reevaluated(run_dir: Path, episodes: int, levels: tuple[int, int] | None = None) -> Fresh:
@@ -81,14 +87,17 @@ def reevaluated(run_dir: Path, episodes: int, levels: tuple[int, int] | None = N
         ):
             kept = saved.get("best_ever")
             members = {int(m): r for m, r in saved["members"].items()}
+            objectives = {int(m): o for m, o in (saved.get("objectives") or {}).items()}
             if kept is None:
-                return Fresh(members)
-            return Fresh(members, kept["returns"], kept["member"], kept["generation"])
+                return Fresh(members, objectives=objectives)
+            return Fresh(members, kept["returns"], kept["member"], kept["generation"], objectives)
     fresh, how = reevaluate(Path(run_dir), episodes, levels)
     kept = None
     if fresh.best_ever is not None:
         kept = {"member": fresh.best_ever_member, "generation": fresh.best_ever_generation, "returns": fresh.best_ever}
     record = {"how": how, "members": fresh.members, "best_ever": kept}
+    if fresh.objectives:
+        record["objectives"] = fresh.objectives
     path.write_text(json.dumps(record, indent=1) + "\n")
     return fresh
 
@@ -103,7 +112,9 @@ def main(argv=None) -> int:
     levels = None if args.start_level is None else (args.start_level, args.num_levels or 0)
     fresh = reevaluated(args.run_dir, args.episodes, levels)
     for member, values in fresh.members.items():
-        print(f"member {member}: mean {sum(values) / len(values):.2f} over {len(values)} episodes")
+        measured = fresh.objectives.get(member, {}).items()
+        objectives = "".join(f", info:{key} {sum(found) / len(found):.3g}" for key, found in measured if found)
+        print(f"member {member}: mean {sum(values) / len(values):.2f} over {len(values)} episodes{objectives}")
     if fresh.best_ever is not None:
         mean = sum(fresh.best_ever) / len(fresh.best_ever)
         print(f"kept best (member {fresh.best_ever_member}, generation {fresh.best_ever_generation}): mean {mean:.2f}")
