@@ -436,7 +436,8 @@ class RunRecords:
         if not self.objective.several:
             return None
         rows = [self.objective.fitness(r.objectives) if r.objectives else self.objective.nan_row() for r in results]
-        first = fronts(rows)[0] if fronts(rows) else []
+        found = fronts(rows)
+        first = found[0] if found else []
         entries = [
             {
                 "member": results[i].member,

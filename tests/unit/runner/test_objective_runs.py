@@ -146,3 +146,22 @@ def test_a_key_the_env_never_reports_stops_the_run_at_its_first_generation(tmp_p
     if not mode:
         assert ckpt.latest(run_dir)[0].generation == 0  # the initial population's checkpoint stands
     assert all(math.isnan(float(r["info:energy"])) for r in rows)
+
+
+def test_tensorboard_carries_the_objectives_per_member_and_for_the_population(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    hp = tmp_path / "objectives.yml"
+    hp.write_text(TINY_DEFAULT + SPACE)
+    run_dir = tmp_path / "tb"
+    argv = [*ENV, "--hyperparams", str(hp), *budget(2, 1, 128), "--objective", "info:merit,return"]
+    assert run_in_process([*argv, "--progress-interval", "0", "--run-dir", str(run_dir)]) == 0
+    tags = {}
+    for name in ("population", "member_0"):
+        events = EventAccumulator(str(run_dir / "tb" / name))
+        events.Reload()
+        tags[name] = set(events.Tags()["scalars"])
+    assert {"objective/info:merit", "objective/return", "hparams/env.weight"} <= tags["member_0"]
+    assert {"objective/info:merit/best", "objective/info:merit/mean", "pbt/best_return", "pbt/mean_return"} <= tags[
+        "population"
+    ]
