@@ -41,11 +41,13 @@ EPISODES = 20
 
 
 def run(out: Path, method: str, seed: int, members: int, generations: int, steps: int) -> tuple[Path, float]:
-    """One run (kept if it finished before) and its fresh evaluation; its directory and wall time."""
+    """One run (kept if it finished before) and its fresh evaluation; its directory and wall time (the run's
+    and the evaluation's, as measured when it ran)."""
     run_dir = out / f"{method}-seed{seed}"
     fresh = run_dir.parent / f"{run_dir.name}.fresh.json"
+    timed = run_dir.parent / f"{run_dir.name}.wall_s"
     began = time.monotonic()
-    if not (run_dir / "population.csv").is_file() or not fresh.is_file():
+    if not (run_dir / "population.csv").is_file() or not fresh.is_file() or not timed.is_file():
         shutil.rmtree(run_dir, ignore_errors=True)
         command = [find_mpiexec(), "-n", "2", "--oversubscribe", sys.executable, str(ROOT / "pbt_rl_truct.py")]
         command += ["--env-id", ENV, "--objective", METHODS[method], "--seed", str(seed), "--num-agents", str(members)]
@@ -55,7 +57,8 @@ def run(out: Path, method: str, seed: int, members: int, generations: int, steps
         evaluate = [sys.executable, "-m", "evo.tools.evaluate", str(run_dir), "--episodes", str(EPISODES)]
         evaluate += ["--objective", "info:success,info:bonus", "--json", str(fresh)]
         subprocess.run(evaluate, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return run_dir, time.monotonic() - began
+        timed.write_text(f"{time.monotonic() - began:.1f}\n")
+    return run_dir, float(timed.read_text())
 
 
 def summary(run_dir: Path) -> dict:
