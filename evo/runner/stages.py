@@ -371,11 +371,12 @@ class Stages:
         members: MutableMapping[int, Learner],
         students: MutableMapping[int, Learner],
         generation: int,
-        survivors: list[tuple[int, int, float, tuple[float, ...]]],
+        survivors: list[tuple],
     ) -> None:
         """Collective, after the last rung: member i takes survivor i's place (best first): its weights,
         statistics, architecture and hyperparameters by the exchange, its env-step count and its last
-        training score; the students are closed."""
+        training score (and objectives: a survivor's fourth item, when the run has its own); the students are
+        closed."""
         distilling = self.book.distilling
         plans = {s.member: s for s in distilling.students}
         rank = self.session.rank
@@ -387,11 +388,11 @@ class Stages:
             change = f"stage {self.book.stage}: student {student} of member {plan.teacher} ({plan.how})"
             moves.append(Exploit(generation, slot, student, math.nan, math.nan, dict(before), plan.hparams, (change,)))
         exchange.apply_exploits(self.comm, moves, {**members, **students}, self.session.transport, self.owner, {})
-        for slot, (_, env_steps, score_train, objectives) in enumerate(survivors):
+        for slot, (_, env_steps, score_train, *objectives) in enumerate(survivors):  # objectives: (their objectives,)
             member = members.get(slot)
             if member is not None:
                 member.continue_counts(env_steps, member.scores)
-                member.carry_score(score_train, objectives)
+                member.carry_score(score_train, *objectives)
         for student in students.values():
             student.close()
         if self.records is not None:
