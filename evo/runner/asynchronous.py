@@ -79,7 +79,8 @@ def run(session: Session, checkpoint: ReadyCheckpoints | None) -> int:
         raise halted
     stopped = session.stopper.agree()
     stopped_line = STOPPED.replace("{run_dir}", str(run_dir))
-    session.finish(members, stopped, stopped_line, {} if stopped else last, done_line(session, report))
+    done = None if stopped else done_line(session, report)
+    session.finish(members, stopped, stopped_line, {} if stopped else last, done)
     return EXIT_STOPPED if stopped else 0
 
 
