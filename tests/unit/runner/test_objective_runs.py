@@ -42,8 +42,12 @@ def weight_of(rows, member, generation):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_the_objective_not_the_return_decides_who_copies_whom(tmp_path, mode):
-    _, rows, lineage = run(tmp_path, "objective", "--objective", "info:merit", *mode)
+    run_dir, rows, lineage = run(tmp_path, "objective", "--objective", "info:merit", *mode)
     assert rows[0].keys() >= {"info:merit", "env.weight", "score_train"}
+    if not mode:  # the kept best is the best objective the run saw, not the best return
+        best = ckpt.latest(run_dir)[0].best
+        assert best["score"] == max(float(r["score"]) for r in rows)
+        assert best["score"] != max(float(r["score_train"]) for r in rows)
     for row in rows:  # the score is the objective, the return is score_train: they disagree
         assert float(row["score"]) == pytest.approx(1 - float(row["env.weight"]))
         assert float(row["score_train"]) == pytest.approx(4 * float(row["env.weight"]), abs=1e-5)  # Monitor rounds
