@@ -24,6 +24,7 @@ from typing import Any
 
 from evo.config import Config, ConfigError, parse_config
 from evo.core.devices import device_problem, visible_gpus
+from evo.core.objective import ObjectiveNotReported
 from evo.logs import install_logging
 from evo.mpi import exchange
 from evo.rundir.lock import RunDirError, RunLock
@@ -142,7 +143,11 @@ def run(config: Config, comm, command: Sequence[str], driver: Driver, checkpoint
     from evo.runner.session import open_session  # torch, SB3 and the learners: only now
 
     session = open_session(config, comm, command, driver.continuation(checkpoint))
-    return driver.load().run(session, checkpoint)
+    try:
+        return driver.load().run(session, checkpoint)
+    except ObjectiveNotReported as error:  # raised on every rank at once: the run's input, found wanting late
+        session.halted(error)
+        return EXIT_BAD_INPUT
 
 
 def main_wta() -> int:

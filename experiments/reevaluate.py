@@ -5,7 +5,8 @@
 
 writes ``RUN_DIR/reevaluation.json`` (``reevaluation-gen<G>.json`` with ``--generation``): every member
 of the checkpoint (and, of the last, the kept best) on fresh episodes of envs seeded from the run's
-seed, as evo-study reports them; a cache made another way is made again.
+seed, as evo-study reports them, and for a run with an objective of its own (``--objective
+info:<key>``) each key at each episode's end; a cache made another way is made again.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def main(argv=None) -> int:
     deterministic = deterministic_actions(args.actions, open_run(args.run_dir).config.env_id)
     fresh = reevaluated(args.run_dir, args.episodes, levels, deterministic, args.generation)
     for member, values in fresh.members.items():
-        print(f"member {member}: mean {statistics.mean(values):.2f} over {len(values)} episodes")
+        measured = fresh.objectives.get(member, {}).items()
+        objectives = "".join(f", info:{key} {statistics.mean(found):.3g}" for key, found in measured if found)
+        print(f"member {member}: mean {statistics.mean(values):.2f} over {len(values)} episodes{objectives}")
     if fresh.best_ever is not None:
         mean = statistics.mean(fresh.best_ever)
         print(f"kept best (member {fresh.best_ever_member}, generation {fresh.best_ever_generation}): mean {mean:.2f}")

@@ -18,6 +18,7 @@ every problem found, each with the bad value and how to fix it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import difflib
 import sys
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evo.config import checks
+from evo.config import checks, probe
 from evo.config.agent import CNN_POLICIES, AgentSettings, build_agent
 from evo.config.checks import TRANSPORTS, run_dir_problems
 from evo.config.envnames import env_shape, procgen_game
@@ -61,6 +62,7 @@ from evo.config.resume import (
     resume_differences,
     resume_dir,
 )
+from evo.core.envparams import is_env_param
 from evo.learners import LearnerSpec, algo_problem, learner_spec
 
 __all__ = [
@@ -143,6 +145,7 @@ def parse_config(
     ranges = {"learning_rate": args.learning_rate_range, "gamma": args.gamma_range}
     shape = env_shape(args.env_id, resolved["env_kwargs"])
     agent = build_agent(spec, settings, args.env_id, game, shape, args.num_envs, ranges, problems, sources)
+    agent, resolved["objective"] = probed(args, agent, resolved["env_kwargs"], problems)
     if not args.resume:  # a resumed run's sizes were accepted when it started (and evo's tools open runs so)
         members_per_rank = max(resolved["num_agents"] // max(world_size, 1), 1)
         problems += memory_problems(agent, shape, members_per_rank, available_memory())
@@ -252,6 +255,19 @@ def cross_option_checks(
         ),
         "precision": precision,
     }
+
+
+def probed(
+    args: argparse.Namespace, agent: AgentSettings, env_kwargs: dict[str, Any], problems: list[str]
+) -> tuple[AgentSettings, Any]:
+    """``--objective`` resolved and checked, and what a probe env says of it and of the search space's
+    env parameters (evo.config.probe): the agent's settings with each env parameter's default."""
+    objective = checks.objective(args.objective, args.explore, args.max_distillations, problems)
+    names = [name for name in agent.search_space if is_env_param(name)]
+    defaults = probe.env_parameters(args.env_id, env_kwargs, names, problems)
+    checks.env_defaults(args.initial_hparams, agent.search_space, defaults, problems)
+    problems += probe.objective_problems(args.env_id, env_kwargs, objective)
+    return dataclasses.replace(agent, env_params=defaults), objective
 
 
 def run_names(

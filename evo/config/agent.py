@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from evo.core.envparams import is_env_param
 from evo.core.kinds import Kind, kind_from_entry, kind_from_spec
 from evo.learners import LearnerSpec, learner_spec
 from evo.learners.spec import EnvShape, Setting
@@ -29,6 +30,9 @@ class AgentSettings:
     """The explored hyperparameters, in the learner's declaration order (the records' columns)."""
     normalize: dict[str, bool]
     """VecNormalize's ``norm_obs`` and ``norm_reward`` (zoo's ``normalize``); both false: none."""
+    env_params: dict[str, Any] = field(default_factory=dict)
+    """The env parameters of the search space (``env.<attribute>``, evo.core.envparams) with the value
+    the env has when it is made (read at start-up): their defaults."""
 
     @property
     def spec(self) -> LearnerSpec:
@@ -36,15 +40,21 @@ class AgentSettings:
 
     @property
     def defaults(self) -> dict[str, Any]:
-        """Each explored hyperparameter's value when PBT does not sample it (the YAML's)."""
-        return {name: self.settings[name] for name in self.search_space}
+        """Each explored hyperparameter's value when PBT does not sample it (the YAML's; an env
+        parameter's: the env's own)."""
+        values = {**self.settings, **self.env_params}
+        return {name: values[name] for name in self.search_space}
 
     @property
     def explored_space(self) -> dict[str, Kind]:
         """The search space an explorer changes: the architecture's dimensions are left out, since a
         recipient takes its donor's architecture with its weights (BG-PBT's rule within a stage)."""
         spec = self.spec
-        return {name: kind for name, kind in self.search_space.items() if not spec.by_name[name].architecture}
+        return {
+            name: kind
+            for name, kind in self.search_space.items()
+            if is_env_param(name) or not spec.by_name[name].architecture
+        }
 
     @property
     def normalizes(self) -> bool:
@@ -67,6 +77,7 @@ class AgentSettings:
             "policy_kwargs": self.policy_kwargs,
             "normalize": self.normalize,
             "search_space": {name: kind.spec() for name, kind in self.search_space.items()},
+            **({"env_params": dict(self.env_params)} if self.env_params else {}),
         }
 
     @classmethod
@@ -82,6 +93,7 @@ class AgentSettings:
             policy_kwargs=dict(saved.get("policy_kwargs") or {}),
             search_space={name: kind_from_spec(entry) for name, entry in (saved.get("search_space") or {}).items()},
             normalize=dict(saved["normalize"]),
+            env_params=dict(saved.get("env_params") or {}),
         )
 
 
@@ -144,6 +156,8 @@ def build_agent(
     if spec.check is not None:
         spec.check(settings, space, n_envs, shape, policy, problems)
     for name, kind in space.items():
+        if is_env_param(name):
+            continue  # its default is the env's own value, checked when the env is probed
         default = settings[name]
         if not kind.problems(name) and not _contains(kind, default):
             problems.append(
@@ -286,6 +300,13 @@ def _search_space(
     for name in spec.record_order([*raw_space, *(n for n, b in ranges.items() if b is not None)]):
         entry = dict(raw_space.get(name, {}))
         where = sources.get(f"search_space.{name}", "")
+        if is_env_param(name):
+            kind = kind_from_entry(entry)
+            found = kind.problems(f"{name} ({where})" if where else name)
+            problems += found
+            if not found:
+                space[name] = kind
+            continue
         bounds = ranges.get(name)
         if bounds is not None:
             if bounds[0] >= bounds[1]:

@@ -19,8 +19,10 @@ import yaml
 
 from evo.config.envnames import DISTRIBUTION_MODES, env_kwargs_message
 from evo.config.hyperparams import DuplicateKey, load_yaml, parse_env_kwargs
+from evo.core.envparams import is_env_param
 from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
-from evo.core.kinds import Categorical, kind_from_entry
+from evo.core.kinds import Categorical, Kind, kind_from_entry
+from evo.core.objective import Objective, parse_objective
 from evo.core.schedule import load_schedule
 from evo.core.selection import NO_PBT, STRATEGIES
 from evo.learners import LearnerSpec, algos
@@ -204,6 +206,7 @@ def schedule(
     if path is None:
         return ()
     tunable = {s.name: (s.type, s.may_be_off) for s in spec.settings if s.tunable}
+    tunable.update({name: ((int, float, str), False) for name in explored if is_env_param(name)})
     try:
         load_yaml(Path(path).read_text())
     except DuplicateKey as error:
@@ -218,6 +221,8 @@ def schedule(
         return ()
     for steps, hparams in entries:
         for name, value in hparams.items():
+            if is_env_param(name):
+                continue  # the env's own value: any its search range gives
             problem = spec.by_name[name].value_problem(value, f"--schedule {path}, from env step {steps}")
             if problem is not None:
                 problems.append(problem)
@@ -316,3 +321,48 @@ def stages(args: Any, spec: Any, search_space: Mapping[str, Any], num_agents: in
         problems.append(
             f"--students {students}: a stage needs at least as many students as the {num_agents} members it replaces"
         )
+
+
+def objective(text: str | None, explore: str, max_distillations: int, problems: list[str]) -> Objective:
+    """``--objective``: its terms (evo.core.objective); several of them need an explorer that can serve a
+    Pareto ranking (its ``several_objectives``) and no BG-PBT stages (whose successive halving cuts
+    students by one score)."""
+    found, own = parse_objective(text)
+    problems += own
+    if not found.several:
+        return found
+    explorer = EXPLORERS.get(explore)
+    if explorer is not None and not explorer.several_objectives:
+        able = [name for name, other in EXPLORERS.items() if other.several_objectives]
+        instead = f"use --explore {one_of(able)}" if able else "give one objective"
+        problems.append(
+            f"--objective {found.text} --explore {explore}: several objectives rank members by Pareto fronts, and "
+            f"{explore} {explorer.why_one_objective}; {instead}, or give one objective (a weighted sum computed by "
+            "the env and put in info is one)"
+        )
+    if max_distillations:
+        problems.append(
+            f"--objective {found.text} --max-distillations {max_distillations}: a stage cuts its students by "
+            "successive halving on one score; give one objective, or drop --max-distillations"
+        )
+    return found
+
+
+def _range(kind: Kind) -> str:
+    choices = getattr(kind, "choices", None)
+    return f"(the choices {list(choices)})" if choices is not None else f"[{kind.low}, {kind.high}]"
+
+
+def env_defaults(how: str, space: Mapping[str, Kind], defaults: Mapping[str, Any], problems: list[str]) -> None:
+    """``--initial-hparams defaults`` starts every member from the env's own value of each env
+    parameter, which must then lie within its search range."""
+    if how != "defaults":
+        return
+    for name, value in defaults.items():
+        kind = space[name]
+        if value is None or isinstance(value, bool) or not kind.contains(value):
+            problems.append(
+                f"search_space.{name}: with --initial-hparams defaults every member starts from the env's own "
+                f"value, {value!r}, which is not in its search range {_range(kind)}; widen the range, or use "
+                "--initial-hparams sample"
+            )

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from evo.config.envnames import procgen_game
+from evo.core.envparams import is_env_param, name_problem
 from evo.learners import LearnerSpec, learner_spec, specs
 
 
@@ -245,7 +246,11 @@ def _check_space(space: dict, where: str, problems: list[str], spec: LearnerSpec
     settings = spec.by_name
     for name, entry in space.items():
         setting = settings.get(name)
-        if entry is None and setting is not None:  # a later layer takes it out of an earlier layer's space
+        if is_env_param(name):
+            checked = _check_env_entry(name, entry, where, problems)
+            if checked is not None or entry is None:  # None: a later layer takes it out
+                out[name] = checked
+        elif entry is None and setting is not None:  # a later layer takes it out of an earlier layer's space
             out[name] = None
         elif setting is not None and not setting.tunable:
             problems.append(f"{where}.{name}: {name} cannot be explored: {setting.why_fixed}")
@@ -280,6 +285,39 @@ def _check_space(space: dict, where: str, problems: list[str], spec: LearnerSpec
             if len(problems) == before:
                 out[name] = checked
     return out
+
+
+def _check_env_entry(name: str, entry: Any, where: str, problems: list[str]) -> dict[str, Any] | None:
+    """An env parameter's entry (``env.<attribute>``): a range of any kind, or choices of numbers or of
+    names (evo.core.envparams); None for a problem, or for None (a later layer's null, which takes it out)."""
+    if (problem := name_problem(name)) is not None:
+        problems.append(problem)
+        return None
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        problems.append(f"{where}.{name} must be a mapping like {SPACE_FORMS}")
+        return None
+    before = len(problems)
+    checked = _check_keys(entry, SPACE_KEYS, f"{where}.{name}", problems)
+    if "choices" in checked:
+        values = checked["choices"]
+        if ranged := sorted({"low", "high", "type", "scale"} & set(checked)):
+            problems.append(f"{where}.{name} gives choices and {', '.join(ranged)}; give choices or a range")
+        elif not values:
+            problems.append(f"{where}.{name}.choices is empty; list the values to choose from, e.g. [0.1, 0.5, 1.0]")
+        elif not all(isinstance(v, str) for v in values):
+            numbers = [None if isinstance(v, bool) else _coerce(v, float, "", []) for v in values]
+            if any(n is None or not math.isfinite(n) for n in numbers):
+                problems.append(f"{where}.{name}.choices must all be numbers or all names, got {values!r}")
+            else:
+                checked["choices"] = [int(n) if isinstance(v, int) else n for v, n in zip(values, numbers, strict=True)]
+    else:
+        if checked.get("scale") == "int":
+            checked.update(scale="linear", type="int")
+        if "low" not in checked or "high" not in checked:
+            problems.append(f"{where}.{name} needs both low and high, or choices (got {entry or 'nothing'})")
+    return checked if len(problems) == before else None
 
 
 def _check_choices(setting, values: list, where: str, problems: list[str]) -> list:

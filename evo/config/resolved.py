@@ -31,6 +31,7 @@ from evo.config.hyperparams import PARAM_SETS
 from evo.config.precision import PRECISIONS
 from evo.core.devices import DEVICES
 from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
+from evo.core.objective import Objective
 from evo.core.selection import TIE_RULES
 from evo.learners import DEFAULT_ALGO, algo_problem, algos
 
@@ -91,6 +92,7 @@ def explore_help() -> str:
         limits = [
             *([] if explorer.named_choices else ["not with named choices"]),
             *([] if explorer.asynchronous else ["not with --asynchronous"]),
+            *([] if explorer.several_objectives else ["not with several objectives"]),
         ]
         entries.append(f"'{name}': {explorer.summary}" + "".join(f"; {limit}" for limit in limits))
     return "how recipients change their hyperparameters. " + ". ".join(entries)
@@ -324,6 +326,17 @@ class Config:
         default="train",
         choices=("train", "test"),
     )
+    objective: Objective = option(
+        "what selection, PB2, the kept best and the stages rank members by (training still maximises the "
+        "reward): 'return' (the episode return), or 'info:KEY', the mean over the scored episodes of a number "
+        "the env puts in info when an episode ends (e.g. info:is_success); ':min' after one makes smaller "
+        "better; several, separated by commas (return,info:energy:min), rank members by Pareto fronts (MO-PBT)",
+        FIXED,
+        group="scoring",
+        default="return",
+        metavar="OBJ[,OBJ...]",
+    )
+    """Resolved: the terms (evo.core.objective), the episode return by default."""
     eval_start_level: int = option(
         "first evaluation level (default: the level after the training levels)",
         RESTORED,
@@ -566,6 +579,8 @@ class Config:
         def plain(value: Any) -> Any:
             if isinstance(value, AgentSettings):
                 return plain(value.to_dict())
+            if isinstance(value, Objective):
+                return value.text
             if isinstance(value, Path):
                 return str(value)
             if isinstance(value, (tuple, list)):

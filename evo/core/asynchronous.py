@@ -29,9 +29,10 @@ import numpy as np
 
 from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
-from evo.core.plan import Exploit
+from evo.core.objective import DEFAULT, Objective
+from evo.core.plan import Exploit, named_objectives
 from evo.core.result import MemberResult
-from evo.core.selection import NO_PBT, STRATEGIES, TIE_RULES, ranking, tied, truncation_count
+from evo.core.selection import NO_PBT, STRATEGIES, TIE_RULES, leaders, ranking, tied, truncation_count
 from evo.core.streams import ASYNC_STREAM
 
 
@@ -58,6 +59,8 @@ class ReadyExploit:
     donor_score_train: float = float("nan")
     """The donor's training score at that ready point: what the recipient is scored by until it
     finishes an episode of its own (as in a generation)."""
+    donor_objectives: tuple[float, ...] = ()
+    """The donor's objectives there (``--objective``), carried with its training score."""
 
     @property
     def copies(self) -> bool:
@@ -85,19 +88,32 @@ def ready_rng(seed: int, member: int, interval: int) -> np.random.Generator:
     return np.random.default_rng([seed, member, interval, ASYNC_STREAM])
 
 
-def choose_donor(member: int, latest: Mapping[int, Latest], strategy: str, fraction: float, rng) -> int | None:
+def choose_donor(
+    member: int,
+    latest: Mapping[int, Latest],
+    strategy: str,
+    fraction: float,
+    rng,
+    objective: Objective = DEFAULT,
+) -> int | None:
     """The donor ``member`` copies at its ready point (``latest`` holds it too), or None: ranked
-    against every member's latest score, best first, NaN last, ties by lower id."""
+    against every member's latest score, best first, NaN last, ties by lower id (with several
+    objectives, by Pareto fronts: winner-takes-all's donor is drawn from the first front, which keeps
+    its weights)."""
     if strategy == NO_PBT:
         return None
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown selection strategy {strategy!r}; use one of {STRATEGIES}")
     ids = sorted(latest)
-    order = [ids[i] for i in ranking([latest[m].result.score for m in ids])]
+    keys = objective.selection_keys([latest[m].result for m in ids])
+    order = [ids[i] for i in ranking(keys)]
     if len(order) < 2:
         return None
     if strategy == "wta":
-        return order[0] if member != order[0] else None
+        winners = [ids[i] for i in leaders(keys)]
+        if member in winners:
+            return None
+        return winners[0] if len(winners) == 1 else winners[int(rng.integers(len(winners)))]
     count = truncation_count(len(order), fraction)
     if count == 0 or member not in order[len(order) - count :]:
         return None
@@ -112,18 +128,22 @@ def decide_at_ready(
     rng: np.random.Generator,
     truncation_fraction: float = 0.25,
     ties: str = "explore",
+    objective: Objective = DEFAULT,
 ) -> ReadyExploit | None:
     """``member``'s exploit at the ready point ``latest[member]`` holds (``latest``: every
     member's most recent ready point, this one included), or None when it keeps its weights and
     values. The explorer sees the ready point first (:meth:`Explorer.observe_ready`) whatever the
     decision, then explores from the donor's values. A recipient whose score ties its donor's
-    explores its own values without a copy (``ties="explore"``, the default), as in a generation."""
+    explores its own values without a copy (``ties="explore"``, the default), as in a generation.
+    ``objective``: what members are ranked by (evo.core.objective)."""
     if ties not in TIE_RULES:
         raise ValueError(f"unknown tie rule {ties!r}; use one of {TIE_RULES}")
     own = latest[member]
-    donor = choose_donor(member, latest, strategy, truncation_fraction, rng)
-    if donor is not None and ties == "explore" and tied(own.result.score, latest[donor].result.score):
-        donor = member
+    donor = choose_donor(member, latest, strategy, truncation_fraction, rng, objective)
+    if donor is not None and ties == "explore":
+        mine, theirs = objective.selection_keys([own.result, latest[donor].result])
+        if tied(mine, theirs):
+            donor = member
     explorer.observe_ready(own.interval, own.result, latest[donor].result if donor is not None else own.result)
     if donor is None:
         return None
@@ -138,8 +158,26 @@ def decide_at_ready(
         old_hparams=dict(own.result.hparams),
         new_hparams=new,
         changes=tuple(str(c) for c in changes),
+        recipient_objectives=named_objectives(objective, own.result),
+        donor_objectives=named_objectives(objective, source.result),
+        front=front_of_latest(latest, objective),
     )
-    return ReadyExploit(exploit, source.interval, source.result.env_steps, float(source.result.score_train))
+    return ReadyExploit(
+        exploit,
+        source.interval,
+        source.result.env_steps,
+        float(source.result.score_train),
+        tuple(source.result.objectives),
+    )
+
+
+def front_of_latest(latest: Mapping[int, Latest], objective: Objective) -> tuple[int, ...]:
+    """With several objectives, the members of the first Pareto front of every member's latest ready
+    point, by id (empty otherwise)."""
+    if not objective.several:
+        return ()
+    ids = sorted(latest)
+    return tuple(sorted(ids[i] for i in leaders(objective.selection_keys([latest[m].result for m in ids]))))
 
 
 @dataclass

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
+from evo.core.objective import DEFAULT, Objective
 from evo.core.result import MemberResult, by_member
-from evo.core.selection import TIE_RULES, keep_tied, select
+from evo.core.selection import TIE_RULES, keep_tied, leaders, select
 from evo.core.streams import SELECTION_STREAM
 
 
@@ -28,11 +29,17 @@ class Exploit:
     old_hparams: dict[str, Any]
     new_hparams: dict[str, Any]
     changes: tuple[str, ...] = ()
+    recipient_objectives: dict[str, float] = field(default_factory=dict)
+    """With ``--objective`` other than the return: the recipient's objectives by name, as measured."""
+    donor_objectives: dict[str, float] = field(default_factory=dict)
+    front: tuple[int, ...] = ()
+    """With several objectives: the members of the first Pareto front when it was decided (the donors
+    winner-takes-all draws from), by id."""
 
     def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
         """The lineage's JSON line; each hyperparameter as its kind writes it (``space``; a number
-        as a float without one)."""
-        return {
+        as a float without one); the objectives when the run has its own (``--objective``)."""
+        line = {
             "generation": self.generation,
             "recipient": self.recipient,
             "donor": self.donor,
@@ -42,6 +49,19 @@ class Exploit:
             "new_hparams": json_hparams(self.new_hparams, space),
             "changes": list(self.changes),
         }
+        if self.recipient_objectives or self.donor_objectives:
+            line["recipient_objectives"] = {k: _finite_or_none(v) for k, v in self.recipient_objectives.items()}
+            line["donor_objectives"] = {k: _finite_or_none(v) for k, v in self.donor_objectives.items()}
+        if self.front:
+            line["front"] = list(self.front)
+        return line
+
+
+def named_objectives(objective: Objective, result: MemberResult) -> dict[str, float]:
+    """``result``'s objectives by name (the lineage's), empty for the default objective."""
+    if objective.default or not result.objectives:
+        return {}
+    return dict(zip(objective.names, result.objectives, strict=True))
 
 
 def weight_moves(exploits: Sequence[Exploit]) -> dict[int, int]:
@@ -80,6 +100,7 @@ def plan_generation(
     exploit: bool = True,
     explore_hparams: bool = True,
     ties: str = "explore",
+    objective: Objective = DEFAULT,
 ) -> list[Exploit]:
     """Decide who copies whom and each recipient's new hyperparameters.
 
@@ -96,12 +117,18 @@ def plan_generation(
     ``ties`` decides for a recipient whose score equals its donor's: ``"explore"`` (the
     default) keeps its own weights and explores its own hyperparameters, ``"copy"`` copies
     the donor like any other recipient (the rule before there was a choice).
+
+    ``objective`` says what members are ranked by (evo.core.objective): their scores, or with several
+    objectives their Pareto fronts.
     """
     ordered = by_member(population)
     results = {result.member: result for result in ordered}
+    front = ()
+    if objective.several:
+        front = tuple(sorted(ordered[i].member for i in leaders(objective.selection_keys(ordered))))
     if exploit:
         ids = [result.member for result in ordered]  # selection ranks positions; map them back to ids
-        scores = [result.score for result in ordered]
+        scores = objective.selection_keys(ordered)
         chosen = select(strategy, scores, truncation_fraction, rng)
         if ties == "explore":
             chosen = keep_tied(chosen, scores)
@@ -129,6 +156,9 @@ def plan_generation(
             old_hparams=dict(results[recipient].hparams),
             new_hparams=new,
             changes=tuple(str(c) for c in changes),
+            recipient_objectives=named_objectives(objective, results[recipient]),
+            donor_objectives=named_objectives(objective, results[donors[recipient]]),
+            front=front,
         )
         for recipient, (new, changes) in zip(recipients, explored, strict=True)
     ]

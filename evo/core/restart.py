@@ -29,6 +29,7 @@ import numpy as np
 
 from evo.core.explorers.base import Change
 from evo.core.kinds import SearchSpace
+from evo.core.objective import DEFAULT, Objective
 from evo.core.plan import json_hparams
 from evo.core.result import MemberResult
 from evo.core.selection import NO_PBT, ranking
@@ -62,6 +63,8 @@ class Restart:
     donor_score_train: float = math.nan
     """The donor's training score: what the restarted member is scored by until it finishes an
     episode of its own (as a recipient of an exploit is)."""
+    donor_objectives: tuple[float, ...] = ()
+    """The donor's objectives (``--objective``), carried with its training score."""
 
     def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
         """The lineage's ``restart`` line (an exploit's line has no ``event``)."""
@@ -120,11 +123,12 @@ def plan_restarts(
     strategy: str,
     truncation_fraction: float,
     recipients: frozenset[int] = frozenset(),
+    objective: Objective = DEFAULT,
 ) -> list[Restart]:
     """Where each failed member starts again (see the module docstring). ``scored``: this
     generation's results of the members that did not fail; ``counts``: failures before this
     generation's; ``recipients``: members copying another this generation (never a donor).
-    Raises :class:`TooManyFailures` past ``limit``."""
+    ``objective``: what the donors are ranked by. Raises :class:`TooManyFailures` past ``limit``."""
     over = [f for f in failures if counts.get(f.member, 0) + 1 > limit]
     if over:
         said = "; ".join(
@@ -134,7 +138,7 @@ def plan_restarts(
             f"{said}: more than --max-member-failures {limit} allows; the job ends. Its last checkpoint can be "
             "resumed (--resume) once the cause is fixed, or with a larger --max-member-failures."
         )
-    donors = _donor_candidates(scored, truncation_fraction, recipients)
+    donors = _donor_candidates(scored, truncation_fraction, recipients, objective)
     restarts = []
     for failure in sorted(failures, key=lambda f: f.member):
         old = dict(failure.hparams)
@@ -161,18 +165,22 @@ def plan_restarts(
                     if name in space or old.get(name) != new[name]
                 ),
                 donor_score_train=result.score_train if result is not None else math.nan,
+                donor_objectives=tuple(result.objectives) if result is not None else (),
             )
         )
     return restarts
 
 
 def _donor_candidates(
-    scored: Sequence[MemberResult], truncation_fraction: float, recipients: frozenset[int]
+    scored: Sequence[MemberResult],
+    truncation_fraction: float,
+    recipients: frozenset[int],
+    objective: Objective = DEFAULT,
 ) -> list[int]:
     """The top of the scored members that keep their weights this generation, by the truncation
-    fraction (at least the best of them); none when no member has a score."""
+    fraction (at least the best of them), ranked by ``objective``; none when no member has a score."""
     finite = [r for r in scored if not math.isnan(r.score) and r.member not in recipients]
     if not finite:
         return []
-    order = [finite[i].member for i in ranking([r.score for r in finite])]
+    order = [finite[i].member for i in ranking(objective.selection_keys(finite))]
     return order[: max(1, math.ceil(len(order) * truncation_fraction - 1e-12))]

@@ -21,6 +21,12 @@ class Scores:
     score_train: float = NAN
     score_test: float = NAN
     score_train_stale: bool = False
+    objectives: tuple[float, ...] = ()
+    """With ``--objective`` other than the return: each term's value on the scored episodes, as
+    measured (evo.core.objective; ``score`` is the first, larger better)."""
+    info_keys: tuple[str, ...] | None = None
+    """With an ``info:`` objective: the keys the scored env put in info when its episodes ended (None:
+    none ended yet)."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,10 @@ class MemberResult:
     score_test: float = NAN
     hparams: Mapping[str, float] = field(default_factory=dict)
     score_train_stale: bool = False
+    objectives: tuple[float, ...] = ()
+    """Each ``--objective`` term's value as measured (empty for the default, the return)."""
+    info_keys: tuple[str, ...] | None = None
+    """The keys the member's scored env put in info at its episodes' ends (see :class:`Scores`)."""
 
     @classmethod
     def of(cls, member: int, rank: int, env_steps: int, scores: Scores, hparams: Mapping[str, float]) -> MemberResult:
@@ -48,6 +58,8 @@ class MemberResult:
             scores.score_test,
             dict(hparams),
             scores.score_train_stale,
+            tuple(scores.objectives),
+            scores.info_keys,
         )
 
     @property

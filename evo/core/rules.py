@@ -17,6 +17,7 @@ from typing import Any
 from evo.core.asynchronous import Latest, ReadyExploit, decide_at_ready, ready_rng
 from evo.core.explorers import Explorer, make_explorer
 from evo.core.kinds import SearchSpace
+from evo.core.objective import DEFAULT, Objective
 from evo.core.plan import Exploit, generation_rng, plan_generation
 from evo.core.restart import Failure, Restart, plan_restarts, ready_restart_rng, restart_rng
 from evo.core.result import MemberResult
@@ -26,7 +27,8 @@ from evo.core.result import MemberResult
 class PBTRules:
     """The selection rule (``strategy``: truncation, winner-takes-all or none), its fraction and tie
     rule, the explorer (``explore`` over ``space``, the explored hyperparameters) and the failure limit,
-    for a run of ``rounds`` generations of ``population`` members from ``seed``."""
+    for a run of ``rounds`` generations of ``population`` members from ``seed``; ``objective``: what
+    members are ranked by (``--objective``)."""
 
     strategy: str
     explore: str
@@ -39,6 +41,7 @@ class PBTRules:
     perturb_factors: tuple[float, ...] = (0.8, 1.2)
     resample_probability: float = 0.25
     max_member_failures: int = 0
+    objective: Objective = DEFAULT
 
     def explorer(self, state: Mapping[str, Any] | None = None) -> Explorer:
         """The run's explorer, continuing from a checkpoint's ``state`` if given (a new stage's starts
@@ -63,6 +66,7 @@ class PBTRules:
             generation_rng(self.seed, generation),
             self.truncation_fraction,
             ties=self.ties,
+            objective=self.objective,
         )
 
     def restarts(
@@ -88,6 +92,7 @@ class PBTRules:
             self.strategy,
             self.truncation_fraction,
             recipients,
+            self.objective,
         )
         failures.update({restart.member: restart.failures for restart in planned})
         return planned
@@ -95,7 +100,9 @@ class PBTRules:
     def at_ready(self, member: int, latest: Mapping[int, Latest], explorer: Explorer) -> ReadyExploit | None:
         """``member``'s exploit at the ready point ``latest[member]`` holds (asynchronous runs)."""
         rng = ready_rng(self.seed, member, latest[member].interval)
-        return decide_at_ready(member, latest, self.strategy, explorer, rng, self.truncation_fraction, self.ties)
+        return decide_at_ready(
+            member, latest, self.strategy, explorer, rng, self.truncation_fraction, self.ties, self.objective
+        )
 
     def ready_restart(
         self, interval: int, failure: Failure, latest: Mapping[int, Latest], failures: MutableMapping[int, int]
@@ -114,6 +121,7 @@ class PBTRules:
             ready_restart_rng(self.seed, failure.member, interval, count),
             self.strategy,
             self.truncation_fraction,
+            objective=self.objective,
         )
         failures[failure.member] = planned.failures
         return planned

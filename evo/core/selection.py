@@ -6,6 +6,12 @@ below every real score. Ties are broken by member index, lowest first, so the re
 function of the scores alone plus the generator passed in. :func:`keep_tied` turns a
 recipient whose score equals its donor's into one that keeps its weights (the plan's
 default tie rule).
+
+With several objectives (``--objective return,info:energy:min``) each member's score is a row of
+them, larger better in each (evo.core.objective orients them), and the population is ranked by
+MO-PBT's rule (evo.core.pareto: Pareto fronts, an ε-net within a front): truncation's top and
+bottom groups are taken from that order, and winner-takes-all's winners are the whole first front,
+each other member copying one drawn uniformly from it.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from evo.core.pareto import front_of, pareto_ranking
+
 NO_PBT = "none"
 STRATEGIES = ("wta", "truncation", NO_PBT)
 # What a recipient does when its score equals its donor's (both NaN count as equal):
@@ -22,9 +30,13 @@ STRATEGIES = ("wta", "truncation", NO_PBT)
 TIE_RULES = ("explore", "copy")
 
 
-def ranking(scores: Sequence[float]) -> np.ndarray:
-    """Member indices from best to worst (NaN last, ties by lower index first)."""
+def ranking(scores: Sequence[float] | Sequence[Sequence[float]]) -> np.ndarray:
+    """Member indices from best to worst (NaN last, ties by lower index first); with several
+    objectives (a row of scores per member), by Pareto fronts and the ε-net within each
+    (evo.core.pareto.pareto_ranking)."""
     keyed = np.asarray(scores, dtype=float)
+    if keyed.ndim == 2:
+        return pareto_ranking(keyed)
     keyed = np.where(np.isnan(keyed), -np.inf, keyed)
     return np.argsort(-keyed, kind="stable")
 
@@ -45,15 +57,42 @@ def truncation(scores: Sequence[float], fraction: float, rng: np.random.Generato
     return {int(recipient): int(donor) for recipient, donor in zip(bottom, donors, strict=True)}
 
 
-def winner_takes_all(scores: Sequence[float]) -> dict[int, int]:
-    """Every member except the best copies the best."""
+def leaders(scores: Sequence[float] | Sequence[Sequence[float]]) -> list[int]:
+    """The members winner-takes-all copies: the best; with several objectives every member of the
+    first Pareto front, in ranking order (the best by index when no member has every objective)."""
     order = ranking(scores)
-    best = int(order[0])
-    return {int(member): best for member in order[1:]}
+    keyed = np.asarray(scores, dtype=float)
+    if keyed.ndim == 2:
+        front = front_of(keyed)
+        first = [int(member) for member in order if front[member] == 0]
+        if first:
+            return first
+    return [int(order[0])]
 
 
-def tied(score: float, other: float) -> bool:
-    """Equal scores, NaN equal to NaN: a tie gives no evidence that one member is better."""
+def winner_takes_all(
+    scores: Sequence[float] | Sequence[Sequence[float]], rng: np.random.Generator | None = None
+) -> dict[int, int]:
+    """Every member except the best copies the best. With several objectives every member outside
+    the first front copies a member of it drawn uniformly (``rng``; no draw when the front has one
+    member), in member order; the first front keeps its weights."""
+    order = ranking(scores)
+    winners = leaders(scores)
+    if len(winners) == 1:
+        best = winners[0]
+        return {int(member): best for member in order if member != best}
+    if rng is None:
+        raise ValueError("winner-takes-all over a first front of several members draws donors: give rng")
+    return {
+        member: winners[int(rng.integers(len(winners)))] for member in sorted(map(int, order)) if member not in winners
+    }
+
+
+def tied(score: float | Sequence[float], other: float | Sequence[float]) -> bool:
+    """Equal scores, NaN equal to NaN: a tie gives no evidence that one member is better. Several
+    objectives tie when every one does."""
+    if isinstance(score, (tuple, list, np.ndarray)):
+        return len(score) == len(other) and all(tied(a, b) for a, b in zip(score, other, strict=True))
     return score == other or (math.isnan(score) and math.isnan(other))
 
 
@@ -71,7 +110,7 @@ def select(strategy: str, scores: Sequence[float], fraction: float, rng: np.rand
     if strategy == NO_PBT:
         return {}
     if strategy == "wta":
-        return winner_takes_all(scores)
+        return winner_takes_all(scores, rng)
     if strategy == "truncation":
         return truncation(scores, fraction, rng)
     raise ValueError(f"unknown selection strategy {strategy!r}; use one of {STRATEGIES}")

@@ -45,6 +45,9 @@ constant                keyed by                                                
 ``DRAC_STREAM``         (the model's seed, its update count), a torch generator  DrAC's augmentations
 ``EVALUATION_STREAM``   (seed, EVALUATION_STREAM, 1): in a member id's place,    the tools' fresh
                         far above any, so no env of the run had these seeds      evaluation episodes
+``FLOOR_STREAM``        (the evaluation seed, FLOOR_STREAM)                      a study's floors: the
+                                                                                 uniform-random
+                                                                                 policy's actions
 ======================  =======================================================  ====================
 
 **Adding a stream**: a named constant here, distinct from every other (tests/unit/core/test_streams.py
@@ -73,6 +76,7 @@ RESTART_STREAM = 0x4E57A47
 STAGE_STREAM = 0x57A6E
 DRAC_STREAM = 23
 EVALUATION_STREAM = 0x7E57_2024
+FLOOR_STREAM = 0x466C6F6F72  # ASCII "Floor"
 
 MEMBER_STREAMS = {
     "MODEL": MODEL,
@@ -91,6 +95,7 @@ GENERATOR_STREAMS = {
     "STAGE_STREAM": STAGE_STREAM,
     "DRAC_STREAM": DRAC_STREAM,
     "EVALUATION_STREAM": EVALUATION_STREAM,
+    "FLOOR_STREAM": FLOOR_STREAM,
 }
 """The decision generators' constants by name."""
 

@@ -110,8 +110,9 @@ class Learner(Exchangeable, Protocol):
         """Its scores now: training episodes, evaluation episodes, and the one selection uses."""
         ...
 
-    def carry_score(self, score: float) -> None:
-        """The training score the weights it now holds had (its donor's at an exploit)."""
+    def carry_score(self, score: float, objectives: Sequence[float] = ()) -> None:
+        """The training score the weights it now holds had (its donor's at an exploit), and the
+        objectives with it (``--objective``)."""
         ...
 
     def member_state(self, replay: bool = True) -> dict[str, Any]:

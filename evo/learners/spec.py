@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evo.core.envparams import env_params
 from evo.core.kinds import Categorical, Choice, Continuous, Integer, Kind, OffOr
 
 
@@ -410,9 +411,10 @@ class LearnerSpec:
         return {setting.name: setting.default for setting in self.settings}
 
     def record_order(self, names: Sequence[str]) -> tuple[str, ...]:
-        """``names`` in the order their columns take in the records (declaration order)."""
+        """``names`` in the order their columns take in the records (declaration order), then the env
+        parameters among them (``env.<attribute>``, evo.core.envparams), by name."""
         given = set(names)
-        return tuple(name for name in self.tunable if name in given)
+        return tuple(name for name in self.tunable if name in given) + env_params(given)
 
     def unit_steps(self, settings: Mapping[str, Any], n_envs: int) -> int:
         """The env steps of one unit of training (default: one step of every env)."""

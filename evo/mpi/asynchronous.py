@@ -183,6 +183,10 @@ class Coordination:
     """Sees a best ready point once settled, with what the worker's ``keep_best`` returned."""
     latest: Mapping[int, Latest] = field(default_factory=dict)
     snapshot_on: Mapping[int, int] = field(default_factory=dict)
+    halt: Callable[[Mapping[int, Latest]], BaseException | None] | None = None
+    """Whether the run must end, seen at each ready point: an exception to raise on every rank once the
+    workers are released (the env never reported the objective's key), or None. The ready point and
+    those already under way are settled as usual, and no more work is given."""
 
 
 class Coordinator(_Poller):
@@ -201,6 +205,8 @@ class Coordinator(_Poller):
         self.released: set[int] = set()
         self.stopped = False
         self.restarts: list[Restart] = []
+        self.halted: BaseException | None = None
+        """Why the run ends (``plan.halt``), or None."""
 
     def finished(self) -> bool:
         return len(self.released) == self.comm.Get_size()
@@ -227,7 +233,10 @@ class Coordinator(_Poller):
         self.latest[member] = point
         self.snapshot_on[member] = rank
         self.plan.schedule.ready(member, rank, ready.wall, settled=False)
-        exploit = self.plan.decide(member, self.latest)
+        if self.halted is None and self.plan.halt is not None:
+            self.halted = self.plan.halt(self.latest)
+            self.stopped = self.stopped or self.halted is not None
+        exploit = self.plan.decide(member, self.latest) if self.halted is None else None
         self.deciding[member] = (point, exploit)
         best = self.plan.best(point) if self.plan.best is not None else False
         if exploit is None or not exploit.copies:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from evo.core.kinds import Kind, kind_from_spec
+from evo.core.objective import Objective, parse_objective
+from evo.core.pareto import fronts
 from evo.learners import learner_spec
 
 
@@ -39,6 +41,8 @@ class Row:
     """The stage the row belongs to (a run with stages; None without)."""
     teacher: int | None = None
     """A stage's student's teacher (its rows during a distillation), else None."""
+    objectives: dict[str, float] = field(default_factory=dict)
+    """Each term of the run's own objective (``--objective``) as measured, by name; empty for the return's."""
 
     @property
     def source(self) -> tuple[int, int] | None:
@@ -118,6 +122,25 @@ class RunHistory:
         return tuple(self.rows[0].hparams)
 
     @property
+    def objective(self) -> Objective:
+        """What the run ranked its members by (config.yaml's ``objective``; runs before it: the return)."""
+        return objective_of(self.config)
+
+    def first_front(self, rows: list[Row]) -> list[Row]:
+        """The members of ``rows`` in the first Pareto front of the run's objectives (each term larger or
+        smaller better as the run said), in row order; empty for a run of one objective."""
+        objective = self.objective
+        if not objective.several:
+            return []
+        values = [
+            objective.fitness([row.objectives[name] for name in objective.names]) if row.objectives else None
+            for row in rows
+        ]
+        values = [value if value is not None else objective.nan_row() for value in values]
+        found = fronts(values)
+        return [rows[i] for i in found[0]] if found else []
+
+    @property
     def algo(self) -> str:
         """The run's learner (runs from before --algo trained PPO)."""
         return (self.config.get("agent") or {}).get("algo") or self.config.get("algo") or "ppo"
@@ -141,6 +164,11 @@ def _known_algos() -> tuple[str, ...]:
     from evo.learners import algos
 
     return algos()
+
+
+def objective_of(saved: dict) -> Objective:
+    """The objective config.yaml records (the return when it records none)."""
+    return parse_objective(saved.get("objective") or "return")[0]
 
 
 def kinds_of(saved: dict) -> dict[str, Kind]:
@@ -185,10 +213,13 @@ def load_run(run_dir: str | Path) -> RunHistory:
     config = (yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}) or {}
     kinds = kinds_of(config)
     algo = (config.get("agent") or {}).get("algo") or config.get("algo") or "ppo"
+    objective = objective_of(config)
+    measured = () if objective.default else objective.names
     rows = []
     with population.open(newline="") as handle:
         reader = csv.DictReader(handle)
-        names = [name for name in reader.fieldnames or () if name not in FIXED_COLUMNS + OTHER_COLUMNS]
+        others = FIXED_COLUMNS + OTHER_COLUMNS + measured
+        names = [name for name in reader.fieldnames or () if name not in others]
         for line in reader:
             rows.append(
                 Row(
@@ -201,6 +232,7 @@ def load_run(run_dir: str | Path) -> RunHistory:
                     donor_interval=int(line["donor_interval"]) if line.get("donor_interval") else None,
                     stage=int(line["stage"]) if line.get("stage") else None,
                     teacher=int(line["teacher"]) if line.get("teacher") else None,
+                    objectives={name: _float(line[name]) for name in measured if name in line},
                 )
             )
     if not rows:

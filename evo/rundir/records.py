@@ -13,6 +13,9 @@
   A run with stages (``--max-distillations``) has two more columns: ``stage`` (0 for the first
   population, then 1, 2 ... from each distillation on) and ``teacher`` (a student's teacher during
   a distillation, whose rows are the students' own, under their ids; empty for members).
+  With ``--objective`` other than the return, a column per objective term after ``score_train_stale``
+  (``return``, ``info:<key>``): its value on the scored episodes, as measured (``score`` is then
+  the first, larger better).
 - ``lineage.jsonl``: one JSON object per exploit, and per restart of a failed member (``"event": "restart"``);
   with stages, per student of a stage (``"event": "student"``), per rung's cut (``"event": "rung"``)
   and per member taking a surviving student's place (``"event": "survivor"``).
@@ -38,6 +41,8 @@ import yaml
 
 from evo.core.asynchronous import Latest, ReadyExploit
 from evo.core.kinds import SearchSpace
+from evo.core.objective import DEFAULT, Objective
+from evo.core.pareto import fronts
 from evo.core.plan import Exploit, weight_moves
 from evo.core.restart import Restart
 from evo.core.result import MemberResult
@@ -55,8 +60,11 @@ STAGE_FIELDS = ("stage", "teacher")
 """A run with stages' extra population.csv columns."""
 
 
-def population_fields(names: Sequence[str], asynchronous: bool = False, stages: bool = False) -> list[str]:
-    """population.csv's columns for a run exploring ``names`` (in the learner's declaration order)."""
+def population_fields(
+    names: Sequence[str], asynchronous: bool = False, stages: bool = False, objectives: Sequence[str] = ()
+) -> list[str]:
+    """population.csv's columns for a run exploring ``names`` (in the learner's declaration order);
+    ``objectives``: the names of its objective's terms, when it has its own (``--objective``)."""
     return [
         "generation",
         "member",
@@ -69,15 +77,24 @@ def population_fields(names: Sequence[str], asynchronous: bool = False, stages: 
         "score_train",
         "score_test",
         "score_train_stale",
+        *objectives,
         *(ASYNCHRONOUS_FIELDS if asynchronous else ()),
     ]
 
 
 def population_row(
-    generation: int, result: MemberResult, donor: int | str, space: SearchSpace, names: Sequence[str]
+    generation: int,
+    result: MemberResult,
+    donor: int | str,
+    space: SearchSpace,
+    names: Sequence[str],
+    objectives: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A member's population.csv row at the end of ``generation`` (an asynchronous run: its own interval)."""
+    """A member's population.csv row at the end of ``generation`` (an asynchronous run: its own interval);
+    ``objectives``: the names of the objective's terms, a column each (none: the return's run)."""
+    measured = result.objectives or (float("nan"),) * len(objectives)
     return {
+        **dict(zip(objectives, measured, strict=True)),
         "generation": generation,
         "member": result.member,
         "rank": result.rank,
@@ -91,8 +108,9 @@ def population_row(
     }
 
 
-def result_of_row(row: Mapping[str, Any], space: SearchSpace) -> MemberResult:
-    """The :class:`MemberResult` a population.csv row (or a ready point's record) holds."""
+def result_of_row(row: Mapping[str, Any], space: SearchSpace, objectives: Sequence[str] = ()) -> MemberResult:
+    """The :class:`MemberResult` a population.csv row (or a ready point's record) holds; ``objectives``:
+    the names of the objective's columns it has."""
     return MemberResult(
         member=int(row["member"]),
         rank=int(row["rank"]),
@@ -102,15 +120,25 @@ def result_of_row(row: Mapping[str, Any], space: SearchSpace) -> MemberResult:
         score_test=float(row["score_test"]),
         hparams={name: kind.parse(str(row[name])) for name, kind in space.items()},
         score_train_stale=bool(int(row["score_train_stale"])),
+        objectives=tuple(float(row[name]) for name in objectives),
     )
 
 
-def ready_record(point: Latest, exploit: ReadyExploit | None, restarts: Sequence, space: SearchSpace, names) -> dict:
+def ready_record(
+    point: Latest,
+    exploit: ReadyExploit | None,
+    restarts: Sequence,
+    space: SearchSpace,
+    names,
+    objectives: Sequence[str] = (),
+) -> dict:
     """An asynchronous run's record of one ready point: its population.csv row and its lineage
     lines (the interval's restarts first, each with the donor's interval and env steps it copied,
-    then the ready point's exploit). ``restarts``: :class:`evo.mpi.asynchronous.Applied`."""
+    then the ready point's exploit). ``restarts``: :class:`evo.mpi.asynchronous.Applied`;
+    ``objectives``: the objective's column names (:func:`population_row`)."""
     copies = exploit is not None and exploit.copies
-    row = population_row(point.interval, point.result, exploit.exploit.donor if copies else "", space, names)
+    donor = exploit.exploit.donor if copies else ""
+    row = population_row(point.interval, point.result, donor, space, names, objectives)
     row["wall_s"] = f"{point.wall:.3f}"
     row["donor_interval"] = exploit.donor_interval if copies else ""
     lineage = []
@@ -201,11 +229,15 @@ class RunRecords:
         command_line: str = "",
         asynchronous: bool = False,
         stages: bool = False,
+        objective: Objective = DEFAULT,
+        scored_return: str = "score_train",
     ):
         """Create the run directory (``new_run``: the config to save and the command line), or continue
         its records (``continued``; ``command_line`` is appended to command.txt). ``names``: the
         explored hyperparameters, written by ``space``'s kinds; ``asynchronous``: a row per ready point,
-        with its wall time and the donor's interval; ``stages``: with the stage and teacher columns."""
+        with its wall time and the donor's interval; ``stages``: with the stage and teacher columns;
+        ``objective``: with a column per term when it is not the return (``scored_return``: the score
+        holding the scored episodes' return, for TensorBoard's population tags)."""
         self.run_dir = Path(run_dir)
         self.population_path = self.run_dir / "population.csv"
         self.lineage_path = self.run_dir / "lineage.jsonl"
@@ -219,7 +251,11 @@ class RunRecords:
         self.lineage: list[dict] = list(lineage or [])
         self.names = tuple(names)
         self.space = space
-        self.fields = population_fields(self.names, asynchronous, stages)
+        self.objective = objective
+        self.objectives = () if objective.default else objective.names
+        """The objective's columns (none for the return's run)."""
+        self.scored_return = scored_return
+        self.fields = population_fields(self.names, asynchronous, stages, self.objectives)
         self.stage: int | None = 0 if stages else None
         """The stage the population's rows belong to (None: a run without stages)."""
         self.population_step = population_step or 0
@@ -300,13 +336,14 @@ class RunRecords:
         with self.population_path.open("a", newline="") as handle:
             writer = csv.DictWriter(handle, self.fields, lineterminator=LINE_END)
             for result in population:
-                row = population_row(generation, result, donors.get(result.member, ""), self.space, self.names)
+                donor = donors.get(result.member, "")
+                row = population_row(generation, result, donor, self.space, self.names, self.objectives)
                 if self.stage is not None:
                     row.update(stage=self.stage, teacher="")
                 writer.writerow(row)
         self._append_lineage([exploit.to_json(self.space) for exploit in [*restarts, *exploits]])
         self.population_step = max(result.env_steps for result in population)
-        self._population_scalars([result.score for result in population if result.scored])
+        self._population_scalars(population)
         if self.writer is not None:
             self.writer.add_scalar("pbt/exploits", len(exploits), self.population_step)
             self.writer.add_scalar("pbt/generation", generation, self.population_step)
@@ -325,7 +362,7 @@ class RunRecords:
         with self.population_path.open("a", newline="") as handle:
             writer = csv.DictWriter(handle, self.fields, lineterminator=LINE_END)
             for result in students:
-                row = population_row(generation, result, "", self.space, self.names)
+                row = population_row(generation, result, "", self.space, self.names, self.objectives)
                 row.update(stage=self.stage, teacher=teachers[result.member])
                 writer.writerow(row)
         self._append_lineage(lineage)
@@ -347,15 +384,15 @@ class RunRecords:
             self.writer.add_scalar("pbt/stage", stage, self.population_step)
             self.writer.flush()
 
-    def write_ready(self, record: Mapping[str, Any], latest_scores: Sequence[float]) -> None:
+    def write_ready(self, record: Mapping[str, Any], latest: Sequence[MemberResult]) -> None:
         """An asynchronous run's ready point (:func:`ready_record`): its row and lineage lines; in
-        TensorBoard, the best, mean and lowest of every member's latest score (``latest_scores``)
-        at the highest env-step count reached."""
+        TensorBoard, the best, mean and lowest of every member's latest score (``latest``: each
+        member's latest result) at the highest env-step count reached."""
         with self.population_path.open("a", newline="") as handle:
             csv.DictWriter(handle, self.fields, lineterminator=LINE_END).writerow(record["row"])
         self._append_lineage(record["lineage"])
         self.population_step = max(self.population_step, int(record["row"]["env_steps"]))
-        self._population_scalars([score for score in latest_scores if score == score])
+        self._population_scalars(latest)
         if self.writer is not None:
             self.writer.flush()
 
@@ -365,12 +402,54 @@ class RunRecords:
                 handle.write(json.dumps(entry) + "\n")
                 self.lineage.append(entry)
 
-    def _population_scalars(self, scores: Sequence[float]) -> None:
-        if self.writer is not None and scores:
-            step = self.population_step
+    def _population_scalars(self, results: Sequence[MemberResult]) -> None:
+        """The population's TensorBoard tags: its scores' best, mean and lowest; with an objective of the
+        run's own, each term's best (in its direction) and mean, and the best and mean return of the
+        scored episodes."""
+        if self.writer is None:
+            return
+        step = self.population_step
+        scores = [result.score for result in results if result.scored]
+        if scores:
             self.writer.add_scalar("pbt/best_score", max(scores), step)
             self.writer.add_scalar("pbt/mean_score", sum(scores) / len(scores), step)
             self.writer.add_scalar("pbt/min_score", min(scores), step)
+        if self.objective.default:
+            return
+        for index, term in enumerate(self.objective.terms):
+            values = [
+                r.objectives[index] for r in results if r.objectives and r.objectives[index] == r.objectives[index]
+            ]
+            if values:
+                best = max(values) if term.direction == "max" else min(values)
+                self.writer.add_scalar(f"objective/{term.name}/best", best, step)
+                self.writer.add_scalar(f"objective/{term.name}/mean", sum(values) / len(values), step)
+        returns = [value for r in results if (value := getattr(r, self.scored_return)) == value]
+        if returns:
+            self.writer.add_scalar("pbt/best_return", max(returns), step)
+            self.writer.add_scalar("pbt/mean_return", sum(returns) / len(returns), step)
+
+    def write_front(self, generation_of: Mapping[int, int], results: Sequence[MemberResult]) -> list[dict] | None:
+        """A run with several objectives, at its end: ``front.json``, the first Pareto front of the final
+        population (``results``; ``generation_of``: each member's generation or interval there), each member
+        with its objectives; returns its entries (None for a run of one objective)."""
+        if not self.objective.several:
+            return None
+        rows = [self.objective.fitness(r.objectives) if r.objectives else self.objective.nan_row() for r in results]
+        found = fronts(rows)
+        first = found[0] if found else []
+        entries = [
+            {
+                "member": results[i].member,
+                "generation": generation_of[results[i].member],
+                "env_steps": results[i].env_steps,
+                "objectives": dict(zip(self.objective.names, results[i].objectives, strict=True)),
+            }
+            for i in first
+        ]
+        document = {"objective": self.objective.text, "front": entries}
+        atomic_write(self.run_dir / "front.json", (json.dumps(document, indent=1) + "\n").encode())
+        return entries
 
     def write_timing(self, generation: int, wall: float, trained: int, per_rank: Sequence[RankTiming]) -> None:
         """One row per generation in generations.csv: wall time, throughput, and the slowest

@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping
 
 from evo.core.asynchronous import Latest, ReadyExploit, Schedule
+from evo.core.objective import ObjectiveNotReported, unreported
 from evo.core.restart import Failure, Restart, failures_by_member
 from evo.core.result import MemberResult
 from evo.learners.interface import Learner
@@ -35,7 +36,7 @@ from evo.rundir.ready import (
 )
 from evo.rundir.records import ready_record, result_of_row
 from evo.runner.best import KeptBest
-from evo.runner.generation import log_restarts, score
+from evo.runner.generation import front_text, log_restarts, score
 from evo.runner.session import Session
 from evo.runner.stopping import EXIT_STOPPED
 
@@ -73,9 +74,13 @@ def run(session: Session, checkpoint: ReadyCheckpoints | None) -> int:
         snapshots=snapshots,
         wall_origin=wall_origin,
     )
+    halted = exchange.decide_on_root(comm, lambda: report.coordinator.halted)
+    if halted is not None:
+        raise halted
     stopped = session.stopper.agree()
     stopped_line = STOPPED.replace("{run_dir}", str(run_dir))
-    session.finish(members, stopped, stopped_line, {} if stopped else last, done_line(session, report))
+    done = None if stopped else done_line(session, report)
+    session.finish(members, stopped, stopped_line, {} if stopped else last, done)
     return EXIT_STOPPED if stopped else 0
 
 
@@ -87,15 +92,26 @@ STOPPED = (
 
 
 def done_line(session: Session, report) -> str | None:
-    """Rank 0's last line after a complete run: the best member's latest score."""
+    """Rank 0's last line after a complete run: the best member's latest score (with several objectives,
+    the first Pareto front of every member's latest ready point, also written to front.json)."""
     coordinator = report.coordinator
     if coordinator is None or not coordinator.latest:
         return None
+    latest = [coordinator.latest[m] for m in sorted(coordinator.latest)]
+    front = session.records.write_front({p.result.member: p.interval for p in latest}, [p.result for p in latest])
+    if front is not None:
+        return f"done: {front_text(front)}; records in {session.about.run_dir}"
     best = max(coordinator.latest.values(), key=lambda p: p.result.score if p.result.scored else -math.inf)
     return (
         f"done: best member {best.result.member} scored {best.result.score:.2f} (its interval {best.interval}); "
         f"records in {session.about.run_dir}"
     )
+
+
+def objective_columns(session: Session) -> tuple[str, ...]:
+    """population.csv's columns of the run's objective (none when it is the return)."""
+    objective = session.rules.objective
+    return () if objective.default else objective.names
 
 
 def build_members(session: Session, checkpoint: ReadyCheckpoints | None):
@@ -131,7 +147,9 @@ def coordination(session: Session, best: KeptBest, checkpoint: ReadyCheckpoints 
         record = checkpoint.last_record(member) if checkpoint is not None else None
         if record is not None:
             latest[member] = Latest(
-                record["interval"], result_of_row(record["row"], session.space), float(record["wall_s"])
+                record["interval"],
+                result_of_row(record["row"], session.space, objective_columns(session)),
+                float(record["wall_s"]),
             )
     done = checkpoint.intervals if checkpoint is not None else {}
     failures = failures_by_member(records.lineage)
@@ -142,9 +160,13 @@ def coordination(session: Session, best: KeptBest, checkpoint: ReadyCheckpoints 
         log_restarts([planned], "and trains its interval {} again")
         return planned
 
+    def halt(latest: Mapping[int, Latest]) -> ObjectiveNotReported | None:
+        problem = unreported(rules.objective, [point.result for point in latest.values()])
+        return None if problem is None else ObjectiveNotReported(f"{problem}; the run stops, its records kept")
+
     def on_ready(point: Latest, exploit: ReadyExploit | None, rank: int, record: dict) -> None:
         settled[point.result.member] = point
-        records.write_ready(record, [p.result.score for p in settled.values()])
+        records.write_ready(record, [p.result for p in settled.values()])
         state = explorer.state()
         if state is not None:
             write_explorer_state(run_dir, explorer.name, state)
@@ -159,6 +181,7 @@ def coordination(session: Session, best: KeptBest, checkpoint: ReadyCheckpoints 
         snapshot_on={m: placement.owner(m) for m in latest},
         best=lambda point: best.names(point.result, point.interval),
         on_best=lambda point, entry: best.settle(run_dir, entry),
+        halt=halt,
     )
 
 
@@ -176,10 +199,10 @@ def worker_hooks(session: Session, best: KeptBest, last: dict[int, MemberResult]
     def settled(member: Learner, point: Latest, exploit, restarts: tuple[Applied, ...], snapshot) -> dict:
         copied = exploit is not None and exploit.copies
         if copied:
-            member.carry_score(exploit.donor_score_train)
+            member.carry_score(exploit.donor_score_train, exploit.donor_objectives)
         member.log_generation(point.result, copied)
         last[member.member_id] = point.result
-        record = ready_record(point, exploit, restarts, session.space, session.names)
+        record = ready_record(point, exploit, restarts, session.space, session.names, objective_columns(session))
         payload = factory.payload(member, point.interval)
         if copied:
             payload[READY_STATE] = as_tensors(snapshot[2])
@@ -196,7 +219,7 @@ def worker_hooks(session: Session, best: KeptBest, last: dict[int, MemberResult]
         adopt=factory.moved,
         settled=settled,
         rebuild=factory.rebuild,
-        restarted=lambda member, planned: member.carry_score(planned.donor_score_train),
+        restarted=lambda member, planned: member.carry_score(planned.donor_score_train, planned.donor_objectives),
     )
 
 

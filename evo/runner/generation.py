@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from evo.core.explorers import Explorer
+from evo.core.objective import ObjectiveNotReported, unreported
 from evo.core.plan import Exploit
 from evo.core.progress import ProgressReporter
 from evo.core.restart import Restart, failures_by_member
@@ -60,10 +61,16 @@ def generation_hooks(
         run_state = after_exchange(session, members, explorer, report, reporter)
         return stages.record(report.population, run_state) if stages is not None else run_state
 
+    def plan(generation: int, population: list[MemberResult]) -> list[Exploit] | ObjectiveNotReported:
+        problem = unreported(rules.objective, population)  # the probe env at start-up may not have told
+        if problem is not None:
+            return ObjectiveNotReported(f"generation {generation}: {problem}; the run stops, its records kept")
+        return rules.plan(generation, population, explorer)
+
     return Hooks(
         train=train,
         score=score,
-        plan=lambda generation, population: rules.plan(generation, population, explorer),
+        plan=plan,
         records=records,
         snapshot=lambda generation, run_state: (generation, factory.files(members, generation), run_state),
         save=lambda saved: write_checkpoint(comm, session.target, *saved, best=best),
@@ -71,7 +78,7 @@ def generation_hooks(
             generation, failed, scored, failures, recipients, round_
         ),
         rebuild=factory.rebuild,
-        restarted=lambda member, planned: member.carry_score(planned.donor_score_train),
+        restarted=lambda member, planned: member.carry_score(planned.donor_score_train, planned.donor_objectives),
         best=best.beats if best is not None else None,
         keep_best=best.keep if best is not None else None,
         pause=(lambda report: stages.ready(report.generation)) if stages is not None else None,
@@ -99,12 +106,12 @@ def carry_donor_scores(comm, members: Mapping[int, Learner], report: GenerationR
     weights it is scored by what those weights last scored, not NaN."""
     donor_scores = None
     if report.population is not None:
-        by_id = {result.member: result.score_train for result in report.population}
+        by_id = {result.member: (result.score_train, result.objectives) for result in report.population}
         donor_scores = {donor: by_id[donor] for donor in set(report.donors.values())}
     donor_scores = exchange.broadcast(comm, donor_scores)
     for recipient, donor in report.donors.items():
         if recipient in members:
-            members[recipient].carry_score(donor_scores[donor])
+            members[recipient].carry_score(*donor_scores[donor])
 
 
 def write_records(
@@ -196,6 +203,15 @@ def log_generation(
             exploit.donor_score,
             changes,
         )
+
+
+def front_text(front: Sequence[Mapping]) -> str:
+    """The final first Pareto front (front.json's entries), for the run's last line."""
+    members = "; ".join(
+        f"member {entry['member']} ({', '.join(f'{name} {value:.4g}' for name, value in entry['objectives'].items())})"
+        for entry in front
+    )
+    return f"the first front has {len(front)} member(s): {members or 'none (no member has every objective)'}"
 
 
 def log_restarts(restarts: Sequence[Restart], redone: str = "and trained generation {} again") -> None:

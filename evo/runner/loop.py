@@ -236,8 +236,13 @@ def run_generation(
 
 
 def plan(comm, decide: Callable, generation: int, population: list[MemberResult] | None) -> list[Exploit]:
-    """Rank 0 decides the generation's exploits; every rank gets them."""
-    return exchange.decide_on_root(comm, lambda: decide(generation, population))
+    """Rank 0 decides the generation's exploits; every rank gets them. A decision that is an exception
+    (rank 0 found that the run cannot go on: the env never reported the objective's key) is raised on
+    every rank at once, so that no rank waits for another."""
+    decided = exchange.decide_on_root(comm, lambda: decide(generation, population))
+    if isinstance(decided, BaseException):
+        raise decided
+    return decided
 
 
 def keep_best(comm, members: Mapping[int, Any], owner: Owner, hooks: Hooks, generation: int, population) -> None:

@@ -195,6 +195,17 @@ class Session:
         exchange.barrier(self.comm)
         self.close()
 
+    def halted(self, error: BaseException) -> None:
+        """The end of a run that rank 0 halted on every rank (the env never reported a key ``--objective``
+        reads): its reason on rank 0, the records closed as they stand, the stop request's handlers restored
+        (collective)."""
+        if self.rank == 0:
+            logger.error("%s", error)
+        if self.records is not None:
+            self.records.close()
+        exchange.barrier(self.comm)
+        self.close()
+
 
 def prepare_process(torch_threads: int, cpu_tuning: bool) -> None:
     """Torch threads per rank, and evo's CPU tuning unless turned off."""
@@ -238,13 +249,14 @@ def member_factory(config: Config, device: str = "cpu") -> MemberFactory:
         score_window=config.score_window,
         select_on=config.select_on,
         exploit_buffer=config.exploit_buffer,
+        objective=config.objective,
         device=device,
         budget=config.total_generations
         * config.agent.spec.planned_steps(config.agent_training_steps, config.agent.settings, config.agent.n_envs),
     )
     initial = InitialHparams(
         space=config.agent.search_space,
-        defaults=config.agent.settings,
+        defaults={**config.agent.settings, **config.agent.env_params},
         how=config.initial_hparams,
         seed=config.seed,
         schedule_start=config.schedule[0][1] if config.schedule else None,
@@ -274,6 +286,7 @@ def pbt_rules(config: Config) -> PBTRules:
         perturb_factors=config.perturb_factors,
         resample_probability=config.resample_probability,
         max_member_failures=config.max_member_failures,
+        objective=config.objective,
     )
 
 
@@ -315,6 +328,8 @@ def open_records(
         command_line=line,
         asynchronous=config.asynchronous,
         stages=config.max_distillations > 0,
+        objective=config.objective,
+        scored_return="score_test" if config.select_on == "test" else "score_train",
     )
 
 

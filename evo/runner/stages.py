@@ -286,7 +286,7 @@ class Stages:
         if distilling.done:
             self.replace(members, students, report.generation, survivors)
             students.clear()
-            self.book = self.book.finish(report.generation, max(env_steps for _, env_steps, _ in survivors))
+            self.book = self.book.finish(report.generation, max(survivor[1] for survivor in survivors))
         else:
             self.book = dataclasses.replace(self.book, distilling=distilling)
         timing = rank_timing(report.times, extra_exchange_s=time.perf_counter() - began)
@@ -363,7 +363,7 @@ class Stages:
         }
         lineage = [*(restart.to_json(self.space) for restart in restarts), rung]
         self.records.write_rung(generation, everyone, teachers, lineage)
-        survivors = [(m, by_member[m].env_steps, by_member[m].score_train) for m in kept]
+        survivors = [(m, by_member[m].env_steps, by_member[m].score_train, by_member[m].objectives) for m in kept]
         return after, survivors
 
     def replace(
@@ -371,27 +371,28 @@ class Stages:
         members: MutableMapping[int, Learner],
         students: MutableMapping[int, Learner],
         generation: int,
-        survivors: list[tuple[int, int, float]],
+        survivors: list[tuple],
     ) -> None:
         """Collective, after the last rung: member i takes survivor i's place (best first): its weights,
         statistics, architecture and hyperparameters by the exchange, its env-step count and its last
-        training score; the students are closed."""
+        training score (and objectives: a survivor's fourth item, when the run has its own); the students are
+        closed."""
         distilling = self.book.distilling
         plans = {s.member: s for s in distilling.students}
         rank = self.session.rank
         old = {r.member: r for r in self.population} if rank == 0 else {}
         moves = []
-        for slot, (student, _, _) in enumerate(survivors):
+        for slot, (student, *_) in enumerate(survivors):
             plan = plans[student]
             before = old[slot].hparams if slot in old else {}
             change = f"stage {self.book.stage}: student {student} of member {plan.teacher} ({plan.how})"
             moves.append(Exploit(generation, slot, student, math.nan, math.nan, dict(before), plan.hparams, (change,)))
         exchange.apply_exploits(self.comm, moves, {**members, **students}, self.session.transport, self.owner, {})
-        for slot, (_, env_steps, score_train) in enumerate(survivors):
+        for slot, (_, env_steps, score_train, *objectives) in enumerate(survivors):  # objectives: (their objectives,)
             member = members.get(slot)
             if member is not None:
                 member.continue_counts(env_steps, member.scores)
-                member.carry_score(score_train)
+                member.carry_score(score_train, *objectives)
         for student in students.values():
             student.close()
         if self.records is not None:
@@ -406,7 +407,7 @@ class Stages:
                     "env_steps": env_steps,
                     "new_hparams": {n: self.space[n].json(v) for n, v in plans[student].hparams.items()},
                 }
-                for slot, (student, env_steps, _) in enumerate(survivors)
+                for slot, (student, env_steps, *_) in enumerate(survivors)
             ]
             self.records.write_stage(self.book.stage, lineage)
         if rank == 0:
@@ -414,5 +415,5 @@ class Stages:
                 "stage %d: members %s are now students %s",
                 self.book.stage,
                 list(range(len(survivors))),
-                [s for s, _, _ in survivors],
+                [survivor[0] for survivor in survivors],
             )

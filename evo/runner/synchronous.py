@@ -16,7 +16,7 @@ import numpy as np
 from evo.core.selection import NO_PBT
 from evo.rundir.checkpoint import Checkpoint, write_checkpoint
 from evo.runner.best import KeptBest
-from evo.runner.generation import explorer_state, generation_hooks
+from evo.runner.generation import explorer_state, front_text, generation_hooks
 from evo.runner.loop import LoopOutcome, LoopSettings, run_generations
 from evo.runner.session import Session
 from evo.runner.stages import Stages
@@ -74,8 +74,12 @@ def finish(session: Session, members, outcome: LoopOutcome) -> None:
     finals = {result.member: result for result in outcome.last.results} if complete else {}
     done = None
     if complete and outcome.last.population is not None:
-        best = max(outcome.last.population, key=lambda result: result.score if result.scored else -np.inf)
+        population = outcome.last.population
+        best = max(population, key=lambda result: result.score if result.scored else -np.inf)
         done = f"done: best member {best.member} scored {best.score:.2f}; records in {session.about.run_dir}"
+        front = session.records.write_front({r.member: outcome.last.generation for r in population}, population)
+        if front is not None:  # several objectives: the final first Pareto front, also in front.json
+            done = f"done: {front_text(front)}; records in {session.about.run_dir}"
     stopped = (
         f"stopped by {{signal}}: checkpoint of generation {outcome.completed} is in {session.about.run_dir}; the "
         f"partial generation {outcome.completed + 1} is redone on --resume. Exit status {EXIT_STOPPED}."

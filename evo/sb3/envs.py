@@ -4,6 +4,18 @@ Procgen comes from the ``procgen-mirror`` distribution, whose ``ProcgenGym3Env``
 gym3 (and old ``gym`` spaces). :class:`ProcgenVecEnv` adapts it to SB3's ``VecEnv`` with
 gymnasium spaces. It always passes ``rand_seed`` (procgen would otherwise derive one from
 the MPI rank) and ``num_threads=0`` (one rank, one core).
+
+Two things ``--objective`` and env parameters need (issue 38):
+
+- :class:`EpisodeInfo` copies the keys of the env's ``info`` that the objective reads into SB3's
+  record of each finished episode (Monitor's ``info["episode"]``, which reaches the model's
+  ``ep_info_buffer``), and remembers which keys the env reported when its episodes ended;
+- :func:`set_env_param` sets an env parameter on every env of a VecEnv while it runs. SB3's
+  ``VecEnv.set_attr`` sets the attribute on the outermost gymnasium wrapper (the Monitor), where the
+  env never reads it (``get_attr`` then reads it back from the wrapper, so it seems to work);
+  gymnasium's ``set_wrapper_attr``, called on each env through ``VecEnv.env_method``, sets it where
+  it is defined: on the env. What to re-check when SB3 or gymnasium change: ``DummyVecEnv.set_attr``
+  and ``env_method``, ``Wrapper.set_wrapper_attr``, Monitor's ``info["episode"]``.
 """
 
 from __future__ import annotations
@@ -120,6 +132,54 @@ class ProcgenVecEnv(VecEnv):
         return list(observation)
 
 
+class EpisodeInfo(gym.Wrapper):
+    """Outside SB3's Monitor: at an episode's end, each of ``keys`` the env's info holds goes into the
+    episode's record (``info["episode"]``, as a float), and the keys the env reported are remembered
+    (``objective_keys_reported``, sorted; ``objective_episodes`` counts the episodes). Plain data only,
+    so a checkpoint captures it with the envs (evo/sb3/envstate.py)."""
+
+    def __init__(self, env: gym.Env, keys: tuple[str, ...] = ()):
+        super().__init__(env)
+        self.objective_keys = tuple(keys)
+        self.objective_keys_reported: list[str] = []
+        self.objective_episodes = 0
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            self.objective_episodes += 1
+            reported = set(self.objective_keys_reported) | {str(key) for key in info if key != "episode"}
+            self.objective_keys_reported = sorted(reported)
+            episode = info.get("episode")
+            if episode is not None:
+                for key in self.objective_keys:
+                    if key in info:
+                        episode[key] = _number(key, info[key])
+        return observation, reward, terminated, truncated, info
+
+
+def _number(key: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"the env put {key}={value!r} in info at an episode's end; --objective info:{key} needs a number there"
+        ) from None
+
+
+def set_env_param(venv: VecEnv, name: str, value: Any) -> None:
+    """Set the env attribute ``name`` to ``value`` on every env of ``venv``, where the env defines it
+    (gymnasium's ``set_wrapper_attr``: see the module docstring); raises if an env lacks it."""
+    found = venv.env_method("set_wrapper_attr", name, value, force=False)
+    if not all(found):
+        raise AttributeError(f"the env has no attribute {name!r} to set (an env parameter, env.{name})")
+
+
+def env_param(venv: VecEnv, name: str) -> Any:
+    """The value of the env attribute ``name`` in ``venv``'s first env, where the env defines it."""
+    return venv.env_method("get_wrapper_attr", name, indices=[0])[0]
+
+
 def make_env(
     env_id: str,
     num_envs: int,
@@ -128,12 +188,14 @@ def make_env(
     num_levels: int = 0,
     start_level: int = 0,
     env_kwargs: dict[str, Any] | None = None,
+    info_keys: tuple[str, ...] = (),
 ) -> VecEnv:
     """A monitored VecEnv for one member (episode returns reach ``model.ep_info_buffer``).
 
     ``env_id`` may be gymnasium's ``module:EnvId``: the module, which registers the env, is
     imported here, on the rank that builds the env (the config was checked on rank 0 only).
-    ``env_kwargs`` go to ``gym.make`` for every copy of the env.
+    ``env_kwargs`` go to ``gym.make`` for every copy of the env. ``info_keys``: the keys of info the
+    objective reads, recorded with each episode (:class:`EpisodeInfo`); none: no such wrapper.
     """
     game = procgen_game(env_id)
     if game is not None:
@@ -142,7 +204,8 @@ def make_env(
     register_module(env_id)
     if is_mujoco(env_id):
         log_mujoco_warnings()
-    return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs)
+    wrapper = {"wrapper_class": EpisodeInfo, "wrapper_kwargs": {"keys": tuple(info_keys)}} if info_keys else {}
+    return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs, **wrapper)
 
 
 def register_module(env_id: str) -> None:

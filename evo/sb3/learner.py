@@ -46,6 +46,8 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, upda
 from torch import nn
 
 from evo.config.agent import AgentSettings
+from evo.core.envparams import attribute, is_env_param
+from evo.core.objective import DEFAULT, Objective, scores_of
 from evo.core.result import MemberResult, Scores
 from evo.core.streams import EVALUATION_ENV, member_seed
 from evo.learners import LearnerSpec, Reach
@@ -53,7 +55,7 @@ from evo.learners.interface import Layout, Payload, buffers_for
 from evo.learners.spec import resolved_net_arch
 from evo.sb3 import envstate
 from evo.sb3.callbacks import member_logger, training_callbacks
-from evo.sb3.envs import make_env
+from evo.sb3.envs import env_param, make_env, set_env_param
 from evo.sb3.flat import bind_flat, bind_tensor, flat_size, init_optimizer_state, is_bound, optimizers_of, unpack
 from evo.sb3.normalize import (
     follow_gamma,
@@ -120,6 +122,8 @@ class MemberSetup:
     tb_dir: Path | None = None
     env_seed: int | None = None
     """The training envs' seed, if not the member's (a resumed member gets fresh envs)."""
+    objective: Objective = DEFAULT
+    """What its score is (``--objective``): the return, or numbers the env reports in info."""
     device: str = "cpu"
     """Where the member's networks, optimizer state and update batches live (``--device``: the rank's)."""
     stage_state: bool = False
@@ -211,10 +215,14 @@ class SB3Learner:
         self.eval_episodes = setup.eval_episodes
         self.score_window = setup.score_window
         self.select_on = setup.select_on
+        self.objective = setup.objective
         self.scores: list[float] = []
         self.carried_score = float("nan")
         """The training score its weights had when they last changed hands (an exploit: the
         donor's at that moment); its training score while it has finished no episode since."""
+        self.carried_objectives: tuple[float, ...] = ()
+        """The objectives carried with it (``--objective``; the donor's on training episodes)."""
+        self.eval_env = None
         self.hparams: dict[str, Any] = {}
         self.device = torch.device(setup.device)
         self.flat: torch.Tensor | None = None
@@ -232,6 +240,7 @@ class SB3Learner:
             setup.env.num_levels,
             setup.env.start_level,
             env_kwargs=dict(setup.env.env_kwargs),
+            info_keys=self.objective.info_keys,
         )
         if self.agent.normalizes:
             env = normalized(env, self.agent.normalize, values["gamma"])
@@ -239,8 +248,8 @@ class SB3Learner:
         self.model.set_logger(member_logger(setup.tb_dir))
         for optimizer in optimizers_of(self.model):
             init_optimizer_state(optimizer)
-        self.set_hparams(hparams)
         self.eval_env = self.make_eval_env()
+        self.set_hparams(hparams)
         self.bind(self.model)
         normalizer = self.normalizer
         self.stats = None
@@ -333,6 +342,7 @@ class SB3Learner:
             env.eval_num_levels,
             env.eval_start_level,
             env_kwargs=dict(env.env_kwargs),
+            info_keys=self.objective.info_keys,
         )
         if self.agent.normalize["norm_obs"]:
             eval_env = frozen(eval_env, self.agent.normalize)
@@ -341,10 +351,13 @@ class SB3Learner:
     # --- hyperparameters ------------------------------------------------------------------
 
     def set_hparams(self, hparams: Mapping[str, Any]) -> None:
-        """Make ``hparams`` the values the model uses from the next update on, each by its reach."""
+        """Make ``hparams`` the values the model uses from the next update on, each by its reach; an env
+        parameter (``env.<attribute>``) is set on every env at once (:meth:`set_env_params`)."""
         settings = self.spec.by_name
         self.hparams = {name: self._typed(name, hparams[name]) for name in self.spec.record_order(hparams)}
         for name, value in self.hparams.items():
+            if is_env_param(name):
+                continue
             reach = settings[name].reach
             if reach is Reach.ATTRIBUTE:
                 setattr(self.model, name, value)
@@ -371,8 +384,20 @@ class SB3Learner:
             else:
                 raise ValueError(f"{name} cannot change while {self.spec.title} trains ({settings[name].why_fixed})")
         follow_gamma(self.model)
+        self.set_env_params()
+
+    def set_env_params(self) -> None:
+        """Each env parameter of :attr:`hparams` on every one of the member's envs, training and
+        evaluation, where the env reads it (evo.sb3.envs.set_env_param): its next step sees it."""
+        for name, value in self.hparams.items():
+            if is_env_param(name):
+                for venv in (self.model.env, self.eval_env):
+                    if venv is not None:
+                        set_env_param(venv, attribute(name), value)
 
     def _typed(self, name: str, value: Any) -> Any:
+        if is_env_param(name):
+            return self.space[name].coerce(value) if name in self.space else value
         setting = self.spec.by_name[name]
         if setting.may_be_off and (value is None or (isinstance(value, float) and np.isinf(value))):
             return None  # off (a format-1 checkpoint wrote it as inf)
@@ -388,6 +413,9 @@ class SB3Learner:
         model, found = self.model, {}
         progress = model._current_progress_remaining
         for name in names:
+            if is_env_param(name):
+                found[name] = env_param(self.model.env, attribute(name))
+                continue
             reach = self.spec.by_name[name].reach
             if reach is Reach.LEARNING_RATE:
                 found[name] = float(model.lr_schedule(progress))
@@ -437,31 +465,99 @@ class SB3Learner:
         may finish none in the generation after its exploit; NaN would rank it last)."""
         return not self.model.ep_info_buffer and not np.isnan(self.carried_score)
 
-    def carry_score(self, score: float) -> None:
+    def carry_score(self, score: float, objectives: Sequence[float] = ()) -> None:
         """The training score the weights this member now holds had (a donor's at its
-        exploit): the member's training score until it finishes an episode."""
+        exploit): the member's training score until it finishes an episode; ``objectives``: the
+        donor's objectives with it (``--objective``), its objectives until then when it selects on
+        training episodes."""
         self.carried_score = float(score)
+        self.carried_objectives = tuple(float(value) for value in objectives)
 
     def test_score(self) -> float:
         """Mean return of ``eval_episodes`` deterministic episodes on the evaluation env (for
         Procgen, levels the member never trained on); NaN without evaluation."""
-        if self.eval_episodes > 0 and self.eval_env is not None:
-            if self.stats is not None:
-                freeze_into(self.normalizer, self.eval_env)
-            mean, _ = evaluate_policy(
-                self.model, self.eval_env, n_eval_episodes=self.eval_episodes, deterministic=True, warn=False
-            )
-            return float(mean)
-        return float("nan")
+        return self.evaluation()[0]
+
+    def evaluation(self) -> tuple[float, dict[str, float]]:
+        """The mean return of ``eval_episodes`` deterministic episodes on the evaluation env, and the
+        mean of each info key the objective reads over those that reported it (NaN where none did,
+        and without evaluation)."""
+        infos: dict[str, list[float]] = {key: [] for key in self.objective.info_keys}
+        if self.eval_episodes <= 0 or self.eval_env is None:
+            return float("nan"), {key: float("nan") for key in infos}
+        if self.stats is not None:
+            freeze_into(self.normalizer, self.eval_env)
+
+        def collect(found: dict, _) -> None:  # each step of an episode evaluate_policy counts
+            episode = found["info"].get("episode") if found["done"] else None
+            for key in infos if episode is not None else ():
+                if key in episode:
+                    infos[key].append(float(episode[key]))
+
+        mean, _ = evaluate_policy(
+            self.model,
+            self.eval_env,
+            n_eval_episodes=self.eval_episodes,
+            deterministic=True,
+            warn=False,
+            callback=collect if infos else None,
+        )
+        return float(mean), {key: _mean(values) for key, values in infos.items()}
+
+    def training_objectives(self, train: float) -> list[float]:
+        """Each objective term on the training score's episodes (``train``: their mean return): an info
+        key's mean over those that reported it; with none finished since the weights changed hands, the
+        objectives carried with them (NaN if none were)."""
+        episodes = list(self.model.ep_info_buffer or [])[-self.score_window :]
+        if not episodes:
+            carried = self.carried_objectives
+            if len(carried) == len(self.objective.terms):
+                return [
+                    train if term.key is None else value
+                    for term, value in zip(self.objective.terms, carried, strict=True)
+                ]
+            return [train if term.key is None else float("nan") for term in self.objective.terms]
+        return [
+            train if term.key is None else _mean([info[term.key] for info in episodes if term.key in info])
+            for term in self.objective.terms
+        ]
+
+    def reported_keys(self, venv) -> tuple[str, ...] | None:
+        """The info keys ``venv``'s envs reported when their episodes ended (None: none ended yet, or the
+        objective reads no info key)."""
+        if not self.objective.info_keys or venv is None:
+            return None
+        if not sum(venv.get_attr("objective_episodes")):
+            return None
+        return tuple(sorted({key for keys in venv.get_attr("objective_keys_reported") for key in keys}))
 
     def evaluate(self) -> Scores:
-        """Both scores, and ``score``: the one selection uses (``select_on``)."""
-        train, test = self.training_score(), self.test_score()
+        """Both scores, and ``score``: the one selection uses (``select_on``); with an objective of its
+        own (``--objective``), the objective on those episodes (evo.core.objective)."""
+        if self.objective.default:
+            train, test = self.training_score(), self.test_score()
+            return Scores(
+                score=test if self.select_on == "test" else train,
+                score_train=train,
+                score_test=test,
+                score_train_stale=self.score_train_stale,
+            )
+        train = self.training_score()
+        test, test_infos = self.evaluation()
+        if self.select_on == "test":
+            values = [test if term.key is None else test_infos[term.key] for term in self.objective.terms]
+            keys = self.reported_keys(self.eval_env)
+        else:
+            values = self.training_objectives(train)
+            keys = self.reported_keys(self.model.env)
+        score, objectives = scores_of(self.objective, values)
         return Scores(
-            score=test if self.select_on == "test" else train,
+            score=score,
             score_train=train,
             score_test=test,
             score_train_stale=self.score_train_stale,
+            objectives=objectives,
+            info_keys=keys,
         )
 
     def score(self) -> float:
@@ -527,6 +623,7 @@ class SB3Learner:
         if self.model.ep_info_buffer is not None:
             self.model.ep_info_buffer.clear()
         self.carried_score = float("nan")
+        self.carried_objectives = ()
         self.set_hparams(hparams)
 
     # --- distillation ---------------------------------------------------------------------
@@ -558,7 +655,14 @@ class SB3Learner:
 
     def member_state(self, replay: bool = True) -> dict[str, Any]:
         """Everything needed to rebuild this member bit-exactly, as plain data and tensors."""
-        episodes = [[info["r"], info["l"], info.get("t", 0.0)] for info in (self.model.ep_info_buffer or [])]
+        buffered = list(self.model.ep_info_buffer or [])
+        episodes = [[info["r"], info["l"], info.get("t", 0.0)] for info in buffered]
+        objective = {}
+        if not self.objective.default:  # what an objective of its own adds (a run of the return has none of it)
+            objective["carried_objectives"] = list(self.carried_objectives)
+            objective["episode_info"] = {
+                key: [float(info.get(key, float("nan"))) for info in buffered] for key in self.objective.info_keys
+            }
         return {
             "algo": self.spec.name,
             "member": self.member_id,
@@ -572,6 +676,7 @@ class SB3Learner:
             "carried_score": float(self.carried_score),
             "normalization": torch.from_numpy(self.stats.copy()) if self.stats is not None else None,
             "envs": envstate.capture(self.model),
+            **objective,
         }
 
     def restore(self, payload: Mapping[str, Any]) -> str | None:
@@ -596,16 +701,21 @@ class SB3Learner:
         self.model._episode_num = int(payload["episode_num"])
         self.model._n_updates = int(payload["n_updates"])
         window = self.model._stats_window_size
-        self.model.ep_info_buffer = deque(
-            ({"r": float(r), "l": int(length), "t": float(t)} for r, length, t in payload["episodes"].tolist()),
-            maxlen=window,
-        )
+        episodes = [{"r": float(r), "l": int(length), "t": float(t)} for r, length, t in payload["episodes"].tolist()]
+        for key, values in (payload.get("episode_info") or {}).items():
+            for episode, value in zip(episodes, values, strict=True):
+                if value == value:  # NaN: the env did not report it then
+                    episode[key] = float(value)
+        self.model.ep_info_buffer = deque(episodes, maxlen=window)
         self.model.ep_success_buffer = deque(maxlen=window)
         self.scores = list(payload["scores"])
         self.carried_score = float(payload.get("carried_score", float("nan")))
+        self.carried_objectives = tuple(payload.get("carried_objectives") or ())
         saved_envs = payload.get("envs")
         if saved_envs is not None and not envstate.restore(self.model, saved_envs):
+            self.set_env_params()
             return "its envs differ from the checkpoint's; starting fresh episodes"
+        self.set_env_params()  # the envs as saved hold the member's values; said again, whatever they hold
         return None
 
     def continue_counts(self, env_steps: int, scores: Sequence[float]) -> None:
@@ -641,6 +751,9 @@ class SB3Learner:
             value = getattr(result, key)
             if value == value:  # not NaN
                 record(f"pbt/{key}", value)
+        for name, value in zip(self.objective.names if result.objectives else (), result.objectives, strict=True):
+            if value == value:  # not NaN
+                record(f"objective/{name}", value)
         record("pbt/exploited", int(exploited))
         for name, value in result.hparams.items():
             record(f"hparams/{name}", self.space[name].number(value) if name in self.space else value)
@@ -661,6 +774,10 @@ class SB3Learner:
         self.model.env.close()
         if self.eval_env is not None:
             self.eval_env.close()
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
 
 
 def learner_class(algo: str) -> type[SB3Learner]:

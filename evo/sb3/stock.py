@@ -29,6 +29,7 @@ from stable_baselines3.common.save_util import recursive_getattr
 from stable_baselines3.common.torch_layers import NatureCNN
 from stable_baselines3.common.vec_env import VecNormalize
 
+from evo.core.envparams import attribute, is_env_param
 from evo.sb3.learner import constructor_parameters
 from evo.sb3.normalize import freeze_into, frozen
 from evo.sb3.optimizer import stock_optimizer
@@ -164,6 +165,9 @@ def zoo_config(member) -> OrderedDict:
         values["policy_kwargs"] = f"dict({policy_text})"
     if member.setup.env.env_kwargs:
         values["env_kwargs"] = dict(member.setup.env.env_kwargs)
+    env_params = {attribute(name): value for name, value in member.hparams.items() if is_env_param(name)}
+    if env_params:  # the member's env parameters (attributes the env reads as it steps), to set on the env
+        values["env_params"] = env_params
     return OrderedDict((name, _plain(values[name])) for name in sorted(values))
 
 
@@ -180,18 +184,43 @@ def play(member, env, episodes: int, deterministic: bool = True, seed: int = 0) 
     policy's most likely action (argmax, or the Gaussian's mean); else actions sampled from it, as
     DrAC's test.py plays Procgen, from torch's generator seeded with ``seed`` (the same draws for every
     member played with the same seed)."""
+    return play_recorded(member, env, episodes, deterministic=deterministic, seed=seed)[0]
 
+
+def play_recorded(
+    member, env, episodes: int, info_keys: tuple[str, ...] = (), deterministic: bool = True, seed: int = 0
+) -> tuple[list[float], dict[str, list[float]]]:
+    """As :func:`play`, and each of ``info_keys`` at the end of each episode that reported it (``env``
+    made with those keys, evo.sb3.envs.make_env). The member's env parameters are set on ``env`` first."""
+    from evo.sb3.envs import set_env_param
+
+    for name, value in member.hparams.items():
+        if is_env_param(name):
+            set_env_param(env, attribute(name), value)
     normalize = member.agent.normalize
     if member.normalizer is not None and normalize["norm_obs"]:
         env = frozen(env, normalize)
         freeze_into(member.normalizer, env)
     if not deterministic:
         torch.manual_seed(seed)
+    infos: dict[str, list[float]] = {key: [] for key in info_keys}
+
+    def collect(found: dict, _) -> None:
+        episode = found["info"].get("episode") if found["done"] else None
+        for key in infos if episode is not None else ():
+            if key in episode:
+                infos[key].append(float(episode[key]))
+
     returns, _ = evaluate_policy(
-        member.model, env, n_eval_episodes=episodes, deterministic=deterministic, return_episode_rewards=True,
+        member.model,
+        env,
+        n_eval_episodes=episodes,
+        deterministic=deterministic,
+        return_episode_rewards=True,
         warn=False,
-    )  # fmt: skip
-    return [float(r) for r in returns]
+        callback=collect if infos else None,
+    )
+    return [float(r) for r in returns], infos
 
 
 class _Actions:

@@ -11,9 +11,10 @@ Procgen (as DrAC's test.py plays it) and deterministic elsewhere, unless the stu
 
 The returns are cached in the run directory, ``reevaluation.json`` for the last checkpoint and
 ``reevaluation-gen<G>.json`` for generation G's: {"how": {...}, "members": {member: [return, ...]},
-"best_ever": {"member": M, "generation": G, "returns": [...]} or null}. A cache made another way
-(other episodes, envs, levels, actions or checkpoint) is made again. A cache without ``actions`` was
-made with deterministic actions (before the option existed).
+"best_ever": {"member": M, "generation": G, "returns": [...]} or null}, and for a run with an objective
+of its own (``--objective info:<key>``) "objectives": {member: {key: [value at each episode's end, ...]}}.
+A cache made another way (other episodes, envs, levels, actions or checkpoint) is made again. A
+cache without ``actions`` was made with deterministic actions (before the option existed).
 
 The **floors** of an env and seed: a uniform-random policy, and (for a discrete action space) every
 constant action, played on the same episodes as the members; the report shows the random policy and
@@ -37,9 +38,6 @@ TOOL = "evo-evaluate"
 ENVS = 8
 """Envs the episodes are spread over (``evo-evaluate --envs``): one env plays Procgen's episodes one
 step at a time, eight times slower."""
-FLOOR_STREAM = 0x466C6F6F72
-"""The study's own random stream (ASCII "Floor") for the uniform-random policy's actions: not one of
-a run's streams (evo/core/streams.py), and drawn only here."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +49,8 @@ class FreshReturns:
     best_ever_member: int | None = None
     best_ever_generation: int | None = None
     how: dict = field(default_factory=dict)
+    objectives: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    """Each member's info keys of the run's objective at its episodes' ends (empty: the run selected on returns)."""
 
     def mean(self, member: int) -> float:
         return float(np.mean(self.members[member])) if self.members.get(member) else math.nan
@@ -93,10 +93,11 @@ def read_cache(path: Path, wanted: dict | None = None) -> FreshReturns | None:
     if wanted is not None and not _same(how, wanted):
         return None
     members = {int(m): r for m, r in saved["members"].items()}
+    objectives = {int(m): o for m, o in (saved.get("objectives") or {}).items()}
     kept = saved.get("best_ever")
     if kept is None:
-        return FreshReturns(members, how=how)
-    return FreshReturns(members, kept["returns"], kept["member"], kept["generation"], how)
+        return FreshReturns(members, how=how, objectives=objectives)
+    return FreshReturns(members, kept["returns"], kept["member"], kept["generation"], how, objectives)
 
 
 def reevaluate(
@@ -117,16 +118,18 @@ def reevaluate(
     chosen = members_to_evaluate(run, None, generation)
     envs = min(episodes, ENVS)
     results = evaluate_members(run, chosen, episodes, seed, envs, start, count, deterministic)
-    members, kept = {}, None
+    members, kept, objectives = {}, None, {}
     for result in results:
         if result.member.label.startswith(BEST_EVER):
             kept = result
         else:
             members[result.member.member] = result.returns
+            if result.objectives:
+                objectives[result.member.member] = result.objectives
     how = how_made(seed, episodes, levels, deterministic, generation)
     if kept is None:
-        return FreshReturns(members, how=how)
-    return FreshReturns(members, kept.returns, kept.member.member, kept.member.generation, how)
+        return FreshReturns(members, how=how, objectives=objectives)
+    return FreshReturns(members, kept.returns, kept.member.member, kept.member.generation, how, objectives)
 
 
 def reevaluated(
@@ -149,6 +152,8 @@ def reevaluated(
     if fresh.best_ever is not None:
         kept = {"member": fresh.best_ever_member, "generation": fresh.best_ever_generation, "returns": fresh.best_ever}
     record = {"how": fresh.how, "members": fresh.members, "best_ever": kept}
+    if fresh.objectives:
+        record["objectives"] = fresh.objectives
     path.write_text(json.dumps(record, indent=1) + "\n")
     return fresh
 
@@ -216,6 +221,7 @@ def play_floors(run, seed: int, episodes: int, levels: tuple[int, int] | None) -
     """Play the floors (uniform-random policy, then each constant action) on the run's fresh episodes."""
     from gymnasium import spaces
 
+    from evo.core.streams import FLOOR_STREAM
     from evo.sb3.stock import play_actions
     from evo.tools.evaluate import evaluation_env
 

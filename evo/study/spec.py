@@ -10,7 +10,7 @@ A study compares methods on the same env-step budget *per member*, over several 
     budget:                           # per env id, or a default block: generations x env steps per member
       default: {generations: 16, steps: 8192, eval_episodes: 5}
     space:                            # the populations' search space (evo's search_space), per env or default
-      default: {n_epochs: {choices: [5, 10, 20]}}
+      default: {learning_rate: {low: 1.0e-5, high: 1.0e-3, scale: log}}
     hyperparams: {}                   # evo settings given to every run, per env or default (policy: nature ...)
     flags: [--keep-checkpoints, "33"] # any other flags of every run
     methods:                          # name: how it runs (a preset's name needs nothing more)

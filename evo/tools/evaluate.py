@@ -22,7 +22,10 @@ rl-baselines3-zoo's evaluations are.
 
 The episodes run one after another on ``--envs`` envs (default 1: one env whose episodes follow
 from one seed, as SB3's ``evaluate_policy`` plays them; an exported agent replays them with the
-same seed, see docs/running.md). Nothing is written into RUN. Exit status 2 on bad input (a run
+same seed, see docs/running.md). A run with an objective of its own (``--objective info:<key>``) is
+reported on it too: each info key's mean over the episodes (``--objective`` gives another, e.g.
+``--objective info:success`` for a run that selected on the return); each member's env parameters
+are set on its envs. Nothing is written into RUN. Exit status 2 on bad input (a run
 directory that cannot be read, a ``--json`` that cannot be written included). A kept best that is lost
 (its file missing or damaged) is left out with a warning naming the file and why; ``--member best`` and
 ``best-ever`` are refused for a run that has trained no member yet, whose members evaluate with a
@@ -37,11 +40,12 @@ import logging
 import math
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from evo.core.objective import parse_objective
 from evo.tools.saved import BEST, BEST_EVER, LostBest, MemberFile, SavedRun, SavedRunError
 from evo.tools.video import add_video_arguments, record_saved, video_problems
 
@@ -56,6 +60,8 @@ class Evaluation:
 
     member: MemberFile
     returns: list[float]
+    objectives: dict[str, list[float]] = field(default_factory=dict)
+    """Each info key of the objective, at the end of each episode that reported it."""
 
     def summary(self) -> dict[str, float]:
         values = np.asarray(self.returns, dtype=float)
@@ -65,6 +71,10 @@ class Evaluation:
             "min": float(values.min()),
             "max": float(values.max()),
         }
+
+    def objective_means(self) -> dict[str, float]:
+        """Each info key's mean over the episodes that reported it (NaN: none did)."""
+        return {key: float(np.mean(values)) if values else math.nan for key, values in self.objectives.items()}
 
     def to_dict(self) -> dict:
         chosen = self.member
@@ -76,11 +86,17 @@ class Evaluation:
             "score": None if math.isnan(chosen.score) else chosen.score,
             **self.summary(),
             "returns": self.returns,
+            **({"objectives": {f"info:{k}": v for k, v in self.objectives.items()}} if self.objectives else {}),
         }
 
 
 def evaluation_env(
-    run: SavedRun, seed: int, n_envs: int = 1, start_level: int | None = None, num_levels: int | None = None
+    run: SavedRun,
+    seed: int,
+    n_envs: int = 1,
+    start_level: int | None = None,
+    num_levels: int | None = None,
+    info_keys: tuple[str, ...] = (),
 ):
     """The run's env as a fresh VecEnv of ``n_envs`` seeded with ``seed`` (Procgen: levels
     ``start_level`` .. + ``num_levels``, or the run's evaluation levels' distribution)."""
@@ -95,6 +111,7 @@ def evaluation_env(
         0 if num_levels is None else num_levels,
         0 if start_level is None else start_level,
         env_kwargs=dict(config.env_kwargs),
+        info_keys=info_keys,
     )
 
 
@@ -119,18 +136,22 @@ def evaluate_members(
     start_level: int | None = None,
     num_levels: int | None = None,
     deterministic: bool = True,
+    info_keys: tuple[str, ...] | None = None,
 ) -> list[Evaluation]:
     """Each of ``chosen`` on the same ``episodes`` fresh episodes (env seed ``seed``; sampled actions
-    drawn from a generator seeded with it)."""
-    from evo.sb3.stock import play
+    drawn from a generator seeded with it), with each of ``info_keys`` at their ends (default: those of
+    the run's objective)."""
+    from evo.sb3.stock import play_recorded
     from evo.tools.saved import load
 
+    keys = run.config.objective.info_keys if info_keys is None else tuple(info_keys)
     results = []
     for member_file in chosen:
         member = load(run, member_file)
-        env = evaluation_env(run, seed, n_envs, start_level, num_levels)
+        env = evaluation_env(run, seed, n_envs, start_level, num_levels, keys)
         try:
-            results.append(Evaluation(member_file, play(member, env, episodes, deterministic, seed)))
+            played = play_recorded(member, env, episodes, keys, deterministic, seed)
+            results.append(Evaluation(member_file, *played))
         finally:
             env.close()
             member.close()
@@ -163,11 +184,23 @@ def members_to_evaluate(
 
 
 def table(results: Sequence[Evaluation], episodes: int) -> str:
-    """The printed table: member, generation, env steps, selection score, fresh mean/std/min/max."""
-    header = ("member", "generation", "env steps", "score", f"mean ({episodes})", "std", "min", "max")
+    """The printed table: member, generation, env steps, selection score, fresh mean/std/min/max of the
+    return, and the fresh mean of each info key of the objective."""
+    keys = list(results[0].objectives) if results else []
+    header = (
+        "member",
+        "generation",
+        "env steps",
+        "score",
+        f"mean ({episodes})",
+        "std",
+        "min",
+        "max",
+        *(f"info:{key}" for key in keys),
+    )
     rows = [header]
     for result in results:
-        chosen, summary = result.member, result.summary()
+        chosen, summary, means = result.member, result.summary(), result.objective_means()
         rows.append(
             (
                 chosen.label,
@@ -175,6 +208,7 @@ def table(results: Sequence[Evaluation], episodes: int) -> str:
                 str(chosen.env_steps),
                 f"{chosen.score:.2f}",
                 *(f"{summary[key]:.2f}" for key in ("mean", "std", "min", "max")),
+                *(f"{means[key]:.3g}" for key in keys),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -211,6 +245,12 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--start-level", type=int, default=None, help="Procgen: the first test level")
     parser.add_argument("--num-levels", type=int, default=None, help="Procgen: how many test levels (0: unbounded)")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the returns as JSON here")
+    parser.add_argument(
+        "--objective",
+        default=None,
+        metavar="OBJ[,OBJ...]",
+        help="report these info keys too, as --objective writes them (e.g. info:success); default: the run's",
+    )
     add_video_arguments(parser)  # of --member, or of the member with the best fresh mean
     return parser
 
@@ -220,7 +260,7 @@ def check_arguments(args: argparse.Namespace, run: SavedRun) -> list[str]:
     from evo.config.envnames import procgen_game
     from evo.tools.saved import output_problems
 
-    problems = []
+    problems = parse_objective(args.objective)[1] if args.objective is not None else []
     if args.episodes < 1:
         problems.append(f"--episodes {args.episodes}: give at least 1")
     if args.envs < 1:
@@ -262,8 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     seed = evaluation_seed(run.config.seed) if args.seed is None else args.seed
     deterministic = deterministic_actions(args.actions, run.config.env_id)
+    keys = parse_objective(args.objective)[0].info_keys if args.objective is not None else None
     results = evaluate_members(
-        run, chosen, args.episodes, seed, args.envs, args.start_level, args.num_levels, deterministic
+        run, chosen, args.episodes, seed, args.envs, args.start_level, args.num_levels, deterministic, keys
     )
     levels = None if args.start_level is None and args.num_levels is None else [args.start_level, args.num_levels]
     how = "deterministic" if deterministic else "sampled"

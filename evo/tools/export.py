@@ -27,6 +27,13 @@ exported agent runs in float32, so its returns may differ from evo's bf16 evalua
 written into RUN. Exit status 2 on bad input, and on an ``--out`` that cannot be written (a part of
 it a file, a folder you may not write). ``best`` and ``best-ever`` are refused for a run that has
 trained no member yet (only generation 0's checkpoint); a member id of it exports with a warning.
+
+``--front``: a run with several objectives (``--objective return,info:energy:min``) exports every
+member of its final first Pareto front, each into its own experiment folder (best_model.zip the member
+itself), and says which folder holds which member and its objectives. A member of the front that
+copied a donor at the last generation is left out (its file holds the donor's weights, and the donor
+is in the front), with a note. The exported ``config.yml`` names the member's env parameters
+(``env_params``: the values of its ``env.<attribute>`` hyperparameters, to set on the env).
 """
 
 from __future__ import annotations
@@ -129,9 +136,14 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("run_dir", type=Path, metavar="RUN", help="the run directory (--run-dir of the run)")
     parser.add_argument(
         "--member",
-        default=BEST,
+        default=None,
         help=f"{BEST} (default: the best selection score of the last checkpoint, or of --generation's), "
         f"{BEST_EVER} (the kept best) or a member id",
+    )
+    parser.add_argument(
+        "--front",
+        action="store_true",
+        help="a run with several objectives: every member of its final first Pareto front, each in its own folder",
     )
     parser.add_argument(
         "--generation", type=int, default=None, help="a kept checkpoint's generation (default: the last)"
@@ -147,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parser().parse_args(argv)
     install_logging(0)
+    if args.front:
+        return main_front(args)
+    args.member = BEST if args.member is None else args.member
     warnings = []
     try:
         run = open_run(args.run_dir)
@@ -205,6 +220,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.video is not None:  # on evo-evaluate's fresh seed: the episode it plays first
         return record_saved("evo-export", run, chosen, args.video, evaluation_seed(run.config.seed), args.video_steps)
+    return 0
+
+
+def main_front(args: argparse.Namespace) -> int:
+    """``evo-export RUN --front``: every member of the run's final first Pareto front."""
+    from evo.tools.saved import front, open_run, output_problems
+
+    try:
+        given = [flag for flag, value in (("--member", args.member), ("--generation", args.generation),
+                                          ("--video", args.video)) if value is not None]  # fmt: skip
+        if given:
+            raise SavedRunError(
+                f"--front {' '.join(given)}: --front exports the final first front, each of its members; drop "
+                f"{', '.join(given)}, or drop --front to export one member"
+            )
+        run = open_run(args.run_dir)
+        problems = export_problems(run) + output_problems("--out", args.out, folder=True)
+        if problems:
+            raise SavedRunError("; ".join(problems))
+        if args.out.resolve().is_relative_to(run.run_dir.resolve()):
+            raise SavedRunError(
+                f"--out {args.out}: inside the run directory, which evo-export never writes; give a folder outside it"
+            )
+        chosen, copied = front(run)
+    except SavedRunError as error:
+        print(f"evo-export: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from evo.rundir.history import load_run
+
+    history = load_run(run.run_dir)
+    for member in copied:
+        print(
+            f"evo-export: note: member {member} of the front copied a donor there; its file holds the donor's weights"
+        )
+    for member_file in chosen:
+        try:
+            experiment = export(run, member_file, args.out)
+        except OSError as error:
+            print(f"evo-export: error: --out {args.out}: the export cannot be written ({error})", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        objectives = history.row(member_file.generation, member_file.member).objectives
+        shown = ", ".join(f"{name} {value:.4g}" for name, value in objectives.items())
+        print(f"member {member_file.member} of generation {member_file.generation} ({shown}): {experiment}")
     return 0
 
 

@@ -9,7 +9,10 @@ writes into ``RUN_DIR/plots`` (or ``--out``):
   PBT found), a marker where the member copied another (an exploit);
 - ``lineage.png``: who copied whom at each generation, each line coloured by the initial
   member it descends from, so the surviving lines show at a glance; a red cross where a failed
-  member was restarted (dotted to its donor).
+  member was restarted (dotted to its donor);
+- ``front.png``, for a run with several objectives (``--objective return,info:energy:min``): every
+  member's objectives at every generation (faint, darker as the run goes on) and at the last one, its
+  first Pareto front joined and each member of it named; the first two objectives when there are more.
 
 Headless: matplotlib's Agg backend.
 """
@@ -256,13 +259,60 @@ def plot_lineage(history: RunHistory):
     return fig
 
 
+def plot_front(history: RunHistory):
+    """The first two objectives of every row, the last generation's bold and its first front joined."""
+    objective = history.objective
+    x_name, y_name = objective.names[:2]
+    fig, ax = plt.subplots(figsize=(6.4, 5.2), dpi=DPI)
+    last = history.generations[-1]
+    for row in history.rows:
+        if row.objectives and row.generation < last:
+            shade = 0.15 + 0.5 * row.generation / last
+            ax.scatter(row.objectives[x_name], row.objectives[y_name], s=10, color=(0.5, 0.5, 0.5), alpha=shade)
+    final = [row for row in history.at(last) if row.objectives]
+    ax.scatter(
+        [r.objectives[x_name] for r in final],
+        [r.objectives[y_name] for r in final],
+        s=30,
+        color="tab:blue",
+        label=f"generation {last}",
+        gid="final",
+    )
+    front = sorted(history.first_front(final), key=lambda r: r.objectives[x_name])
+    ax.plot(
+        [r.objectives[x_name] for r in front],
+        [r.objectives[y_name] for r in front],
+        color="tab:red",
+        marker="o",
+        linewidth=1.5,
+        label="first front",
+        gid="front",
+    )
+    for row in front:
+        ax.annotate(f"{row.member}", (row.objectives[x_name], row.objectives[y_name]), fontsize=8, xytext=(4, 4),
+                    textcoords="offset points")  # fmt: skip
+    arrow = {
+        term.name: "(larger better)" if term.direction == "max" else "(smaller better)" for term in objective.terms
+    }
+    ax.set_xlabel(f"{x_name} {arrow[x_name]}")
+    ax.set_ylabel(f"{y_name} {arrow[y_name]}")
+    ax.set_title(f"objectives ({objective.text}); earlier generations grey")
+    legend_right(ax)
+    fig.tight_layout()
+    return fig
+
+
 def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Path]:
-    """Write scores.png, hparams.png and lineage.png for the run; returns their paths."""
+    """Write scores.png, hparams.png and lineage.png for the run (and front.png for a run with several
+    objectives); returns their paths."""
     history = load_run(run_dir)
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "plots"
     out.mkdir(parents=True, exist_ok=True)
     written = {}
-    for name, build in (("scores", plot_scores), ("hparams", plot_hparams), ("lineage", plot_lineage)):
+    plots = [("scores", plot_scores), ("hparams", plot_hparams), ("lineage", plot_lineage)]
+    if history.objective.several:
+        plots.append(("front", plot_front))
+    for name, build in plots:
         fig = build(history)
         path = out / f"{name}.png"
         fig.savefig(path, bbox_inches="tight")

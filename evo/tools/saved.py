@@ -334,6 +334,36 @@ def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> 
     return ids[member]
 
 
+def front(run: SavedRun) -> tuple[list[MemberFile], list[int]]:
+    """A run with several objectives: the members of its last checkpoint in the first Pareto front of
+    their last rows in population.csv (a synchronous run's last generation; an asynchronous run's: each
+    member's last checkpointed ready point), and the ids of the front's members left out because they
+    copied a donor there (their file holds the donor's weights; the donor is in the front too)."""
+    from evo.rundir.history import RunDirError, load_run
+
+    objective = run.config.objective
+    if not objective.several:
+        raise SavedRunError(
+            f"--front: {run.run_dir} ranked its members by one objective ({objective.text}), so it has no Pareto "
+            f"front; give --member {BEST} or an id (a run with --objective return,info:KEY has one)"
+        )
+    members = population(run)
+    if untrained(members):
+        raise SavedRunError(
+            f"--front: {run.run_dir} has no trained member yet (only generation 0's checkpoint, the initial "
+            "population, unscored); continue the run with --resume"
+        )
+    try:
+        history = load_run(run.run_dir)
+    except RunDirError as error:
+        raise SavedRunError(f"--front: {error}") from error
+    rows = [history.row(m.generation, m.member) for m in members if history.has(m.generation, m.member)]
+    first = history.first_front(rows)
+    copied = sorted(row.member for row in first if row.source is not None)
+    kept = {row.member for row in first} - set(copied)
+    return [m for m in members if m.member in kept], copied
+
+
 def output_problems(flag: str, path: Path | None, folder: bool = False) -> list[str]:
     """Why a tool could not write ``path`` (``folder``: a folder it creates, else a file), each with its
     fix: a part of the path is a file, or the nearest folder that exists may not be written. Checked

@@ -250,6 +250,26 @@ def bad_inputs(tmp_path):
         (["--run-dir", str(not_a_dir / "run")], "is not a writable directory"),
         (["--run-dir", str(no_checkpoint), "--resume"], "--resume: no complete checkpoint"),
         (["--run-dir", str(existing), "--resume"], "is not an evo run directory"),
+        # issue 38: --objective and env parameters
+        (["--objective", "retrun"], "'retrun' is not an objective; did you mean 'return'?"),
+        (["--objective", "return,info:energy:lowest"], "the direction 'lowest' of info:energy is not 'max' or 'min'"),
+        (
+            [
+                "--env-id",
+                "evo.examples.shaped:ShapedCorridor-v0",
+                "--objective",
+                "return,info:success",
+                "--explore",
+                "pb2",
+            ],
+            "several objectives rank members by Pareto fronts, and pb2 its GP models how one score changes",
+        ),
+        (["--objective", "info:is_success"], "ended without 'is_success' in its info; the keys it reported: no key"),
+        (["--hyperparams", "search_space:{env.gravityy: {low: 9, high: 10}}"], "has no attribute 'gravityy'"),
+        (
+            ["--env-id", "bigfish", "--hyperparams", "search_space:{env.x: {low: 0.1, high: 1.0}}"],
+            "Procgen games take no env parameters",
+        ),
     ]
 
 

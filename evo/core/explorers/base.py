@@ -21,6 +21,10 @@ An explorer also declares, as class attributes, what it can do; the config layer
 - ``named_choices``: whether a search space may hold named (unordered) choices, such as DrAC's
   augmentation; PB2's GP reads every value on an axis with an order, so it cannot.
   ``why_ordered`` says why not, in the refusal of such a space;
+- ``several_objectives``: whether it can serve a run ranked by several objectives (``--objective
+  return,info:energy:min``, Pareto fronts); a model of one score's change over the hyperparameters
+  (PB2's GP, and every explorer built on it) has no single score to model. ``why_one_objective`` says
+  why not, in the refusal of such a run;
 - ``category_rule``: how it chooses a category (the value of any ``choices`` hyperparameter) by a
   rule of its own, apart from the model of the other values: the Procgen AutoRL paper's
   explorers draw categories at random or from a bandit, then PB2's GP for the rest. An explorer
@@ -82,6 +86,10 @@ class Explorer:
     """Whether its search space may hold named (unordered) choices."""
     why_ordered: ClassVar[str] = ""
     """Why it cannot (``named_choices`` False), said in the refusal of a space with named choices."""
+    several_objectives: ClassVar[bool] = True
+    """Whether it can explore for a run ranked by several objectives (Pareto fronts)."""
+    why_one_objective: ClassVar[str] = ""
+    """Why it cannot (``several_objectives`` False), said in the refusal of several objectives."""
     category_rule: ClassVar[str] = ""
     """How it chooses categories by a rule of its own, completing "NAME ..." ("keeps or redraws each at
     random"); '': it has none."""

@@ -124,6 +124,11 @@ class PB2(Explorer):
     asynchronous = True  # observe_ready: one observation per ready point
     named_choices = False
     why_ordered = "PB2's GP needs values with an order"
+    several_objectives = False
+    why_one_objective = (
+        "its GP models how one score changes with the hyperparameters, and a Pareto ranking gives no one score "
+        "whose change it could model"
+    )
 
     def __init__(
         self,

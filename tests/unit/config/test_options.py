@@ -193,6 +193,7 @@ def test_the_resume_classes_of_the_issue():
         "num_levels",
         "start_level",
         "students",  # a stage's students' member ids follow from it
+        "objective",  # population.csv's columns follow from it
     }
     assert own == {"resume", "run_dir", "log_level", "cpu_tuning"}
     assert set(FIXED_ON_RESUME) == {OPTION_BY_NAME[name].field_name for name in fixed} | {"agent"}
@@ -256,6 +257,7 @@ def examples(tmp_path):
         "num_envs": ["--num-envs", "2"],
         "param_set": ["--param-set", "easy-200", *bigfish],
         "select_on": ["--select-on", "test", "--eval-episodes", "3"],
+        "objective": ["--objective", "return:min"],
         "eval_start_level": ["--eval-start-level", "1000", *bigfish],
         "eval_num_levels": ["--eval-num-levels", "100", *bigfish],
         "distribution_mode": ["--distribution-mode", "hard", *bigfish],

@@ -221,3 +221,26 @@ def test_equal_ranks_keep_their_members():
     placement = {m: m % 2 for m in range(4)}
     trained = simulate(placement, total=3, seconds_per_interval={0: 1.0, 1: 1.0})
     assert all(rank == placement[member] for member, _, rank in trained)
+
+
+def test_several_objectives_a_ready_member_copies_only_from_the_first_front():
+    from evo.core.objective import parse_objective
+
+    objective = parse_objective("return,info:energy:min")[0]
+    values = [(10.0, 5.0), (0.0, 0.0), (5.0, 2.0), (4.0, 3.0), (1.0, 6.0), (0.0, 9.0)]  # first front: 0, 1, 2
+    latest = {
+        member: Latest(1, MemberResult(member, 0, 100, objective.score(v), hparams={"lr": 0.1}, objectives=v))
+        for member, v in enumerate(values)
+    }
+    for strategy in ("wta", "truncation"):
+        for seed in range(40):
+            rng = np.random.default_rng(seed)
+            for member in range(6):
+                donor = choose_donor(member, latest, strategy, 0.34, rng, objective)
+                if donor is not None:
+                    assert donor in (0, 1, 2) and member not in (0, 1, 2), (strategy, member, donor)
+    explorer = make_explorer("perturb", SPACE)
+    exploit = decide_at_ready(5, latest, "wta", explorer, ready_rng(0, 5, 1), objective=objective)
+    assert exploit.exploit.donor in (0, 1, 2)
+    assert exploit.exploit.recipient_objectives == {"return": 0.0, "info:energy": 9.0}
+    assert exploit.donor_objectives == values[exploit.exploit.donor]

@@ -114,3 +114,21 @@ def test_truncation_copies_where_the_donor_is_better_and_explores_where_it_ties(
 def test_an_unknown_tie_rule_is_refused():
     with pytest.raises(ValueError, match="tie rule 'coin'"):
         tie_plan("wta", [1.0, 2.0], "coin")
+
+
+def test_several_objectives_plan_from_the_first_front_and_name_the_objectives_in_the_lineage():
+    from evo.core.objective import parse_objective
+
+    objective = parse_objective("return,info:energy:min")[0]
+    values = {4: (10.0, 5.0), 9: (0.0, 0.0), 2: (3.0, 8.0), 7: (1.0, 9.0)}  # first front: 4 and 9
+    population = [
+        MemberResult(m, 0, 0, objective.score(v), hparams={"lr": 0.1}, objectives=v) for m, v in values.items()
+    ]
+    for seed in range(20):
+        plan = plan_generation(1, population, "wta", perturb(), np.random.default_rng(seed), objective=objective)
+        assert weight_moves(plan).keys() == {2, 7} and set(weight_moves(plan).values()) <= {4, 9}
+        line = plan[0].to_json(SPACE)
+        assert line["recipient_objectives"] == {"return": 3.0, "info:energy": 8.0}
+        assert line["donor_objectives"] == dict(zip(objective.names, values[line["donor"]], strict=True))
+    default = plan_generation(1, population, "wta", perturb(), np.random.default_rng(0))
+    assert "recipient_objectives" not in default[0].to_json(SPACE)  # a run selecting on the return records as before

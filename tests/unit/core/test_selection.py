@@ -98,3 +98,54 @@ def test_keep_tied_maps_only_tied_recipients_to_themselves():
     assert keep_tied(donors, scores) == {1: 1, 2: 0, 3: 3, 5: 0}  # 1 ties 0; 3 and 4 are both NaN
     assert keep_tied({3: 0}, scores) == {3: 0}  # NaN never ties a number
     assert keep_tied({}, scores) == {}
+
+
+# --- several objectives (MO-PBT): the population ranked by Pareto fronts ---------------------------
+
+FRONTS = [
+    (1.0, 0.0),  # 0: front 0
+    (0.0, 1.0),  # 1: front 0
+    (0.5, 0.5),  # 2: front 0
+    (0.4, 0.4),  # 3: front 1 (2 dominates it)
+    (0.1, 0.1),  # 4: front 2
+    (0.0, 0.0),  # 5: front 3
+    (0.2, 0.05),  # 6: front 2
+    (0.05, 0.2),  # 7: front 2
+]
+
+
+def test_several_objectives_truncation_copies_from_the_top_of_the_first_front_into_the_last():
+    from evo.core.pareto import front_of
+
+    front = front_of(np.array(FRONTS))
+    for seed in range(50):
+        donors = truncation(FRONTS, 0.25, np.random.default_rng(seed))  # two replaced
+        assert set(donors) == {5, 7}  # the last front, then front 2's last in its ε-net order
+        assert all(front[d] == 0 for d in donors.values())
+        assert set(donors.values()) <= {0, 1}  # the top two of the order: the ends of the first front
+
+
+def test_several_objectives_winner_takes_all_copies_a_first_front_member_into_every_other():
+    picks = []
+    for seed in range(300):
+        donors = winner_takes_all(FRONTS, np.random.default_rng(seed))
+        assert set(donors) == {3, 4, 5, 6, 7}  # the first front keeps its weights
+        assert set(donors.values()) <= {0, 1, 2}
+        picks += list(donors.values())
+    counts = [picks.count(m) for m in (0, 1, 2)]  # uniform over the front: 500 draws each
+    assert all(400 < c < 600 for c in counts), counts
+    with pytest.raises(ValueError, match="give rng"):
+        winner_takes_all(FRONTS)
+
+
+def test_several_objectives_with_one_member_in_front_draws_nothing():
+    scores = [(1.0, 1.0), (0.0, 0.5), (0.5, 0.0)]
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    assert winner_takes_all(scores, rng) == {1: 0, 2: 0}
+    assert rng.bit_generator.state == before
+
+
+def test_several_objectives_tie_only_when_every_one_ties():
+    scores = [(1.0, 2.0), (1.0, 2.0), (1.0, 3.0), (math.nan, math.nan), (math.nan, math.nan)]
+    assert keep_tied({1: 0, 0: 2, 3: 4}, scores) == {1: 1, 0: 2, 3: 3}

@@ -60,7 +60,7 @@ def test_every_tunable_value_reaches_the_next_update(monkeypatch):
         )
 
     def recording_backward(loss, *args, **kwargs):
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         return backward(loss, *args, **kwargs)
 
     def recording_clip(parameters, max_norm, *args, **kwargs):
