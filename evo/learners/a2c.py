@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.onpolicy import gae_lambda, memory, rollout_steps
+from evo.learners.onpolicy import advantage_and_sde, check_sde, gae_lambda, memory, rollout_steps
 from evo.learners.spec import (
     COUNT,
     DISCOUNT,
@@ -21,7 +21,6 @@ from evo.learners.spec import (
     EnvShape,
     LearnerSpec,
     Reach,
-    Values,
     setting,
 )
 
@@ -63,28 +62,7 @@ SETTINGS = (
         why_fixed="it is set in the optimizer when it is built",
         domain=POSITIVE,
     ),
-    setting(
-        "normalize_advantage",
-        bool,
-        False,
-        "normalise the advantages of each rollout",
-        why_fixed="a switch of the loss, not a value to tune",
-    ),
-    setting(
-        "use_sde",
-        bool,
-        False,
-        "generalised state-dependent exploration (continuous actions)",
-        why_fixed="it shapes the policy",
-    ),
-    setting(
-        "sde_sample_freq",
-        int,
-        -1,
-        "with gSDE, a new noise matrix every this many steps (-1: at each rollout's start only)",
-        why_fixed="not tuned by evo",
-        domain=COUNT | Values((-1,)),
-    ),
+    *advantage_and_sde(False, "rollout"),
 )
 
 
@@ -98,10 +76,7 @@ def check(
 ) -> None:
     """A2C's rule across settings and the env (each value's own range is its domain, checked before):
     gSDE needs continuous actions."""
-    if settings["use_sde"] and shape is not None and shape.action_space != "Box":
-        problems.append(
-            f"use_sde: gSDE explores continuous actions, and this env's are {shape.action_space}; set use_sde: false"
-        )
+    check_sde(settings, shape, problems)
 
 
 SPEC = LearnerSpec(

@@ -1,5 +1,6 @@
-"""What SB3's on-policy learners (PPO, A2C) share, declared once: GAE's λ, the rollout a generation's
-budget is rounded to, and the memory of the networks and the rollout buffer. Pure; their SB3 side is
+"""What SB3's on-policy learners (PPO, A2C) share, declared once: GAE's λ, the advantage's
+normalisation and gSDE (settings and rule), the rollout a generation's budget is rounded to, and the
+memory of the networks and the rollout buffer. Pure; their SB3 side is
 evo/sb3/onpolicy.py."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.learners.spec import (
+    COUNT,
     FLOAT32,
     FRACTION,
     TRAINED,
@@ -15,6 +17,7 @@ from evo.learners.spec import (
     Footprint,
     Reach,
     Setting,
+    Values,
     mlp_parameters,
     networks_footprint,
     setting,
@@ -24,6 +27,43 @@ from evo.learners.spec import (
 def gae_lambda(default: float) -> Setting:
     """GAE's λ, with the learner's default (PPO 0.95, A2C 1: plain n-step returns)."""
     return setting("gae_lambda", float, default, "GAE's λ", Reach.CUSTOM, label="GAE λ", domain=FRACTION)
+
+
+def advantage_and_sde(normalize_advantage: bool, per: str) -> tuple[Setting, ...]:
+    """The advantage's normalisation (the learner's default, ``per`` "minibatch" or "rollout") and
+    generalised state-dependent exploration, as SB3 names them."""
+    return (
+        setting(
+            "normalize_advantage",
+            bool,
+            normalize_advantage,
+            f"normalise the advantages of each {per}",
+            why_fixed="a switch of the loss, not a value to tune",
+        ),
+        setting(
+            "use_sde",
+            bool,
+            False,
+            "generalised state-dependent exploration (continuous actions)",
+            why_fixed="it shapes the policy",
+        ),
+        setting(
+            "sde_sample_freq",
+            int,
+            -1,
+            "with gSDE, a new noise matrix every this many steps (-1: at each rollout's start only)",
+            why_fixed="not tuned by evo",
+            domain=COUNT | Values((-1,)),
+        ),
+    )
+
+
+def check_sde(settings: Mapping[str, Any], shape: EnvShape | None, problems: list[str]) -> None:
+    """gSDE needs continuous actions."""
+    if settings["use_sde"] and shape is not None and shape.action_space != "Box":
+        problems.append(
+            f"use_sde: gSDE explores continuous actions, and this env's are {shape.action_space}; set use_sde: false"
+        )
 
 
 def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:

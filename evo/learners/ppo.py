@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.onpolicy import gae_lambda, memory, rollout_steps
+from evo.learners.onpolicy import advantage_and_sde, check_sde, gae_lambda, memory, rollout_steps
 from evo.learners.spec import (
     COUNT,
     DISCOUNT,
@@ -84,28 +84,7 @@ SETTINGS = (
         domain=POSITIVE,
     ),
     setting("n_steps", int, 2048, "env steps per env per rollout", why_fixed=N_STEPS_FIXED, domain=COUNT),
-    setting(
-        "normalize_advantage",
-        bool,
-        True,
-        "normalise advantages per minibatch",
-        why_fixed="a switch of the loss, not a value to tune",
-    ),
-    setting(
-        "use_sde",
-        bool,
-        False,
-        "generalised state-dependent exploration (continuous actions)",
-        why_fixed="it shapes the policy",
-    ),
-    setting(
-        "sde_sample_freq",
-        int,
-        -1,
-        "with gSDE, a new noise matrix every this many steps (-1: at each rollout's start only)",
-        why_fixed="not tuned by evo",
-        domain=COUNT | Values((-1,)),
-    ),
+    *advantage_and_sde(True, "minibatch"),
     setting(
         "microbatch_size",
         int,
@@ -146,8 +125,8 @@ def check(
     problems: list[str],
 ) -> None:
     """PPO's rules across its settings (each value's own range is its domain, checked before): a batch
-    size within the rollout (from ``n_minibatches`` if given), search ranges within the rollout, and
-    DrAC's (:func:`check_drac`)."""
+    size within the rollout (from ``n_minibatches`` if given), search ranges within the rollout, gSDE
+    with continuous actions only, and DrAC's (:func:`check_drac`)."""
     rollout = max(1, n_envs * settings["n_steps"])
     if settings["n_minibatches"] is not None:
         settings["batch_size"] = rollout // settings["n_minibatches"]
@@ -170,6 +149,7 @@ def check(
         },
         problems,
     )
+    check_sde(settings, shape, problems)
     check_drac(settings, space, policy, problems)
 
 

@@ -153,3 +153,12 @@ def test_a_run_recorded_before_these_settings_resumes_as_it_ran(tmp_path):
     with pytest.raises(ConfigError) as caught:
         parse_config(["--resume", "--run-dir", str(run_dir), "--env-kwargs", "sutton_barto_reward:true"])
     assert "env_kwargs was {} in this run, the command gives {'sutton_barto_reward': True}" in str(caught.value)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_gsde_on_discrete_actions_is_refused_at_start_up(tmp_path, algo):
+    """Both on-policy learners share the rule (evo/learners/onpolicy.py); SB3 would fail deep inside its
+    policy's constructor instead."""
+    (problem,) = problems(["--algo", algo, "--env-id", "CartPole-v1", "--hyperparams", "use_sde:true"], tmp_path)
+    assert problem == "use_sde: gSDE explores continuous actions, and this env's are Discrete; set use_sde: false"
+    parse(["--algo", algo, "--env-id", "Pendulum-v1", "--hyperparams", "use_sde:true"], tmp_path / "box")
