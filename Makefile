@@ -1,7 +1,8 @@
 # evo: `make run` trains a small PBT population, `make test` runs the test tiers (all five as root).
 # Both install first (into .venv) if needed. Optional extras: make install EXTRAS=mujoco
-# (gymnasium's MuJoCo tasks), EXTRAS=video (--video: pygame, imageio, PyAV; as root also Mesa's
-# EGL); `make test EXTRAS=mujoco,video` also runs the tests that need them.
+# (gymnasium's MuJoCo tasks), EXTRAS=atari (Atari games: ale-py with its ROMs, OpenCV),
+# EXTRAS=video (--video: pygame, imageio, PyAV; as root also Mesa's EGL);
+# `make test EXTRAS=mujoco,atari,video` also runs the tests that need them.
 
 SHELL := /bin/bash
 PYTHON ?= python3

@@ -1,4 +1,5 @@
-"""PPO throughput of one agent: evo's agent vs stock SB3, and evo in float32 vs bfloat16.
+"""PPO throughput of one agent: evo's agent vs stock SB3, and evo in float32 vs bfloat16; Procgen, CartPole and
+an Atari game at zoo's Atari settings (the atari extra: ``--cases pong-nature``).
 
     python bench/throughput.py [--repeats 3] [--iterations 2] [--json FILE] [--variants stock evo evo-bf16]
 
@@ -32,7 +33,11 @@ CASES = {
     "bigfish-impala": ("bigfish", "impala", 16, 128),
     "bigfish-nature": ("bigfish", "nature", 16, 128),  # 16 x 128 = 2048 = one paper-sized minibatch
     "cartpole-mlp": ("CartPole-v1", "mlp", 8, 256),
+    # zoo's Atari PPO (its `atari` entry: 8 envs x 128 steps, 4 epochs of minibatches of 256, 4 stacked
+    # frames, the Nature CNN), evo's Atari preprocessing against SB3's make_atari_env (the same wrappers)
+    "pong-nature": ("ALE/Pong-v5", "nature", 8, 128),
 }
+ATARI_CASES = ("pong-nature",)
 
 
 def build(case: str, variant: str):
@@ -45,12 +50,11 @@ def build(case: str, variant: str):
     from evo.config import parse_config
 
     hyperparams = Path(os.environ.get("TMPDIR", "/tmp")) / f"evo-bench-{os.getpid()}.yml"
-    block = "procgen" if policy != "mlp" else env_id
+    block = "atari" if case in ATARI_CASES else "procgen" if policy != "mlp" else env_id
     # one minibatch per epoch: for Procgen that is 2048 samples, the minibatch size of the
-    # paper's config (64 envs x 256 steps / 8 minibatches), so activations are as large
-    hyperparams.write_text(
-        f"{block}:\n  policy: {policy}\n  n_envs: {n_envs}\n  n_steps: {n_steps}\n  n_minibatches: 1\n"
-    )
+    # paper's config (64 envs x 256 steps / 8 minibatches), so activations are as large; Atari: zoo's 256
+    minibatches = "batch_size: 256" if case in ATARI_CASES else "n_minibatches: 1"
+    hyperparams.write_text(f"{block}:\n  policy: {policy}\n  n_envs: {n_envs}\n  n_steps: {n_steps}\n  {minibatches}\n")
     argv = ["--env-id", env_id, "--hyperparams", str(hyperparams)] + (["--no-cpu-tuning"] if variant == "stock" else [])
     argv += ["--precision", "bf16"] if variant == "evo-bf16" else []
     config = parse_config(argv, check_run_dir=False)
@@ -64,13 +68,21 @@ def build(case: str, variant: str):
     from stable_baselines3 import PPO
 
     from evo.sb3.envs import make_env
-    from evo.sb3.ppo import policy_arguments
+    from evo.sb3.learner import policy_arguments
 
     agent, hp, settings = config.agent, config.agent.defaults, config.agent.settings
     name, policy_kwargs = policy_arguments(agent, channels_last=False)
+    if case in ATARI_CASES:  # SB3's own Atari set-up, as zoo's `atari` entry asks it: the game's own sticky actions
+        from stable_baselines3.common.env_util import make_atari_env
+        from stable_baselines3.common.vec_env import VecFrameStack
+
+        env = VecFrameStack(make_atari_env(env_id, n_envs, seed=0, env_kwargs={"frameskip": 1}), agent.frame_stack)
+        policy_kwargs = {}  # SB3's CnnPolicy: its NatureCNN
+    else:
+        env = make_env(env_id, n_envs, seed=0)
     model = PPO(
         name,
-        make_env(env_id, n_envs, seed=0),
+        env,
         n_steps=settings["n_steps"],
         batch_size=settings["batch_size"],
         n_epochs=settings["n_epochs"],
@@ -211,11 +223,18 @@ def measure(case: str, variant: str, iterations: int) -> dict:
 VARIANTS = ("stock", "evo", "evo-bf16")
 
 
+def default_cases() -> list[str]:
+    """Every case that runs here: the Atari ones where the atari extra is installed."""
+    from evo.config.envnames import register_atari
+
+    return [case for case in CASES if case not in ATARI_CASES or register_atari() is None]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=1, help="PPO iterations measured after the warm-up")
-    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--cases", nargs="+", default=default_cases(), choices=list(CASES))
     parser.add_argument("--variants", nargs="+", default=None, choices=VARIANTS, help="default: all that run here")
     parser.add_argument("--json", help="write the raw records here")
     parser.add_argument("--worker", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)

@@ -30,7 +30,7 @@ from typing import Any
 from evo.config import checks, probe
 from evo.config.agent import CNN_POLICIES, AgentSettings, build_agent
 from evo.config.checks import TRANSPORTS, run_dir_problems
-from evo.config.envnames import env_shape, procgen_game
+from evo.config.envnames import env_shape, procgen_game, stacked_shape
 from evo.config.hyperparams import (
     PARAM_SETS,
     agent_keys,
@@ -148,7 +148,8 @@ def parse_config(
     agent, resolved["objective"] = probed(args, agent, resolved["env_kwargs"], problems)
     if not args.resume:  # a resumed run's sizes were accepted when it started (and evo's tools open runs so)
         members_per_rank = max(resolved["num_agents"] // max(world_size, 1), 1)
-        problems += memory_problems(agent, shape, members_per_rank, available_memory())
+        stacked = stacked_shape(shape, agent.frame_stack)  # as the networks and replay buffers hold observations
+        problems += memory_problems(agent, stacked, members_per_rank, available_memory())
     if problems:
         raise ConfigError(problems)
     config = build_config(

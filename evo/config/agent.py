@@ -10,10 +10,9 @@ from typing import Any
 from evo.core.envparams import is_env_param
 from evo.core.kinds import Kind, kind_from_entry, kind_from_spec
 from evo.learners import LearnerSpec, learner_spec
-from evo.learners.spec import EnvShape, Setting
+from evo.learners.spec import CNN_POLICIES, EnvShape, Setting
 
 POLICY_ALIASES = {"mlppolicy": "mlp", "cnnpolicy": "nature", "impalacnn": "impala"}
-CNN_POLICIES = ("impala", "nature")
 
 
 @dataclass(frozen=True)
@@ -33,6 +32,8 @@ class AgentSettings:
     env_params: dict[str, Any] = field(default_factory=dict)
     """The env parameters of the search space (``env.<attribute>``, evo.core.envparams) with the value
     the env has when it is made (read at start-up): their defaults."""
+    frame_stack: int = 0
+    """Frames stacked into each observation (zoo's ``frame_stack``: SB3's VecFrameStack); 0: none."""
 
     @property
     def spec(self) -> LearnerSpec:
@@ -78,6 +79,7 @@ class AgentSettings:
             "normalize": self.normalize,
             "search_space": {name: kind.spec() for name, kind in self.search_space.items()},
             **({"env_params": dict(self.env_params)} if self.env_params else {}),
+            **({"frame_stack": self.frame_stack} if self.frame_stack else {}),
         }
 
     @classmethod
@@ -94,6 +96,7 @@ class AgentSettings:
             search_space={name: kind_from_spec(entry) for name, entry in (saved.get("search_space") or {}).items()},
             normalize=dict(saved["normalize"]),
             env_params=dict(saved.get("env_params") or {}),
+            frame_stack=int(saved.get("frame_stack") or 0),
         )
 
 
@@ -147,6 +150,10 @@ def build_agent(
     if n_envs < 1:
         problems.append(f"n_envs {n_envs}: must be at least 1")
         n_envs = 1
+    frame_stack = merged.get("frame_stack", 0)
+    if frame_stack < 0:
+        problems.append(f"frame_stack {frame_stack}: must be 0 (no stacking) or the number of frames to stack, e.g. 4")
+        frame_stack = 0
     space = _search_space(spec, merged.get("search_space", {}), ranges, problems, sources)
     if shape is not None:
         _action_space(spec, env_id, shape, problems)
@@ -172,6 +179,7 @@ def build_agent(
         policy_kwargs=merged.get("policy_kwargs", {}),
         search_space=space,
         normalize=_normalize(merged, env_id, game, problems),
+        frame_stack=frame_stack,
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from evo.config.envnames import DISTRIBUTION_MODES, env_kwargs_message
+from evo.config.envnames import DISTRIBUTION_MODES, atari_env_kwargs, env_kwargs_message
 from evo.config.hyperparams import DuplicateKey, load_yaml, parse_env_kwargs
 from evo.core.envparams import is_env_param
 from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
@@ -144,8 +144,9 @@ def budget(args: Any, settings: dict[str, Any], problems: list[str]) -> tuple[in
 
 
 def env_kwargs(env_id: str, tokens: list[str] | None, problems: list[str]) -> dict[str, Any]:
-    """``--env-kwargs key:value ...`` as a dict, checked by making the env with them once."""
-    found = parse_env_kwargs(tokens, problems)
+    """``--env-kwargs key:value ...`` as a dict, checked by making the env with them once (an Atari game's
+    with ``frameskip: 1`` where zoo's preprocessing needs it: evo.config.envnames.atari_env_kwargs)."""
+    found = atari_env_kwargs(env_id, parse_env_kwargs(tokens, problems))
     problem = env_kwargs_message(env_id, found)
     if problem:
         problems.append(problem)

@@ -1,7 +1,8 @@
 """Environment ids: which exist, which are Procgen games, and close matches for typos.
 
 Pure apart from reading gymnasium's registry (and importing the module of a ``module:EnvId``
-id, which registers it); it never imports procgen. It creates an env to check ``--env-kwargs``
+id, which registers it, and ale-py, whose import registers the Atari games); it never imports
+procgen. It creates an env to check ``--env-kwargs``
 (:func:`env_kwargs_message`) and to read its spaces (:func:`env_shape`).
 """
 
@@ -11,6 +12,7 @@ import difflib
 import functools
 import importlib
 import logging
+import re
 from typing import Any
 
 from evo.learners.spec import EnvShape
@@ -38,6 +40,13 @@ PROCGEN_GAMES = (
     "starpilot",
 )
 MUJOCO_INSTALL = "make install EXTRAS=mujoco (or pip install 'evo[mujoco]')"
+ATARI_INSTALL = "make install EXTRAS=atari (or pip install 'evo[atari]')"
+ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
+ATARI_ID = re.compile(r"^(ALE/[A-Za-z0-9]+-v5|[A-Z][A-Za-z0-9]*?(NoFrameskip|Deterministic)?-v[04])$")
+"""The forms of the Atari ids ale-py registers (``ALE/Pong-v5``, ``PongNoFrameskip-v4`` ...), known without
+it so that a run on one without the extra is told to install it rather than that the id is unknown."""
+ATARI_SCREEN = (84, 84, 1)
+"""The frame zoo's Atari preprocessing gives (SB3's AtariWrapper: 84 x 84 grey), before frames are stacked."""
 DISTRIBUTION_MODES = ("easy", "hard", "extreme", "memory", "exploration")
 
 
@@ -50,10 +59,61 @@ def procgen_game(env_id: str) -> str | None:
     return name if name in PROCGEN_GAMES else None
 
 
+@functools.cache
+def register_atari() -> str | None:
+    """Register ale-py's Atari games with gymnasium (importing ale_py does it); None, or why it cannot. The
+    emulator's greeting, printed by every emulator built (every env of every rank), is left out: errors only."""
+    try:
+        ale_py = importlib.import_module("ale_py")
+    except ImportError as error:
+        return str(error)
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    return None
+
+
 def gymnasium_ids() -> list[str]:
     import gymnasium
 
+    register_atari()
     return sorted(gymnasium.envs.registry.keys())
+
+
+def is_atari(env_id: str) -> bool:
+    """Whether ``env_id`` is one of ale-py's Atari games (registered, or of their forms when ale-py is
+    missing): zoo's test, the entry point ``ale_py.env:AtariEnv``."""
+    import gymnasium
+
+    register_atari()
+    spec = gymnasium.envs.registry.get(env_id)
+    if spec is None:
+        return register_atari() is not None and ATARI_ID.match(env_id) is not None
+    return spec.entry_point == ATARI_ENTRY_POINT
+
+
+def sticky_actions(env_id: str, env_kwargs: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """An Atari game's sticky actions moved out of the emulator: ``env_kwargs`` with
+    ``repeat_action_probability: 0`` for ``gymnasium.make``, and the probability (the kwargs' or the id's,
+    0.25 for ``-v5`` ids) for SB3's StickyActionEnv, which draws them per frame as the emulator would (Machado
+    et al. 2018) but holds its last action as plain data, where ale-py's emulator keeps it outside the state it
+    clones: a restored game would otherwise repeat another action than the saved one's."""
+    import gymnasium
+
+    spec = gymnasium.spec(env_id)
+    probability = float(env_kwargs.get("repeat_action_probability", spec.kwargs.get("repeat_action_probability", 0)))
+    return {**env_kwargs, "repeat_action_probability": 0.0}, probability
+
+
+def atari_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``env_kwargs`` for an Atari game under zoo's preprocessing, whose AtariWrapper skips 4 frames itself: a
+    ``-v5`` id (which skips 4 frames of its own, with sticky actions) gets ``frameskip: 1`` unless it is given,
+    so that an agent acts every 4th frame as on a ``NoFrameskip-v4`` id, the sticky actions kept (Machado et
+    al. 2018's protocol). Other envs' kwargs are returned as they are."""
+    import gymnasium
+
+    spec = gymnasium.envs.registry.get(env_id) if is_atari(env_id) else None
+    if spec is None or "frameskip" in env_kwargs or spec.kwargs.get("frameskip", 1) == 1:
+        return env_kwargs
+    return {**env_kwargs, "frameskip": 1}
 
 
 def unknown_env_message(env_id: str) -> str | None:
@@ -71,6 +131,13 @@ def unknown_env_message(env_id: str) -> str | None:
     known = gymnasium_ids()
     if env_id in known:
         return missing_extra_message(env_id)
+    missing = register_atari()
+    if missing is not None and ATARI_ID.match(env_id):
+        return (
+            f"--env-id {env_id} is not registered, and has the form of an Atari game's id, which ale-py (the "
+            f"emulator and its ROMs) registers: it is not installed ({missing}). Install evo's atari extra: "
+            f"{ATARI_INSTALL}; or check the id"
+        )
     candidates = known + list(PROCGEN_GAMES)
     bare = env_id.split(":", 1)[-1]
     matches = difflib.get_close_matches(bare, candidates, n=5, cutoff=0.6)
@@ -84,9 +151,19 @@ def unknown_env_message(env_id: str) -> str | None:
 
 def missing_extra_message(env_id: str) -> str | None:
     """None unless ``env_id`` is one of gymnasium's MuJoCo tasks and the ``mujoco`` package
-    (evo's optional extra) cannot be imported; gymnasium registers those ids either way."""
+    (evo's optional extra) cannot be imported (gymnasium registers those ids either way), or an Atari
+    game and OpenCV, which zoo's preprocessing resizes frames with (the atari extra), cannot."""
     import gymnasium
 
+    if is_atari(env_id):
+        try:
+            importlib.import_module("cv2")
+        except ImportError as error:
+            return (
+                f"--env-id {env_id}: zoo's Atari preprocessing resizes frames with OpenCV, which is not installed "
+                f"({error}). Install evo's atari extra: {ATARI_INSTALL}"
+            )
+        return None
     entry_point = gymnasium.spec(env_id).entry_point
     if not (isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.mujoco")):
         return None
@@ -137,20 +214,16 @@ def _shape_of(env_id: str, env_kwargs: tuple[tuple[str, Any], ...]) -> EnvShape 
     try:
         actions, observations = env.action_space, env.observation_space
         itemsize = observations.dtype.itemsize if observations.dtype is not None else 4
-        return EnvShape(
-            type(actions).__name__,
-            tuple(int(n) for n in (actions.shape or ())),
-            tuple(int(n) for n in (observations.shape or ())),
-            int(itemsize),
-        )
+        shape = ATARI_SCREEN if is_atari(env_id) else tuple(int(n) for n in (observations.shape or ()))
+        return EnvShape(type(actions).__name__, tuple(int(n) for n in (actions.shape or ())), shape, int(itemsize))
     finally:
         env.close()
 
 
 def env_shape(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvShape | None:
     """The env's action space (its class and shape) and observations (their shape and bytes per
-    element), made once with ``env_kwargs``; None if it cannot be made (the reason is the env id's or
-    the keyword arguments' own problem)."""
+    element; an Atari game's: the preprocessed frame, :data:`ATARI_SCREEN`), made once with ``env_kwargs``;
+    None if it cannot be made (the reason is the env id's or the keyword arguments' own problem)."""
     try:
         return _shape_of(env_id, tuple(sorted((env_kwargs or {}).items())))
     except TypeError:  # a keyword argument that cannot be hashed (a list): make it uncached
@@ -182,11 +255,21 @@ def log_mujoco_warnings() -> None:
     mujoco.set_mju_user_warning(warn)
 
 
+def stacked_shape(shape: EnvShape | None, frame_stack: int) -> EnvShape | None:
+    """``shape`` with ``frame_stack`` frames stacked on the last axis (SB3's VecFrameStack of channel-last
+    images), as a member's networks and replay buffer see them; as it is without stacking."""
+    if shape is None or frame_stack <= 1 or not shape.observation_shape:
+        return shape
+    *rest, last = shape.observation_shape
+    return EnvShape(shape.action_space, shape.action_shape, (*rest, last * frame_stack), shape.observation_itemsize)
+
+
 def make_env_once(env_id: str, env_kwargs: dict[str, Any]):
     """``gymnasium.make`` of a registered id, for a check at start-up (MuJoCo's warnings logged,
     never written to MUJOCO_LOG.TXT in the working directory)."""
     import gymnasium
 
+    register_atari()
     if is_mujoco(env_id):
         log_mujoco_warnings()
     return gymnasium.make(env_id, **env_kwargs)

@@ -2,7 +2,7 @@
 
 Layers, later ones winning (rl-baselines3-zoo's order): the learner's declared defaults
 (evo/learners/<algo>.py), the built-in ``<algo>.yml`` (its ``default`` block, ``procgen`` and
-``procgen-<param set>`` for Procgen games, then the env's own block), the same blocks of a
+``procgen-<param set>`` for Procgen games, ``atari`` for Atari games, then the env's own block), the same blocks of a
 ``--conf-file FILE`` (or ``--hyperparams FILE``), then the ``--hyperparams key:value`` overrides.
 Every value is coerced by the key's declared type (PyYAML reads ``3e-4`` as a string); a key of
 another learner is refused naming that learner, an unknown one with a suggestion.
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from evo.config.envnames import procgen_game
+from evo.config.envnames import is_atari, procgen_game
 from evo.core.envparams import is_env_param, name_problem
 from evo.learners import LearnerSpec, learner_spec, specs
 
@@ -83,6 +83,7 @@ COMMON_KEYS: dict[str, type | tuple[type, ...]] = {
     "total_generations": int,
     "policy_kwargs": dict,
     "search_space": dict,
+    "frame_stack": int,
 }
 COMMON_POLICY_KWARGS: dict[str, type | tuple[type, ...]] = {
     "net_arch": (list, dict),
@@ -389,9 +390,12 @@ def _layers(
     spec: LearnerSpec,
     param_set: str | None = None,
 ) -> list:
-    """The blocks of ``data`` that apply, each with where it is (``ppo.yml[CartPole-v1]``)."""
+    """The blocks of ``data`` that apply, each with where it is (``ppo.yml[CartPole-v1]``): ``default``, then
+    ``procgen`` and ``procgen-<param set>`` for a Procgen game or ``atari`` for an Atari game (zoo's key), then
+    the env's own."""
     procgen_names = ["procgen"] + ([f"procgen-{param_set}"] if param_set else [])
-    names = ["default"] + (procgen_names if game else []) + [env_key]
+    family = procgen_names if game else ["atari"] if is_atari(env_key) else []
+    names = ["default", *family, env_key]
     found = []
     for name in names:
         if name in data:
@@ -413,10 +417,12 @@ def _file_layers(
             f"{flag} {path} is empty: it holds no settings; give a 'default' or {env_key!r} block (e.g. "
             f"'{env_key}: {{learning_rate: 1.0e-3}}'), or drop {flag}"
         )
-    if data and not ({"default", "procgen", env_key} & set(data)):
+    family = "procgen" if game else "atari" if is_atari(env_key) else None
+    if data and not ({"default", family, env_key} & set(data)):
         problems.append(
             f"{flag} {path}: no block applies to {env_id!r}; "
-            f"its blocks are {', '.join(map(str, data))} (use 'default' or {env_key!r})"
+            f"its blocks are {', '.join(map(str, data))} "
+            f"(use 'default'{f', {family!r}' if family else ''} or {env_key!r})"
         )
     return _layers(data, env_key, game, str(path), problems, spec, param_set)
 

@@ -16,6 +16,7 @@ from evo.learners.onpolicy import advantage_and_sde, check_sde, gae_lambda, memo
 from evo.learners.spec import (
     COUNT,
     DISCOUNT,
+    IMAGE_POLICIES,
     NON_NEGATIVE,
     POSITIVE,
     EnvShape,
@@ -62,6 +63,14 @@ SETTINGS = (
         why_fixed="it is set in the optimizer when it is built",
         domain=POSITIVE,
     ),
+    setting(
+        "rms_prop_tf_like",
+        bool,
+        False,
+        "RMSprop as TensorFlow computes it (SB3's RMSpropTFLike, zoo's for Atari: ε inside the square root, "
+        "averages starting at 1)",
+        why_fixed="it chooses the optimizer, built once with the model",
+    ),
     *advantage_and_sde(False, "rollout"),
 )
 
@@ -84,6 +93,7 @@ SPEC = LearnerSpec(
     title="A2C",
     settings=SETTINGS,
     action_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
+    policies=IMAGE_POLICIES,
     policy_kwargs={"ortho_init": bool, "log_std_init": float},
     default_net_arch={"pi": (64, 64), "vf": (64, 64)},
     check=check,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from evo.learners.greedy import check, greedy_settings, q_memory
 from evo.learners.offpolicy import budget_notes, collection_steps
-from evo.learners.spec import LearnerSpec
+from evo.learners.spec import IMAGE_POLICIES, LearnerSpec
 
 SPEC = LearnerSpec(
     name="dqn",
@@ -19,6 +19,7 @@ SPEC = LearnerSpec(
         learning_rate=1e-4, exploration_fraction=0.1, exploration_final_eps=0.05, max_grad_norm=10
     ),
     action_spaces=("Discrete",),
+    policies=IMAGE_POLICIES,
     default_net_arch={"qf": (64, 64)},
     replay=True,
     check=check,

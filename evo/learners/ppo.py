@@ -17,8 +17,10 @@ from typing import Any
 from evo.core.kinds import Kind
 from evo.learners.onpolicy import advantage_and_sde, check_sde, gae_lambda, memory, rollout_steps
 from evo.learners.spec import (
+    CNN_POLICIES,
     COUNT,
     DISCOUNT,
+    IMAGE_POLICIES,
     NON_NEGATIVE,
     POSITIVE,
     EnvShape,
@@ -35,9 +37,6 @@ A, S, LR, D, C = Reach.ATTRIBUTE, Reach.SCHEDULE, Reach.LEARNING_RATE, Reach.DIS
 AUG_TYPES = ("crop", "random-conv", "grayscale", "flip", "rotate", "cutout", "cutout-color", "color-jitter")
 """DrAC's augmentations by name (the paper's eight; evo/sb3/augment.py implements them, and a test
 keeps the two lists equal: this module stays free of torch)."""
-CNN_POLICIES = ("impala", "nature")
-"""The policies that read images: DrAC augments their frames."""
-POLICIES = ("mlp", *CNN_POLICIES)
 
 N_STEPS_FIXED = (
     "it sizes the rollout buffer (n_envs * n_steps samples) that PPO allocates once and that every "
@@ -163,7 +162,7 @@ def check_drac(settings: Mapping[str, Any], space: Mapping[str, Kind], policy: s
             "0.1) or explore aug_coef too"
         )
     drac = aug_coef > 0 or "aug_coef" in space or "aug_type" in space
-    if drac and policy not in CNN_POLICIES and policy in POLICIES:
+    if drac and policy not in CNN_POLICIES and policy in IMAGE_POLICIES:
         problems.append(
             f"DrAC (aug_coef {aug_coef}{', explored' if 'aug_coef' in space or 'aug_type' in space else ''}) needs "
             f"image observations: it augments frames, and policy {policy!r} reads vectors; train a CNN policy "
@@ -184,7 +183,7 @@ SPEC = LearnerSpec(
     title="PPO",
     settings=SETTINGS,
     action_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
-    policies=POLICIES,
+    policies=IMAGE_POLICIES,
     policy_kwargs={"ortho_init": bool, "log_std_init": float},
     default_net_arch={"pi": (64, 64), "vf": (64, 64)},
     precisions=("fp32", "bf16"),

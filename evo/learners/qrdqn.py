@@ -15,7 +15,7 @@ from typing import Any
 
 from evo.learners.greedy import check, greedy_settings, q_memory
 from evo.learners.offpolicy import budget_notes, collection_steps
-from evo.learners.spec import EnvShape, Footprint, LearnerSpec
+from evo.learners.spec import IMAGE_POLICIES, EnvShape, Footprint, LearnerSpec
 
 QUANTILES = 200
 """sb3-contrib's default number of quantiles."""
@@ -35,6 +35,7 @@ SPEC = LearnerSpec(
         learning_rate=5e-5, exploration_fraction=0.005, exploration_final_eps=0.01, max_grad_norm=None
     ),
     action_spaces=("Discrete",),
+    policies=IMAGE_POLICIES,
     policy_kwargs={"n_quantiles": int},
     default_net_arch={"qf": (64, 64)},
     replay=True,

@@ -192,6 +192,11 @@ def _shown(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+CNN_POLICIES = ("impala", "nature")
+"""The policies that read images (the IMPALA CNN of the Procgen paper, the Nature DQN's CNN)."""
+IMAGE_POLICIES = ("mlp", *CNN_POLICIES)
+"""A learner's ``policies`` when it reads images as well as vectors (PPO, A2C, DQN, QR-DQN)."""
+
 POSITIVE = above(0)
 NON_NEGATIVE = at_least(0)
 COUNT = at_least(1)

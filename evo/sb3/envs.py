@@ -32,9 +32,9 @@ from evo.sb3 import _quiet  # noqa: F401  (before SB3 and procgen)
 import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecFrameStack, VecMonitor
 
-from evo.config.envnames import is_mujoco, log_mujoco_warnings, procgen_game
+from evo.config.envnames import is_atari, is_mujoco, log_mujoco_warnings, procgen_game, register_atari, sticky_actions
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +189,7 @@ def make_env(
     start_level: int = 0,
     env_kwargs: dict[str, Any] | None = None,
     info_keys: tuple[str, ...] = (),
+    frame_stack: int = 0,
 ) -> VecEnv:
     """A monitored VecEnv for one member (episode returns reach ``model.ep_info_buffer``).
 
@@ -196,16 +197,39 @@ def make_env(
     imported here, on the rank that builds the env (the config was checked on rank 0 only).
     ``env_kwargs`` go to ``gym.make`` for every copy of the env. ``info_keys``: the keys of info the
     objective reads, recorded with each episode (:class:`EpisodeInfo`); none: no such wrapper.
+    An Atari game gets zoo's preprocessing (:func:`atari_wrapper`); ``frame_stack`` > 1 stacks that many
+    frames (SB3's VecFrameStack, as zoo's ``frame_stack``).
     """
     game = procgen_game(env_id)
     if game is not None:
         env = ProcgenVecEnv(game, num_envs, seed, distribution_mode, num_levels, start_level)
         return VecMonitor(env)
     register_module(env_id)
+    if is_atari(env_id):
+        missing = register_atari()
+        if missing is not None:
+            raise RuntimeError(f"{env_id} needs ale-py on every rank ({missing}): make install EXTRAS=atari")
     if is_mujoco(env_id):
         log_mujoco_warnings()
     wrapper = {"wrapper_class": EpisodeInfo, "wrapper_kwargs": {"keys": tuple(info_keys)}} if info_keys else {}
-    return make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs, **wrapper)
+    if is_atari(env_id):
+        env_kwargs, sticky = sticky_actions(env_id, dict(env_kwargs or {}))
+        wrapper = {"wrapper_class": atari_wrapper, "wrapper_kwargs": {"keys": tuple(info_keys), "sticky": sticky}}
+    env = make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs, **wrapper)
+    return VecFrameStack(env, frame_stack) if frame_stack > 1 else env
+
+
+def atari_wrapper(env: gym.Env, keys: tuple[str, ...] = (), sticky: float = 0.0) -> gym.Env:
+    """zoo's Atari preprocessing (its ``env_wrapper`` for every ``atari`` entry): SB3's AtariWrapper with its
+    defaults, over the Monitor that records whole games (all lives, rewards unclipped), as zoo's
+    ``make_vec_env`` stacks them: up to 30 no-op starts, 4 frames skipped (the max of the last two kept), FIRE
+    at a reset where the game needs it, a life lost ends the learner's episode (not the game's), 84 x 84 grey
+    frames, rewards clipped to their sign; and the game's sticky actions, each frame repeating the last action
+    with probability ``sticky`` (evo.config.envnames.sticky_actions says why here rather than in the
+    emulator). ``keys``: as :class:`EpisodeInfo`'s, under the preprocessing."""
+    from stable_baselines3.common.atari_wrappers import AtariWrapper
+
+    return AtariWrapper(EpisodeInfo(env, keys) if keys else env, action_repeat_probability=sticky)
 
 
 def register_module(env_id: str) -> None:

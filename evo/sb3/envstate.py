@@ -9,9 +9,12 @@ Only plain data is saved (numbers, strings, arrays as tensors, lists and dicts o
 NumPy generator's state), so the checkpoint still loads with ``torch.load(weights_only=True)``
 and nothing in it is executed; no env object is pickled. Supported: gymnasium envs in SB3's
 ``DummyVecEnv`` (under ``VecNormalize`` too) whose every layer holds only such data besides
-its spaces and spec (the classic-control tasks, CartPole among them). Others (MuJoCo's
-simulator state, Procgen's C++ games) are not captured: :func:`capture` returns None and a
-resumed member starts fresh episodes, as before.
+its spaces and spec (the classic-control tasks, CartPole among them), under SB3's VecFrameStack
+(its stacked frames) and VecTransposeImage too; and ale-py's Atari games, whose emulator
+(``AtariEnv.ale``) is saved as the bytes of ``cloneState(include_rng=True)``: the console's RAM,
+the frame and the random generator of its sticky actions, so that a restored game repeats the
+same frames for the same actions. Others (MuJoCo's simulator state, Procgen's C++ games) are not
+captured: :func:`capture` returns None and a resumed member starts fresh episodes, as before.
 """
 
 from __future__ import annotations
@@ -21,12 +24,23 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import (
+    DummyVecEnv,
+    VecEnv,
+    VecEnvWrapper,
+    VecFrameStack,
+    VecNormalize,
+    VecTransposeImage,
+)
 
 FORMAT = 1
 MODEL_FIELDS = ("_last_obs", "_last_episode_starts", "_last_original_obs")
 STATIC = (gym.spaces.Space, gym.envs.registration.EnvSpec)
 """Attributes rebuilt identically with the env, neither saved nor a reason to give up."""
+REBUILT = frozenset({"_action_set"})
+"""Attributes by name rebuilt identically with the env: an Atari game's legal actions (ale-py's enums)."""
+EMULATOR = "ale"
+"""ale-py's ``AtariEnv`` attribute holding the emulator, saved by its own state's bytes."""
 
 
 class Unsupported(Exception):
@@ -73,6 +87,8 @@ def from_plain(value: Any, current: Any = None) -> Any:
         return value["__array__"].numpy().copy()
     if "__tuple__" in value:
         return tuple(from_plain(item) for item in value["__tuple__"])
+    if "__emulator__" in value:
+        return emulator(current, value["__emulator__"])
     if "__generator__" in value:
         state = from_plain(value["__generator__"])
         generator = current if isinstance(current, np.random.Generator) else np.random.default_rng()
@@ -90,28 +106,54 @@ def layers(env: gym.Env) -> list[gym.Env]:
 
 
 def layer_state(layer: Any) -> dict:
-    """``{"class": its class, "state": its attributes}``, the wrapped env and the static ones left out."""
+    """``{"class": its class, "state": its attributes}``, the wrapped env and the static ones left out (an
+    emulator: its state's bytes)."""
     state = {}
     for name, value in vars(layer).items():
-        if name == "env" or isinstance(value, STATIC):
+        if name == "env" or name in REBUILT or isinstance(value, STATIC):
+            continue
+        if name == EMULATOR and hasattr(value, "cloneState"):
+            state[name] = {
+                "__emulator__": to_plain(np.frombuffer(value.cloneState(include_rng=True).__getstate__(), np.uint8))
+            }
             continue
         state[name] = to_plain(value)
     return {"class": type(layer).__qualname__, "state": state}
 
 
-def vec_envs(venv: VecEnv) -> tuple[VecNormalize | None, DummyVecEnv]:
-    normalizer = venv if isinstance(venv, VecNormalize) else None
-    inner = normalizer.venv if normalizer is not None else venv
-    if not isinstance(inner, DummyVecEnv):
-        raise Unsupported(type(inner).__name__)
-    return normalizer, inner
+def emulator(current: Any, saved: Any) -> Any:
+    """``current`` (an ale-py emulator) put back into the state whose bytes ``saved`` holds."""
+    from ale_py import ALEState
+
+    state = ALEState.__new__(ALEState)
+    state.__setstate__(from_plain(saved).tobytes())
+    current.restoreState(state)
+    return current
+
+
+def vec_envs(venv: VecEnv) -> tuple[VecNormalize | None, VecFrameStack | None, DummyVecEnv]:
+    """The VecNormalize and VecFrameStack around ``venv``'s DummyVecEnv (None where there is none), and it;
+    Unsupported for any other wrapper (VecTransposeImage, which holds nothing, is passed)."""
+    normalizer = stack = None
+    layer = venv
+    while isinstance(layer, VecEnvWrapper):
+        if isinstance(layer, VecNormalize):
+            normalizer = layer
+        elif isinstance(layer, VecFrameStack):
+            stack = layer
+        elif not isinstance(layer, VecTransposeImage):
+            raise Unsupported(type(layer).__name__)
+        layer = layer.venv
+    if not isinstance(layer, DummyVecEnv):
+        raise Unsupported(type(layer).__name__)
+    return normalizer, stack, layer
 
 
 def capture(model) -> dict | None:
     """The model's training envs and its last observations as plain data; None if the envs
     hold state that is not plain data (a resumed member then starts fresh episodes)."""
     try:
-        normalizer, inner = vec_envs(model.env)
+        normalizer, stack, inner = vec_envs(model.env)
         return {
             "format": FORMAT,
             "envs": [[layer_state(layer) for layer in layers(env)] for env in inner.envs],
@@ -123,6 +165,7 @@ def capture(model) -> dict | None:
             if normalizer is not None
             else None,
             "model": {name: to_plain(getattr(model, name, None)) for name in MODEL_FIELDS},
+            **({"frames": to_plain(stack.stacked_obs.stacked_obs)} if stack is not None else {}),
         }
     except Unsupported:
         return None
@@ -132,8 +175,10 @@ def restore(model, saved: dict) -> bool:
     """Put ``saved`` (from :func:`capture`) back into ``model``'s envs; False (nothing
     changed) if they do not match it: another number of envs or another wrapper chain.
     Attributes an env creates lazily (its generator, before its first reset) are set too."""
-    normalizer, inner = vec_envs(model.env)
+    normalizer, stack, inner = vec_envs(model.env)
     if len(saved["envs"]) != len(inner.envs) or (saved["normalizer"] is None) != (normalizer is None):
+        return False
+    if ("frames" in saved) != (stack is not None):
         return False
     chains = [layers(env) for env in inner.envs]
     for chain, states in zip(chains, saved["envs"], strict=True):
@@ -146,6 +191,8 @@ def restore(model, saved: dict) -> bool:
     if normalizer is not None:
         for name, value in saved["normalizer"].items():
             setattr(normalizer, name, from_plain(value))
+    if stack is not None:
+        stack.stacked_obs.stacked_obs = from_plain(saved["frames"])
     for name, value in saved["model"].items():
         setattr(model, name, from_plain(value))
     return True

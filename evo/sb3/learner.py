@@ -67,6 +67,7 @@ from evo.sb3.normalize import (
     renormalize_last_obs,
     statistics_size,
 )
+from evo.sb3.policies import EXTRACTORS
 from evo.sb3.precision import require_bf16
 
 logger = logging.getLogger(__name__)
@@ -161,6 +162,23 @@ def common_policy_kwargs(agent: AgentSettings, values: Mapping[str, Any] | None 
     return kwargs
 
 
+def policy_arguments(
+    agent: AgentSettings, channels_last: bool = False, architecture: Mapping[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """SB3's policy name and policy_kwargs for our policy names: ``mlp``, or a CNN (``nature``, ``impala``: SB3's
+    ``CnnPolicy`` with that features extractor, of ``features_dim`` features; ``channels_last``: NHWC tensors,
+    oneDNN's fast layout on CPUs). ``architecture``: a member's ``pi_layers`` ... making the MLP's net_arch."""
+    kwargs = common_policy_kwargs(agent, architecture)
+    if agent.policy == "mlp":
+        return "MlpPolicy", kwargs
+    kwargs["features_extractor_class"] = EXTRACTORS[agent.policy]
+    kwargs["features_extractor_kwargs"] = {
+        "features_dim": agent.policy_kwargs.get("features_dim", 256 if agent.policy == "impala" else 512),
+        "channels_last": channels_last,
+    }
+    return "CnnPolicy", kwargs
+
+
 # ---------------------------------------------------------------------------------------
 # A member of the population
 
@@ -205,6 +223,9 @@ class SB3Learner:
     minibatch count, an action noise object)."""
     zoo_names: ClassVar[tuple[str, ...]] = ()
     """Settings rl-baselines3-zoo's ``config.yml`` names although SB3's constructor does not take them."""
+    built: ClassVar[tuple[str, ...]] = ()
+    """Fixed settings the learner builds into the model itself (the policy's optimizer class, say) rather
+    than passing them to SB3's constructor."""
 
     def __init__(self, setup: MemberSetup, hparams: Mapping[str, Any]):
         self.member_id = setup.member_id
@@ -241,6 +262,7 @@ class SB3Learner:
             setup.env.start_level,
             env_kwargs=dict(setup.env.env_kwargs),
             info_keys=self.objective.info_keys,
+            frame_stack=self.agent.frame_stack,
         )
         if self.agent.normalizes:
             env = normalized(env, self.agent.normalize, values["gamma"])
@@ -272,11 +294,12 @@ class SB3Learner:
         )
 
     def policy_name(self) -> str:
-        return "MlpPolicy"
+        return policy_arguments(self.agent)[0]
 
     def policy_kwargs(self) -> dict[str, Any]:
-        """SB3's policy_kwargs of the member's networks (its architecture: :attr:`architecture`)."""
-        return common_policy_kwargs(self.agent, self.architecture)
+        """SB3's policy_kwargs of the member's networks (its architecture: :attr:`architecture`; a CNN's
+        features extractor)."""
+        return policy_arguments(self.agent, self.setup.channels_last, self.architecture)[1]
 
     def architecture_of(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The architecture settings among ``values`` (the member's settings), each as an int or None."""
@@ -343,6 +366,7 @@ class SB3Learner:
             env.eval_start_level,
             env_kwargs=dict(env.env_kwargs),
             info_keys=self.objective.info_keys,
+            frame_stack=self.agent.frame_stack,
         )
         if self.agent.normalize["norm_obs"]:
             eval_env = frozen(eval_env, self.agent.normalize)

@@ -66,16 +66,15 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.preprocessing import get_action_dim
 from stable_baselines3.common.utils import explained_variance
 
-from evo.config.agent import AgentSettings
 from evo.core.distill import distillation_weight
 from evo.core.streams import DRAC_STREAM
 from evo.sb3.augment import AUGMENTATIONS, Augmentation
 from evo.sb3.callbacks import DistillationCallback, training_callbacks
 from evo.sb3.flat import bind_tensor
-from evo.sb3.learner import SB3Learner, common_policy_kwargs
+from evo.sb3.learner import SB3Learner, policy_arguments
 from evo.sb3.normalize import load_statistics, renormalize_last_obs
 from evo.sb3.onpolicy import gae_lambda_of, set_gae_lambda
-from evo.sb3.policies import EXTRACTORS, MixedPrecisionCnnPolicy, MixedPrecisionPolicy
+from evo.sb3.policies import MixedPrecisionCnnPolicy, MixedPrecisionPolicy
 
 """The seed stream of DrAC's draws (after the member's model and evaluation streams)."""
 TAIL = 1e-7
@@ -422,22 +421,6 @@ def set_n_minibatches(learner: SB3Learner, value: int) -> None:
     learner.model.batch_size = math.ceil(rollout_size(learner.model) / int(value))
 
 
-def policy_arguments(
-    agent: AgentSettings, channels_last: bool = False, architecture: Mapping[str, Any] | None = None
-) -> tuple[str, dict[str, Any]]:
-    """SB3's policy name and policy_kwargs for our policy names (the CNNs: their features extractor;
-    ``architecture``: a member's ``pi_layers`` ... making the MLP's net_arch)."""
-    kwargs = common_policy_kwargs(agent, architecture)
-    if agent.policy == "mlp":
-        return "MlpPolicy", kwargs
-    kwargs["features_extractor_class"] = EXTRACTORS[agent.policy]
-    kwargs["features_extractor_kwargs"] = {
-        "features_dim": agent.policy_kwargs.get("features_dim", 256 if agent.policy == "impala" else 512),
-        "channels_last": channels_last,
-    }
-    return "CnnPolicy", kwargs
-
-
 class PPOLearner(SB3Learner):
     """A PPO member: on-policy, its state the policy and its Adam optimizer. It can be distilled
     from a teacher (:meth:`start_distillation`)."""
@@ -461,12 +444,6 @@ class PPOLearner(SB3Learner):
             device=self.device,
             **self.constructor_arguments(values),
         )
-
-    def policy_name(self) -> str:
-        return policy_arguments(self.agent)[0]
-
-    def policy_kwargs(self) -> dict[str, Any]:
-        return policy_arguments(self.agent, self.setup.channels_last, self.architecture)[1]
 
     # --- distillation (BG-PBT) ------------------------------------------------------------
 

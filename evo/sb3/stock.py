@@ -29,6 +29,7 @@ from stable_baselines3.common.save_util import recursive_getattr
 from stable_baselines3.common.torch_layers import NatureCNN
 from stable_baselines3.common.vec_env import VecNormalize
 
+from evo.config.envnames import is_atari, sticky_actions
 from evo.core.envparams import attribute, is_env_param
 from evo.sb3.learner import constructor_parameters
 from evo.sb3.normalize import freeze_into, frozen
@@ -165,10 +166,28 @@ def zoo_config(member) -> OrderedDict:
         values["policy_kwargs"] = f"dict({policy_text})"
     if member.setup.env.env_kwargs:
         values["env_kwargs"] = dict(member.setup.env.env_kwargs)
+    values.update(atari_entries(member.setup.env.env_id, dict(member.setup.env.env_kwargs)))
+    if agent.frame_stack:
+        values["frame_stack"] = agent.frame_stack
     env_params = {attribute(name): value for name, value in member.hparams.items() if is_env_param(name)}
     if env_params:  # the member's env parameters (attributes the env reads as it steps), to set on the env
         values["env_params"] = env_params
     return OrderedDict((name, _plain(values[name])) for name in sorted(values))
+
+
+ATARI_WRAPPER = "stable_baselines3.common.atari_wrappers.AtariWrapper"
+"""zoo's ``env_wrapper`` of its ``atari`` entries, which evo's Atari envs are (evo.sb3.envs.atari_wrapper)."""
+
+
+def atari_entries(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """For an Atari game, the ``env_wrapper`` and ``env_kwargs`` zoo builds evo's env with: its AtariWrapper,
+    with the sticky actions evo draws there rather than in the emulator (evo.config.envnames.sticky_actions);
+    nothing for other envs."""
+    if not is_atari(env_id):
+        return {}
+    kwargs, sticky = sticky_actions(env_id, env_kwargs)
+    wrapper = {ATARI_WRAPPER: {"action_repeat_probability": sticky}} if sticky else ATARI_WRAPPER
+    return {"env_wrapper": [wrapper], "env_kwargs": kwargs}
 
 
 def _plain(value: Any) -> Any:

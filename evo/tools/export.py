@@ -14,7 +14,9 @@ SB3 saves it. The normalisation statistics go into a stock ``VecNormalize`` save
     FOLDER/<algo>/<env>_<N>/<env>.zip           the member (N: the next free id >= 1)
     FOLDER/<algo>/<env>_<N>/best_model.zip      the kept best (the same member if the run kept none, or
                                                 its kept best is lost: a warning says which file and why)
-    FOLDER/<algo>/<env>_<N>/<env>/config.yml    its settings as rl-baselines3-zoo writes them
+    FOLDER/<algo>/<env>_<N>/<env>/config.yml    its settings as rl-baselines3-zoo writes them (an Atari
+                                                game's: zoo's AtariWrapper and frame stack)
+    FOLDER/<algo>/<env>_<N>/<env>/args.yml      with env kwargs: them (where zoo's enjoy reads them)
     FOLDER/<algo>/<env>_<N>/<env>/vecnormalize.pkl   with normalisation: the member's statistics
 
     evo-export runs/my-run --out logs
@@ -109,8 +111,12 @@ def _write(run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: P
         stock_model(member).save(str(folder / f"{env_name}.zip"))
         if member.normalizer is not None:
             save_normalization(member, stats_dir / "vecnormalize.pkl")
+        config = zoo_config(member)
         with open(stats_dir / "config.yml", "w") as handle:
-            yaml.dump(zoo_config(member), handle)
+            yaml.dump(config, handle)
+        if config.get("env_kwargs"):  # zoo's enjoy reads the env's kwargs from the training command's args.yml
+            with open(stats_dir / "args.yml", "w") as handle:
+                yaml.dump({"env_kwargs": dict(config["env_kwargs"])}, handle)
     finally:
         member.close()
     if best is None or same_weights(best, chosen):

@@ -37,6 +37,22 @@ CASES = {
 }
 
 
+try:  # an Atari game (the atari extra): its emulator's state and the stacked frames move with the member
+    import ale_py  # noqa: F401
+    import cv2  # noqa: F401
+
+    ATARI = True
+except ImportError:
+    ATARI = False
+ATARI_CASES = {
+    "ppo-atari": ["--env-id", "ALE/Breakout-v5", "--hyperparams", "n_envs:2", "n_steps:32", "n_epochs:1"],
+    "dqn-atari": [
+        *("--algo", "dqn", "--env-id", "ALE/Breakout-v5", "--hyperparams", "learning_starts:20", "batch_size:32"),
+        *("buffer_size:100", "train_freq:4", "target_update_interval:250"),
+    ],
+}
+
+
 def plain(value):
     """The payload as comparable bytes (tensors and arrays by content)."""
     if isinstance(value, torch.Tensor):
@@ -53,14 +69,23 @@ def plain(value):
 
 
 @pytest.mark.skipif(MPI.COMM_WORLD.Get_size() != 2, reason="two ranks swap their members (run at size 2)")
-@pytest.mark.parametrize("algo", sorted(CASES))
+@pytest.mark.parametrize(
+    "algo",
+    [
+        *sorted(CASES),
+        *(
+            pytest.param(name, marks=pytest.mark.skipif(not ATARI, reason="make install EXTRAS=atari"))
+            for name in ATARI_CASES
+        ),
+    ],
+)
 def test_a_member_moved_to_another_rank_is_the_member_that_left(algo):
     from evo.config import parse_config
     from evo.runner.session import member_factory
 
     comm = MPI.COMM_WORLD  # one communicator: the transport runs on a Dup of the run's anyway
     size, rank = comm.Get_size(), comm.Get_rank()
-    config = parse_config(CASES[algo], world_size=size, check_run_dir=False)
+    config = parse_config({**CASES, **ATARI_CASES}[algo], world_size=size, check_run_dir=False)
     members = {rank: member_factory(config).make(rank, config.agent.defaults, tensorboard=False)}
     members[rank].train(40 + 8 * rank)  # each its own counters, episodes, envs mid-episode
     members[rank].scores.append(float(rank))

@@ -19,11 +19,15 @@ def test_each_custom_setting_has_its_code_and_its_reader(algo):
 def test_every_other_setting_is_an_argument_of_the_sb3_class(algo):
     """A setting that is not CUSTOM is built into the model by its constructor (and, if tunable,
     set on it by name), so its name must be one of the class's arguments; the architecture's make
-    policy_kwargs' net_arch (test_architecture.py)."""
+    policy_kwargs' net_arch (test_architecture.py), and those the learner builds in itself (``built``:
+    fixed ones, A2C's choice of RMSpropTFLike) are read where it builds the model."""
     spec, learner = learner_spec(algo), learner_class(algo)
     accepted = constructor_parameters(learner.algorithm)
+    assert all(not spec.by_name[name].tunable for name in learner.built), algo
     missing = [
-        s.name for s in spec.settings if s.reach not in (Reach.CUSTOM, Reach.ARCHITECTURE) and s.name not in accepted
+        s.name
+        for s in spec.settings
+        if s.reach not in (Reach.CUSTOM, Reach.ARCHITECTURE) and s.name not in accepted and s.name not in learner.built
     ]
     assert not missing, f"{algo}: {missing} are not arguments of {learner.algorithm.__name__}"
 

@@ -1,0 +1,100 @@
+"""An Atari game end to end (issue 39; a real ROM through ale-py): PBT of PPO on ALE/Breakout-v5 under
+``mpiexec -n 2`` at a tiny budget, zoo's Atari preprocessing and frame stack, records its exploits and
+explores, resumes to a third generation with its games in progress, and its best member, exported, is played
+by rl_zoo3's ``enjoy`` in the evo-less virtualenv with zoo's AtariWrapper and frame stack built from the
+exported config. Each bad input is refused on every rank before training. What each part proves in-process:
+tests/unit/sb3/test_atari.py; a member moved to another rank with its games: tests/mpi/ranks/test_migration.py."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+
+from tests.e2e.runs import zoo_venv_python
+from tests.e2e.test_export import exported
+from tests.support import ROOT, generations_recorded, mpiexec, need_atari, read_lineage, read_population
+
+GAME, MEMBERS, RANKS, STEPS = "ALE/Breakout-v5", 4, 2, 512
+TINY = ["n_envs:2", "n_steps:64", "n_epochs:1", "n_minibatches:2"]
+"""A random policy's Breakout game (5 lives) ends within about 250 agent steps: each member scores games."""
+
+
+@pytest.fixture(autouse=True)
+def _atari():
+    need_atari()
+
+
+def run(run_dir, *extra: str) -> subprocess.CompletedProcess:
+    flags = ["--env-id", GAME, "--agent-training-steps", str(STEPS), "--hyperparams", *TINY]
+    flags += ["--num-agents", str(MEMBERS), "--run-dir", str(run_dir), "--seed", "5", *extra]
+    result = mpiexec(RANKS, ["pbt_rl_truct.py", *flags], timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return result
+
+
+def test_pbt_on_an_atari_game_exploits_resumes_and_exports_for_zoo(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run(run_dir, "--total-generations", "2")
+    assert "A.L.E" not in result.stdout + result.stderr  # the emulator's greeting, once per env, is left out
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["env_kwargs"] == {"frameskip": 1}  # zoo's AtariWrapper skips the frames
+    assert (config["agent"]["policy"], config["agent"]["frame_stack"]) == ("nature", 4)
+    assert generations_recorded(run_dir) == {1: list(range(MEMBERS)), 2: list(range(MEMBERS))}
+    scores = [float(row["score"]) for row in read_population(run_dir)]
+    assert all(score == score for score in scores), scores  # every member finished games: none is unscored
+    lineage = read_lineage(run_dir)
+    assert [exploit["generation"] for exploit in lineage] == [1, 2]
+    assert all(exploit["new_hparams"] != exploit["old_hparams"] for exploit in lineage)
+
+    resumed = run(run_dir, "--resume", "--total-generations", "3")
+    assert "starting fresh episodes" not in resumed.stdout + resumed.stderr  # the games in progress went on
+    assert generations_recorded(run_dir) == {g: list(range(MEMBERS)) for g in (1, 2, 3)}
+
+    experiment = exported(run_dir, tmp_path / "logs")
+    stats = experiment / "Breakout-v5" if (experiment / "Breakout-v5").is_dir() else experiment / GAME
+    zoo_config = yaml.load((stats / "config.yml").read_text(), Loader=yaml.UnsafeLoader)  # as zoo reads it
+    wrapper = "stable_baselines3.common.atari_wrappers.AtariWrapper"
+    assert zoo_config["env_wrapper"] == [{wrapper: {"action_repeat_probability": 0.25}}]
+    assert zoo_config["frame_stack"] == 4 and zoo_config["policy"] == "CnnPolicy"
+    assert yaml.safe_load((stats / "args.yml").read_text()) == {
+        "env_kwargs": {"frameskip": 1, "repeat_action_probability": 0.0}
+    }
+    zoo_python = zoo_venv_python()
+    enjoy = subprocess.run(
+        [str(zoo_python), "-m", "rl_zoo3.enjoy", "--algo", "ppo", "--env", GAME, "-f", str(tmp_path / "logs")]
+        + ["--exp-id", "1", "--no-render", "-n", "1500"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert enjoy.returncode == 0, enjoy.stdout[-2000:] + enjoy.stderr[-3000:]
+    assert "Stacking 4 frames" in enjoy.stdout and "Atari Episode Score" in enjoy.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--env-id", "ALE/Breakot-v5"], "Did you mean 'ALE/Breakout-v5'"),
+        (["--env-id", GAME, "--algo", "sac"], "--algo sac: SAC acts in Box action spaces"),
+        (["--env-id", GAME, "--hyperparams", "frame_stack:-1"], "frame_stack -1: must be 0"),
+    ],
+)
+def test_bad_atari_input_is_refused_on_every_rank_before_anything_is_written(flags, expected, tmp_path):
+    run_dir = tmp_path / "run"
+    result = mpiexec(RANKS, ["pbt_rl_truct.py", *flags, "--run-dir", str(run_dir)], timeout=300)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stderr.count(expected) == 1, result.stderr[-3000:]
+    assert not run_dir.exists()
+
+
+def test_atari_without_the_extra_is_refused_on_every_rank(tmp_path):
+    """As where ale-py is not installed (tests/without.py makes it unimportable on both ranks)."""
+    run_dir = tmp_path / "run"
+    argv = ["tests/without.py", "ale_py", "pbt_rl_truct.py", "--env-id", "ALE/Pong-v5", "--run-dir", str(run_dir)]
+    result = mpiexec(RANKS, argv, timeout=300)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stderr.count("make install EXTRAS=atari") == 1 and not run_dir.exists()
+    assert ROOT.is_dir()
