@@ -71,8 +71,9 @@ def export_problems(run: SavedRun) -> list[str]:
 
 
 def zoo_env_name(env_id: str) -> str:
-    """The folder name zoo's enjoy looks for (its EnvironmentName: the id without a ``module:``)."""
-    return env_id.split(":")[-1]
+    """The folder name zoo's enjoy looks for (huggingface_sb3's EnvironmentName: slashes as dashes, so that
+    ``ALE/Pong-v5`` is ``ALE-Pong-v5``; the id without a ``module:``)."""
+    return env_id.replace("/", "-").split(":")[-1]
 
 
 def next_experiment(folder: Path, algo: str, env_name: str) -> Path:

@@ -53,7 +53,9 @@ def test_pbt_on_an_atari_game_exploits_resumes_and_exports_for_zoo(tmp_path):
     assert generations_recorded(run_dir) == {g: list(range(MEMBERS)) for g in (1, 2, 3)}
 
     experiment = exported(run_dir, tmp_path / "logs")
-    stats = experiment / "Breakout-v5" if (experiment / "Breakout-v5").is_dir() else experiment / GAME
+    assert experiment == tmp_path / "logs" / "ppo" / "ALE-Breakout-v5_1"  # zoo's name of the id: / as -
+    stats = experiment / "ALE-Breakout-v5"
+    assert (experiment / "ALE-Breakout-v5.zip").is_file()
     zoo_config = yaml.load((stats / "config.yml").read_text(), Loader=yaml.UnsafeLoader)  # as zoo reads it
     wrapper = "stable_baselines3.common.atari_wrappers.AtariWrapper"
     assert zoo_config["env_wrapper"] == [{wrapper: {"action_repeat_probability": 0.25}}]

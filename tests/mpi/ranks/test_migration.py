@@ -45,7 +45,15 @@ try:  # an Atari game (the atari extra): its emulator's state and the stacked fr
 except ImportError:
     ATARI = False
 ATARI_CASES = {
-    "ppo-atari": ["--env-id", "ALE/Breakout-v5", "--hyperparams", "n_envs:2", "n_steps:32", "n_epochs:1"],
+    "ppo-atari": [
+        "--env-id",
+        "ALE/Breakout-v5",
+        "--hyperparams",
+        "n_envs:2",
+        "n_steps:32",
+        "n_epochs:1",
+        "n_minibatches:2",
+    ],
     "dqn-atari": [
         *("--algo", "dqn", "--env-id", "ALE/Breakout-v5", "--hyperparams", "learning_starts:20", "batch_size:32"),
         *("buffer_size:100", "train_freq:4", "target_update_interval:250"),
