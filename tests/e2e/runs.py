@@ -146,3 +146,18 @@ def zoo_venv_python() -> Path:
     )
     assert built.returncode == 0, built.stderr[-3000:]
     return ZOO_VENV / "bin" / "python"
+
+
+def enjoy(zoo_python: Path, algo: str, env_id: str, folder: Path, steps: int, timeout: float = 300) -> str:
+    """rl_zoo3's ``enjoy`` in the evo-less virtualenv on experiment 1 of ``folder`` (evo-export's
+    ``--out``) for ``steps`` steps, from ``folder``'s parent; asserts it succeeds; returns what it printed."""
+    result = subprocess.run(
+        [str(zoo_python), "-m", "rl_zoo3.enjoy", "--algo", algo, "--env", env_id, "-f", str(folder)]
+        + ["--exp-id", "1", "--no-render", "-n", str(steps)],
+        cwd=folder.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.e2e.runs import zoo_venv_python
+from tests.e2e.runs import enjoy, zoo_venv_python
 from tests.e2e.test_export import exported
 from tests.e2e.test_resilience import WITHOUT_TORCH
 from tests.support import generations_recorded, mpiexec, need_atari, read_lineage, read_population
@@ -65,16 +65,8 @@ def test_pbt_on_an_atari_game_exploits_resumes_and_exports_for_zoo(tmp_path):
         "env_kwargs": {"frameskip": 1, "repeat_action_probability": 0.0}
     }
     zoo_python = zoo_venv_python()
-    enjoy = subprocess.run(
-        [str(zoo_python), "-m", "rl_zoo3.enjoy", "--algo", "ppo", "--env", GAME, "-f", str(tmp_path / "logs")]
-        + ["--exp-id", "1", "--no-render", "-n", "700"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert enjoy.returncode == 0, enjoy.stdout[-2000:] + enjoy.stderr[-3000:]
-    assert "Stacking 4 frames" in enjoy.stdout and "Atari Episode Score" in enjoy.stdout
+    printed = enjoy(zoo_python, "ppo", GAME, tmp_path / "logs", 700, timeout=600)
+    assert "Stacking 4 frames" in printed and "Atari Episode Score" in printed
 
 
 @pytest.mark.parametrize(

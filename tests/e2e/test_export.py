@@ -17,7 +17,7 @@ import yaml
 
 from evo.tools import evaluate as evaluate_tool
 from evo.tools import export as export_tool
-from tests.e2e.runs import tree_digest, zoo_venv_python
+from tests.e2e.runs import enjoy, tree_digest, zoo_venv_python
 from tests.support import ROOT, mpi_env, mpiexec
 
 PLAY = ROOT / "scripts" / "zoo_play.py"
@@ -152,18 +152,10 @@ def test_rl_zoo_enjoy_plays_exported_off_policy_agents(name, runs, zoo_python, t
     env_id = RUNS[name][RUNS[name].index("--env-id") + 1]
     out = tmp_path / "logs"
     exported(run_dir, out)
-    result = subprocess.run(
-        [str(zoo_python), "-m", "rl_zoo3.enjoy", "--algo", algo, "--env", env_id, "-f", str(out)]
-        + ["--exp-id", "1", "--no-render", "-n", "200"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert ("Loading running average" in result.stdout) == ("normalize:true" in RUNS[name])
+    printed = enjoy(zoo_python, algo, env_id, out, 200)
+    assert ("Loading running average" in printed) == ("normalize:true" in RUNS[name])
     # 200 steps: one Pendulum episode, two of HalfCheetah's 100-step ones
-    assert result.stdout.count("Episode Reward:") == (2 if "mujoco" in name else 1)
+    assert printed.count("Episode Reward:") == (2 if "mujoco" in name else 1)
 
 
 def test_evaluate_plays_every_member_and_the_kept_best_on_the_same_fresh_episodes(runs, tmp_path, capsys):

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from evo.learners import learner_spec
-from tests.e2e.runs import zoo_venv_python
+from tests.e2e.runs import enjoy, zoo_venv_python
 from tests.e2e.test_export import EPISODES, SEED, evaluated, exported, played
 from tests.support import generations_recorded, mpiexec, read_lineage, read_population
 
@@ -96,13 +96,4 @@ def test_a_pbt_run_records_exploits_resumes_and_exports_the_learner(algo, tmp_pa
     # in another order than the stock model's fresh (aligned) tensors (CrossQ's actor sits 24 bytes off: its
     # one-observation actions differ in the last bit, its returns over 200 steps by about 1e-5)
     assert zoo["returns"] == pytest.approx(member["returns"], rel=1e-7, abs=1e-6)
-    enjoy = subprocess.run(
-        [str(zoo_python), "-m", "rl_zoo3.enjoy", "--algo", algo, "--env", env_id, "-f", str(tmp_path / "logs")]
-        + ["--exp-id", "1", "--no-render", "-n", "200"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert enjoy.returncode == 0, enjoy.stdout[-2000:] + enjoy.stderr[-3000:]
-    assert enjoy.stdout.count("Episode Reward:") >= 1
+    assert enjoy(zoo_python, algo, env_id, tmp_path / "logs", 200).count("Episode Reward:") >= 1
