@@ -74,20 +74,21 @@ def register_atari() -> str | None:
 def gymnasium_ids() -> list[str]:
     import gymnasium
 
-    register_atari()
     return sorted(gymnasium.envs.registry.keys())
 
 
 def is_atari(env_id: str) -> bool:
     """Whether ``env_id`` is one of ale-py's Atari games (registered, or of their forms when ale-py is
-    missing): zoo's test, the entry point ``ale_py.env:AtariEnv``."""
+    missing): zoo's test, the entry point ``ale_py.env:AtariEnv``. ale-py is imported (registering its
+    games) only for an id of their form that gymnasium does not know yet: other envs never pay for it."""
     import gymnasium
 
-    register_atari()
     spec = gymnasium.envs.registry.get(env_id)
-    if spec is None:
-        return register_atari() is not None and ATARI_ID.match(env_id) is not None
-    return spec.entry_point == ATARI_ENTRY_POINT
+    if spec is None and ATARI_ID.match(env_id):
+        if register_atari() is not None:
+            return True  # the form of an Atari id, ale-py missing
+        spec = gymnasium.envs.registry.get(env_id)
+    return spec is not None and spec.entry_point == ATARI_ENTRY_POINT
 
 
 def sticky_actions(env_id: str, env_kwargs: dict[str, Any]) -> tuple[dict[str, Any], float]:
@@ -128,6 +129,8 @@ def unknown_env_message(env_id: str) -> str | None:
         except ImportError as error:
             return f"--env-id {env_id!r}: cannot import module {module!r} ({error})"
         env_id = env_id.split(":", 1)[1]
+    if is_atari(env_id) or env_id not in gymnasium_ids():
+        register_atari()  # an Atari id, or an unknown one: ale-py's games among the close matches
     known = gymnasium_ids()
     if env_id in known:
         return missing_extra_message(env_id)
@@ -269,7 +272,7 @@ def make_env_once(env_id: str, env_kwargs: dict[str, Any]):
     never written to MUJOCO_LOG.TXT in the working directory)."""
     import gymnasium
 
-    register_atari()
+    is_atari(env_id)  # registers ale-py's games for an Atari id
     if is_mujoco(env_id):
         log_mujoco_warnings()
     return gymnasium.make(env_id, **env_kwargs)
