@@ -99,7 +99,8 @@ def evaluation_env(
     info_keys: tuple[str, ...] = (),
 ):
     """The run's env as a fresh VecEnv of ``n_envs`` seeded with ``seed`` (Procgen: levels
-    ``start_level`` .. + ``num_levels``, or the run's evaluation levels' distribution)."""
+    ``start_level`` .. + ``num_levels``, or the run's evaluation levels' distribution; its frames stacked as
+    the members' were)."""
     from evo.sb3.envs import make_env
 
     config = run.config
@@ -112,6 +113,7 @@ def evaluation_env(
         0 if start_level is None else start_level,
         env_kwargs=dict(config.env_kwargs),
         info_keys=info_keys,
+        frame_stack=config.agent.frame_stack,
     )
 
 

@@ -192,12 +192,13 @@ def video_env(
     distribution_mode: str = "easy",
     num_levels: int = 0,
     start_level: int = 0,
+    frame_stack: int = 0,
 ):
     """One env of ``env_id`` that can be drawn, seeded with ``seed``: gymnasium's built with
     ``render_mode="rgb_array"`` (``env_kwargs`` too, e.g. MuJoCo's ``width`` and ``height``),
-    Procgen's on the levels given. With a member's training ``normalizer`` (its VecNormalize),
-    the env is wrapped as the member's evaluation env: observations scaled by a frozen copy of
-    the statistics, raw rewards."""
+    Procgen's on the levels given; ``frame_stack`` frames stacked as the member saw them. With a
+    member's training ``normalizer`` (its VecNormalize), the env is wrapped as the member's evaluation
+    env: observations scaled by a frozen copy of the statistics, raw rewards."""
     from evo.sb3.envs import make_env
     from evo.sb3.normalize import freeze_into, frozen
 
@@ -207,7 +208,9 @@ def video_env(
         # pygame draws off-screen: no display to open (SDL would complain on stderr), no greeting
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-    env = make_env(env_id, 1, seed, distribution_mode, num_levels, start_level, env_kwargs=kwargs)
+    env = make_env(
+        env_id, 1, seed, distribution_mode, num_levels, start_level, env_kwargs=kwargs, frame_stack=frame_stack
+    )
     if normalizer is not None and normalizer.norm_obs:
         env = frozen(env, {"norm_obs": True, "norm_reward": False})
         freeze_into(normalizer, env)
@@ -251,9 +254,13 @@ def record_video(
                 write(_enlarged(_frame(env), scale))
                 frames += 1
                 action, _ = model.predict(observation, deterministic=deterministic)
-                observation, rewards, dones, _ = env.step(action)
+                observation, rewards, dones, infos = env.step(action)
                 episode_return += float(rewards[0])
-                ended = bool(dones[0])
+                # the episode is the Monitor's: a whole Atari game (not one of its lives, which ends the
+                # learner's episode), its return unclipped
+                ended = bool(dones[0]) and "episode" in infos[0]
+                if ended:
+                    episode_return = float(infos[0]["episode"]["r"])
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
@@ -283,6 +290,7 @@ def record_member(
         settings.distribution_mode,
         num_levels=settings.eval_num_levels if num_levels is None else num_levels,
         start_level=settings.eval_start_level if start_level is None else start_level,
+        frame_stack=member.agent.frame_stack,
     )
     try:
         return record_video(member.model, env, path, max_steps)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.e2e.runs import enjoy, zoo_venv_python
-from tests.e2e.test_export import exported
+from tests.e2e.test_export import evaluated, exported
 from tests.e2e.test_resilience import WITHOUT_TORCH
 from tests.support import generations_recorded, mpiexec, need_atari, read_lineage, read_population
 
@@ -52,6 +52,10 @@ def test_pbt_on_an_atari_game_exploits_resumes_and_exports_for_zoo(tmp_path):
     resumed = run(run_dir, "--resume", "--total-generations", "3")
     assert "starting fresh episodes" not in resumed.stdout + resumed.stderr  # the games in progress went on
     assert generations_recorded(run_dir) == {g: list(range(MEMBERS)) for g in (1, 2, 3)}
+
+    # evo-evaluate plays the kept best on fresh games, its frames stacked as in training
+    (member,) = evaluated(run_dir, tmp_path, "--member", "best", "--episodes", "2")["members"]
+    assert len(member["returns"]) == 2 and all(value >= 0 for value in member["returns"])  # Breakout's scores
 
     experiment = exported(run_dir, tmp_path / "logs")
     assert experiment == tmp_path / "logs" / "ppo" / "ALE-Breakout-v5_1"  # zoo's name of the id: / as -

@@ -170,3 +170,25 @@ def test_atari_without_the_extra_is_refused_naming_the_install(blocked, tmp_path
     assert result.returncode == 2, result.stderr[-2000:]
     assert "make install EXTRAS=atari" in result.stderr and "ALE/Pong-v5" in result.stderr
     assert not run_dir.exists()
+
+
+def test_a_video_of_an_atari_member_is_a_whole_game_with_its_frames_stacked(tmp_path):
+    """--video plays the member on its own stacked frames until the game ends (all its lives: the Monitor's
+    episode), not until the first life lost ends the learner's episode; its return is the game's, unclipped."""
+    pytest.importorskip("av", reason="--video is the video extra: make install EXTRAS=video")
+    from evo.tools.video import record_member, video_env
+
+    member = member_of(atari_config("ppo"), 0)
+    try:
+        env = video_env(BREAKOUT, 7, {"frameskip": 1}, frame_stack=4)
+        observation, first_life = env.reset(), 0
+        while True:  # the steps until the first life is lost
+            observation, _, dones, _ = env.step(member.model.predict(observation, deterministic=True)[0])
+            first_life += 1
+            if dones[0]:
+                break
+        env.close()
+        recording = record_member(member, tmp_path / "game.mp4", seed=7, max_steps=5000)
+        assert recording.whole_episode and recording.frames > first_life
+    finally:
+        member.close()
