@@ -1,9 +1,10 @@
 """An Atari game end to end (issue 39; a real ROM through ale-py): PBT of PPO on ALE/Breakout-v5 under
 ``mpiexec -n 2`` at a tiny budget, zoo's Atari preprocessing and frame stack, records its exploits and
-explores, resumes to a third generation with its games in progress, and its best member, exported, is played
-by rl_zoo3's ``enjoy`` in the evo-less virtualenv with zoo's AtariWrapper and frame stack built from the
-exported config. Each bad input is refused on every rank before training. What each part proves in-process:
-tests/unit/sb3/test_atari.py; a member moved to another rank with its games: tests/mpi/ranks/test_migration.py."""
+explores, resumes to a third generation with its games in progress; its best member is played on fresh games
+by evo-evaluate and, exported, by rl_zoo3's ``enjoy`` in the evo-less virtualenv with zoo's AtariWrapper and
+frame stack built from the exported config. Each bad input is refused on every rank before training. What
+each part proves in-process: tests/unit/sb3/test_atari.py; a member moved to another rank with its games:
+tests/mpi/ranks/test_migration.py."""
 
 from __future__ import annotations
 
