@@ -186,14 +186,15 @@ def floors_path(out: Path, env_id: str, seed: int) -> Path:
 
 
 def env_settings(run_dir: Path):
-    """What the evaluation env takes of a run (its env, distribution mode, env kwargs and seed), read
-    from its config.yaml: the floors need no checkpoint."""
+    """What the evaluation env takes of a run (its env, distribution mode, env kwargs, seed and frame stack),
+    read from its config.yaml: the floors need no checkpoint."""
     from evo.tools.saved import SavedRun
 
     saved = yaml.safe_load((Path(run_dir) / "config.yaml").read_text()) or {}
+    agent = SimpleNamespace(frame_stack=int((saved.get("agent") or {}).get("frame_stack") or 0))
     config = SimpleNamespace(
         env_id=saved["env_id"], distribution_mode=saved.get("distribution_mode", "easy"),
-        env_kwargs=saved.get("env_kwargs") or {}, seed=int(saved["seed"]),
+        env_kwargs=saved.get("env_kwargs") or {}, seed=int(saved["seed"]), agent=agent,
     )  # fmt: skip
     return SavedRun(Path(run_dir), config, ())
 
