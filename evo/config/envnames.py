@@ -129,8 +129,8 @@ def unknown_env_message(env_id: str) -> str | None:
         except ImportError as error:
             return f"--env-id {env_id!r}: cannot import module {module!r} ({error})"
         env_id = env_id.split(":", 1)[1]
-    if is_atari(env_id) or env_id not in gymnasium_ids():
-        register_atari()  # an Atari id, or an unknown one: ale-py's games among the close matches
+    if env_id not in gymnasium_ids():
+        register_atari()  # an Atari id not registered yet, or an unknown one: ale-py's games among the matches
     known = gymnasium_ids()
     if env_id in known:
         return missing_extra_message(env_id)

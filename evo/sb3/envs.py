@@ -205,14 +205,13 @@ def make_env(
         env = ProcgenVecEnv(game, num_envs, seed, distribution_mode, num_levels, start_level)
         return VecMonitor(env)
     register_module(env_id)
-    if is_atari(env_id):
-        missing = register_atari()
-        if missing is not None:
-            raise RuntimeError(f"{env_id} needs ale-py on every rank ({missing}): make install EXTRAS=atari")
+    atari = is_atari(env_id)
+    if atari and (missing := register_atari()) is not None:
+        raise RuntimeError(f"{env_id} needs ale-py on every rank ({missing}): make install EXTRAS=atari")
     if is_mujoco(env_id):
         log_mujoco_warnings()
     wrapper = {"wrapper_class": EpisodeInfo, "wrapper_kwargs": {"keys": tuple(info_keys)}} if info_keys else {}
-    if is_atari(env_id):
+    if atari:
         env_kwargs, sticky = sticky_actions(env_id, dict(env_kwargs or {}))
         wrapper = {"wrapper_class": atari_wrapper, "wrapper_kwargs": {"keys": tuple(info_keys), "sticky": sticky}}
     env = make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs, **wrapper)
