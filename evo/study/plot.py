@@ -4,6 +4,7 @@ fraction of the budget, against the total env steps all members had used then, w
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -56,16 +57,18 @@ def plot_anytime(runs: Sequence[Run], envs, methods, path: Path, floors: Mapping
     colours = _colours(methods, plt)
     for ax, env_id in zip(axes[0], envs, strict=False):
         for method in methods:
-            by_total: dict[int, list[float]] = {}
+            by_fraction: dict[float, list] = {}
             for run in runs:
                 if run.job.env_id == env_id and run.job.method == method:
                     for point in run.points:
-                        by_total.setdefault(point.total_env_steps, []).append(point.selected)
-            if not by_total:
+                        by_fraction.setdefault(point.fraction, []).append(point)
+            if not by_fraction:
                 continue
-            steps = sorted(by_total)
-            means, lows, highs = zip(*(t_interval(by_total[s]) for s in steps), strict=True)
-            seeds = max(len(v) for v in by_total.values())
+            fractions = sorted(by_fraction)  # a point's x: its seeds' mean total (SAC's differ by a few steps)
+            steps = [statistics.mean(p.total_env_steps for p in by_fraction[f]) for f in fractions]
+            intervals = (t_interval([p.selected for p in by_fraction[f]]) for f in fractions)
+            means, lows, highs = zip(*intervals, strict=True)
+            seeds = max(len(v) for v in by_fraction.values())
             ax.plot(steps, means, marker="o", ms=4, color=colours[method], label=f"{method} ({seeds})")
             ax.fill_between(steps, lows, highs, color=colours[method], alpha=0.15)
         for name, value in ((floors or {}).get(env_id) or {}).items():

@@ -322,6 +322,13 @@ def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison]
     return "\n".join(lines) + "\n"
 
 
+def env_steps_range(points: Sequence[Point]) -> str:
+    """The total env steps of one method's points at one fraction of its budget, over seeds: one number,
+    or the range where the seeds' totals differ (SAC's members overshoot a generation's steps by a few)."""
+    low, high = min(p.total_env_steps for p in points), max(p.total_env_steps for p in points)
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
 def anytime_table(runs: Sequence[Run], envs, methods) -> str:
     """Every re-evaluated point, ordered by the total env steps all members had used: the selected
     member's fresh mean, the population's median fresh mean with and without the members copied in
@@ -332,20 +339,23 @@ def anytime_table(runs: Sequence[Run], envs, methods) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for env_id in envs:
-        rows = {}
+        rows: dict[tuple[str, float], list[Point]] = {}
         for run in runs:
             if run.job.env_id == env_id:
                 for point in run.points:
-                    rows.setdefault((point.total_env_steps, run.job.method, point.fraction), []).append(point)
+                    rows.setdefault((run.job.method, point.fraction), []).append(point)
         order = {m: i for i, m in enumerate(methods)}
-        for (total, method, fraction), points in sorted(rows.items(), key=lambda kv: (kv[0][0], order[kv[0][1]])):
+        for (method, fraction), points in sorted(
+            rows.items(), key=lambda kv: (min(p.total_env_steps for p in kv[1]), order[kv[0][0]])
+        ):
+            total = env_steps_range(points)
             selected = _ci(*t_interval([p.selected for p in points]))
             single = all(len(p.members) == 1 for p in points)
             median = "(one agent)" if single else _ci(*t_interval([p.median for p in points]))
             uncopied = [p.median_uncopied for p in points if p.median_uncopied == p.median_uncopied]
             without = "(one agent)" if single else (_ci(*t_interval(uncopied)) if uncopied else "—")
             lines.append(
-                f"| {env_id} | {total:,} | {method} | {percent(fraction)} | {len(points)} | {selected} | "
+                f"| {env_id} | {total} | {method} | {percent(fraction)} | {len(points)} | {selected} | "
                 f"{median} | {without} |"
             )
     return "\n".join(lines) + "\n"

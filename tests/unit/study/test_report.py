@@ -309,3 +309,23 @@ def test_the_procgen_tables_floor_rows_come_from_the_committed_floors(tmp_path):
         line.split(" | ")[1:3] for line in text.splitlines() if line.endswith("action 9, episode for episode |")
     ]
     assert constant == [["paper-default", "0"], ["pb2-mix", "1"], ["pbt", "1"], ["random", "1"]]
+
+
+def test_the_anytime_table_has_one_row_per_method_and_fraction_when_the_seeds_totals_differ():
+    """SAC's members overshoot a generation's env steps by a few, so each seed's run ends at its own
+    total: the seeds' points at one fraction are one row (the range of their totals), not one row each."""
+    point = Point(1.0, 10, 80_002, 0, -100.0, -110.0, 1.0, -120.0, -120.0, members={0: -110.0, 1: -130.0})
+    runs = [
+        type("Run", (), {"job": Job("Pendulum-v1", "pbt", seed, 2, (), Path()), "points": [
+            replace(point, total_env_steps=total, selected=value),
+            replace(point, fraction=0.5, generation=5, total_env_steps=total // 2, selected=value - 50)]})()
+        for seed, (total, value) in enumerate(((80_002, -110.0), (80_041, -120.0), (80_010, -130.0)))
+    ]  # fmt: skip
+    rows = [line for line in report.anytime_table(runs, ["Pendulum-v1"], ["pbt"]).splitlines() if "| pbt |" in line]
+    low, high = report.t_interval([-110.0, -120.0, -130.0])[1:]
+    assert rows == [
+        f"| Pendulum-v1 | 40,001–40,020 | pbt | 50 % | 3 | -170.0 [{low - 50:.1f}, {high - 50:.1f}] | "
+        "-120.0 [-120.0, -120.0] | -120.0 [-120.0, -120.0] |",
+        f"| Pendulum-v1 | 80,002–80,041 | pbt | 100 % | 3 | -120.0 [{low:.1f}, {high:.1f}] | "
+        "-120.0 [-120.0, -120.0] | -120.0 [-120.0, -120.0] |",
+    ]
