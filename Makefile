@@ -108,7 +108,7 @@ compare-horizon:
 compare-ties: install
 	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/ties.yml $(ARGS)
 
-# SAC (--algo sac): PBT against one agent with zoo's tuned settings on Pendulum-v1, 3 seeds (~30 min)
+# SAC (--algo sac): PBT against one agent with zoo's tuned settings on Pendulum-v1, 3 seeds (~1 h 40 min on 2 cores)
 compare-sac: install
 	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/sac.yml $(ARGS)
 
