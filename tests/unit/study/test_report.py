@@ -266,12 +266,13 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("continuous", "continuous", "{env}/{method}-seed{seed}"),
         ("sac", "sac", "{env}/{method}-seed{seed}"),
         ("ties", "ties", "{env}/{method}-seed{seed}"),
+        ("classic", "classic", "{env}/{method}-seed{seed}"),
         ("procgen", "procgen", "starpilot-seed{seed}/{method}"),
         ("bgpbt", None, None),
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
-    """results.json of the continuous, SAC, tie-rule, Procgen and BG-PBT studies (docs/results/) from the committed run
+    """results.json of the first, continuous, SAC, tie-rule, Procgen and BG-PBT studies (docs/results/) from the committed run
     records and re-evaluation caches, as `evo-study STUDY --report-only --runs` builds it."""
     study = load_study(BUILT_IN / f"{name}.yml")
     fresh = study.fresh and replace(study.fresh, floors=False)  # no env played
