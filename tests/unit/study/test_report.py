@@ -272,8 +272,8 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
-    """results.json of the first, continuous, SAC, tie-rule, Procgen and BG-PBT studies (docs/results/) from the committed run
-    records and re-evaluation caches, as `evo-study STUDY --report-only --runs` builds it."""
+    """results.json of the first, continuous, SAC, tie-rule, Procgen and BG-PBT studies (docs/results/) from
+    the committed run records and re-evaluation caches, as `evo-study STUDY --report-only --runs` builds it."""
     study = load_study(BUILT_IN / f"{name}.yml")
     fresh = study.fresh and replace(study.fresh, floors=False)  # no env played
     study = replace(study, out=tmp_path / "out", fresh=fresh)
