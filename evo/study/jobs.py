@@ -108,11 +108,15 @@ def job_for(study: Study, env_id: str, method: Method, seed: int, run_dir: Path)
 
 
 def keep_flags(study: Study, env_id: str, method: Method) -> tuple[str, ...]:
-    """``--keep-checkpoints`` enough for the earliest fraction re-evaluated, unless the study gives it."""
+    """``--keep-checkpoints`` enough for the earliest fraction re-evaluated, unless the study gives it;
+    every checkpoint for a method with BG-PBT's stages, whose generations are not known before the run
+    (the report plays each stage's teacher and best student at its two ends)."""
     if study.fresh is None or "--keep-checkpoints" in study.flags + method.flags:
         return ()
-    earliest = min(study.generation_at(env_id, method, f) for f in study.fresh.at)
     generations = study.budget(env_id, method).generations
+    if "--max-distillations" in study.flags + method.flags:
+        return ("--keep-checkpoints", str(generations))
+    earliest = min(study.generation_at(env_id, method, f) for f in study.fresh.at)
     return ("--keep-checkpoints", str(generations - earliest + 1)) if earliest < generations else ()
 
 

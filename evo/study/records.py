@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from evo.rundir.history import RunHistory, copies_by_generation, load_run
 from evo.study.fresh import FreshReturns
 from evo.study.jobs import WALL, ZOO_RESULT, Job
-from evo.study.stats import area_under_curve, standard_error
+from evo.study.stats import area_under_curve, standard_error, t_interval
 
 
 @dataclass
@@ -157,7 +157,7 @@ def summarise(job: Job, threshold: float | None, fresh: Mapping[int, FreshReturn
         ties=ties,
         copies=copies,
         equal_total=best_within(curve, curve[-1][0] / members) if curve else math.nan,
-        stages=stage_facts(history),
+        stages=stage_facts(history, fresh),
         **tested,
     )
 
@@ -240,11 +240,26 @@ def timing(job: Job) -> Timing:
     return Timing(read_wall(job), total if path.is_file() else math.nan, job.ranks)
 
 
-def stage_facts(history: RunHistory) -> list[dict]:
+def stage_generations(history: RunHistory) -> list[tuple[int, int]]:
+    """Per BG-PBT stage of a run: (the generation its teachers were taken after, its last rung's
+    generation). The checkpoints of those two hold the teachers and the survivors in the members'
+    places (best first), so their fresh returns compare the best student with its teacher."""
+    planned = [e for e in history.lineage if e.get("event") == "student"]
+    found = []
+    for stage in sorted({e["stage"] for e in planned}):
+        rungs = [e["generation"] for e in history.lineage if e.get("event") == "rung" and e["stage"] == stage]
+        if rungs:
+            found.append((next(e["generation"] for e in planned if e["stage"] == stage), rungs[-1]))
+    return found
+
+
+def stage_facts(history: RunHistory, fresh: Mapping[int, FreshReturns] | None = None) -> list[dict]:
     """Per BG-PBT stage of a run (none without ``--max-distillations``): after which generation and why
     it started, the members' best score then, its teachers, each rung's best student, how each survivor
     was proposed (kept, bo, random), the members' best in the generation after the stage and the env
-    steps its students trained."""
+    steps its students trained; with ``fresh`` (fresh returns by generation) holding both of
+    :func:`stage_generations`' checkpoints, the last rung's best student and its teacher on the same
+    fresh episodes (:func:`distillation_fresh`)."""
     planned = [e for e in history.lineage if e.get("event") == "student"]
     if not planned:
         return []
@@ -272,8 +287,39 @@ def stage_facts(history: RunHistory) -> list[dict]:
                 "survivors_how": [students[e["student"]]["how"] for e in survivors],
                 "best_after": best.get(ended + 1, math.nan) if ended is not None else math.nan,
                 "student_env_steps": sum(trained),
+                **distillation_fresh(students, rungs[-1] if rungs else None, survivors, fresh or {}),
             }
         )
+    return facts
+
+
+def distillation_fresh(
+    students: Mapping[int, dict], last_rung: dict | None, survivors: list[dict], fresh: Mapping[int, FreshReturns]
+) -> dict:
+    """The stage's best student (the last rung's best score) and its teacher on the same fresh episodes:
+    the student where it survived into a member's place at the last rung's checkpoint, the teacher as
+    the member it was at the checkpoint of the generation the stage began after; their means and the
+    mean of the episode-by-episode differences (student minus teacher) with its t-interval (NaN where
+    a checkpoint was not kept)."""
+    nan = math.nan
+    facts = {"best_student": None, "its_teacher": None, "teacher_fresh": nan, "best_student_fresh": nan,
+             "fresh_difference": nan, "fresh_low": nan, "fresh_high": nan}  # fmt: skip
+    if last_rung is None:
+        return facts
+    scored = {int(m): v for m, v in last_rung["scores"].items() if v is not None}
+    student = max(scored, key=scored.get)
+    facts["best_student"] = student
+    teacher = facts["its_teacher"] = students[student]["teacher"]
+    place = next((e["member"] for e in survivors if e["student"] == student), None)
+    began, ended = students[student]["generation"], last_rung["generation"]
+    if place is None or began not in fresh or ended not in fresh:
+        return facts
+    taught, learnt = fresh[began].members.get(teacher), fresh[ended].members.get(place)
+    if not taught or not learnt or len(taught) != len(learnt):
+        return facts
+    difference, low, high = t_interval([b - a for a, b in zip(taught, learnt, strict=True)])
+    facts.update(teacher_fresh=statistics.mean(taught), best_student_fresh=statistics.mean(learnt),
+                 fresh_difference=difference, fresh_low=low, fresh_high=high)  # fmt: skip
     return facts
 
 

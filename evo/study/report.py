@@ -214,7 +214,8 @@ def floor_rows(env_id: str, floors: Mapping[int, FloorValues], results: list[Res
 
 
 def stages_table(results: list[Result]) -> str:
-    """One row per stage of each run that had stages (empty without any)."""
+    """One row per stage of each run that had stages (empty without any), and where the stages'
+    checkpoints were kept, the best students against their teachers on fresh episodes."""
     staged = [r for r in results if r.stages]
     if not staged:
         return ""
@@ -226,6 +227,7 @@ def stages_table(results: list[Result]) -> str:
         "| survivors | best the generation after | final best | students' env steps |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    fresh = []
     for r in sorted(staged, key=lambda r: (r.env_id, r.method, r.seed)):
         total = r.curve[-1][0] if r.curve else 0
         for f in r.stages:
@@ -237,7 +239,37 @@ def stages_table(results: list[Result]) -> str:
                 f"{', '.join(f'{b:.1f}' for b in f['rung_best'])} | {', '.join(f['survivors_how'])} | "
                 f"{f['best_after']:.1f} | {r.final_best:.1f} | {f['student_env_steps']:,} ({share:.1%}) |"
             )
-    return "\n".join(lines) + "\n"
+            if math.isfinite(f.get("fresh_difference", math.nan)):
+                fresh.append((r, f))
+    return "\n".join(lines) + "\n" + (distillation_table(fresh) if fresh else "")
+
+
+def distillation_table(stages: list[tuple[Result, dict]]) -> str:
+    """Each stage's best student (by its last rung's selection score) against the teacher it was
+    distilled from, both on the study's fresh episodes (the same ones), and how often it held."""
+    lines = [
+        "\nThe best student of each stage against its teacher on the same fresh episodes (the teacher at the "
+        "checkpoint the stage began after, the student at its last rung's); the difference is the mean of "
+        "the episode-by-episode differences, with its t-interval over the episodes.\n",
+        "| env | method | seed | teacher | its fresh mean | best student | its fresh mean | student − teacher |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    above = below = 0
+    for r, f in stages:
+        lines.append(
+            f"| {r.env_id} | {r.method} | {r.seed} | {f['its_teacher']} | {f['teacher_fresh']:.1f} | "
+            f"{f['best_student']} | {f['best_student_fresh']:.1f} | "
+            f"{_ci(f['fresh_difference'], f['fresh_low'], f['fresh_high'])} |"
+        )
+        above += f["fresh_low"] > 0
+        below += f["fresh_high"] < 0
+    at_least = sum(f["fresh_difference"] >= 0 for _, f in stages)
+    lines.append(
+        f"\nThe best student's fresh mean was at or above its teacher's in {at_least} of {len(stages)} stages; "
+        f"above by more than its interval in {above}, below by more than its interval in {below}, "
+        f"not separated in {len(stages) - above - below}.\n"
+    )
+    return "\n".join(lines)
 
 
 def fresh_by_seed(runs: Sequence[Run], env_id: str, method: str, fraction: float) -> dict[int, float]:

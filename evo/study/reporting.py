@@ -14,7 +14,16 @@ from pathlib import Path
 from evo.study import report
 from evo.study.fresh import FreshReturns, floors, floors_path, reevaluated
 from evo.study.jobs import Job, has_result
-from evo.study.records import Run, points, reward_threshold, summarise, timing, zoo_points, zoo_result
+from evo.study.records import (
+    Run,
+    points,
+    reward_threshold,
+    stage_generations,
+    summarise,
+    timing,
+    zoo_points,
+    zoo_result,
+)
 from evo.study.report import FloorValues
 from evo.study.running import read_launches
 from evo.study.spec import Study
@@ -36,16 +45,17 @@ def levels(study: Study, env_id: str) -> tuple[int, int] | None:
     return study.fresh.levels if study.fresh and procgen_game(env_id) else None
 
 
-def fresh_returns(study: Study, job: Job) -> dict[int, FreshReturns]:
-    """The run's fresh returns at each fraction of the study, by generation (made where not cached;
-    a checkpoint that cannot be played is left out with a warning)."""
+def fresh_returns(study: Study, job: Job, stages: Sequence[tuple[int, int]] = ()) -> dict[int, FreshReturns]:
+    """The run's fresh returns at each fraction of the study, and at both ends of each of its BG-PBT
+    ``stages`` (:func:`evo.study.records.stage_generations`), by generation (made where not cached; a
+    checkpoint that cannot be played, one not kept included, is left out with a warning)."""
     from evo.tools.saved import SavedRunError
 
     found = {}
     if study.fresh is None:
         return found
-    for fraction in study.fresh.at:
-        generation = round(fraction * job.generations)
+    wanted = {round(fraction * job.generations) for fraction in study.fresh.at}
+    for generation in sorted(wanted | {g for stage in stages for g in stage}):
         checkpoint = None if generation == job.generations else generation
         try:
             found[generation] = reevaluated(
@@ -63,10 +73,11 @@ def collect(study: Study, job: Job, threshold: float | None) -> Run:
 
     if not job.mpi:
         return Run(job, zoo_result(job), zoo_points(job), timing(job))
-    fresh = fresh_returns(study, job)
+    history = load_run(job.run_dir)
+    fresh = fresh_returns(study, job, stage_generations(history))
     result = summarise(job, threshold, fresh)
     fractions = study.fresh.at if study.fresh else ()
-    return Run(job, result, points(job, load_run(job.run_dir), fresh, fractions), timing(job))
+    return Run(job, result, points(job, history, fresh, fractions), timing(job))
 
 
 def wants_floors(study: Study, env_id: str) -> bool:

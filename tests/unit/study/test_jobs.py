@@ -169,6 +169,9 @@ def test_the_bgpbt_studys_runs_have_one_stage_that_fits_their_budget():
         assert (long.stage_steps, long.stage_distillation_steps, long.total_generations) == (2 * 6144, 2 * 6144, 7)
         assert long.stage_steps + long.stage_distillation_steps + 4 * 6144 == 8 * 6144
         assert jobs[("bgpbt-long", seed)].generations == 7
+        # every checkpoint kept: the report plays each stage's teacher and best student at its two ends
+        assert config.keep_checkpoints == 8 and long.keep_checkpoints == 7
+        assert "--keep-checkpoints" not in jobs[("pbt", seed)].command  # fresh only at the end
 
 
 def test_the_sac_and_ties_studies_run_as_they_did():

@@ -177,6 +177,37 @@ def write_tiny_runs(study):
             write_fresh(job.run_dir, dict(enumerate(returns)), None if generation == 2 else generation, seed=job.seed)
 
 
+def test_a_stages_best_student_is_played_against_its_teacher_on_the_same_fresh_episodes():
+    """The committed BG-PBT seed-0 run's lineage: the stage began after generation 4 with teacher 0 and
+    ended at generation 5's rung, where student 6 scored best and took member 0's place. Its fresh
+    numbers are the teacher's returns at generation 4's checkpoint and member 0's (not member 6's) at
+    generation 5's, paired episode by episode."""
+    from evo.rundir.history import load_run
+    from evo.study.fresh import FreshReturns
+    from evo.study.records import stage_facts, stage_generations
+
+    history = load_run(ROOT / "docs/results/bgpbt/HalfCheetah-v5/bgpbt-seed0")
+    assert stage_generations(history) == [(4, 5)]
+    teacher, decoy = [10.0, 20.0, 30.0], [0.0, 0.0, 0.0]
+    fresh = {
+        4: FreshReturns({0: teacher, 1: decoy, 2: decoy, 3: decoy}),
+        5: FreshReturns({0: [13.0, 21.0, 35.0], 1: decoy, 2: decoy, 3: decoy}),
+    }
+    (facts,) = stage_facts(history, fresh)
+    assert (facts["best_student"], facts["its_teacher"]) == (6, 0)
+    assert (facts["teacher_fresh"], facts["best_student_fresh"]) == (20.0, 23.0)
+    differences = [3.0, 1.0, 5.0]  # mean 3, standard deviation 2: 3 ± t(0.975, 2) · 2 / √3
+    assert facts["fresh_difference"] == pytest.approx(3.0)
+    assert facts["fresh_low"] == pytest.approx(3.0 - T_975_2 * 2 / math.sqrt(3))
+    assert facts["fresh_high"] == pytest.approx(3.0 + T_975_2 * 2 / math.sqrt(3))
+    assert sum(differences) / 3 == facts["fresh_difference"]
+    (without,) = stage_facts(history, {5: fresh[5]})  # the teacher's checkpoint was not kept
+    assert without["best_student"] == 6 and math.isnan(without["fresh_difference"])
+    table = report.stages_table([Result("HalfCheetah-v5", "bgpbt", 0, 4, 1.0, 1.0, None, 1.0, [], stages=[facts])])
+    assert "| HalfCheetah-v5 | bgpbt | 0 | 0 | 20.0 | 6 | 23.0 | 3.0 [-2.0, 8.0] |" in table
+    assert "at or above its teacher's in 1 of 1 stages; above by more than its interval in 0" in table
+
+
 def test_the_report_of_a_tiny_study_against_values_computed_by_hand(tmp_path, capsys):
     study = tiny_study(tmp_path)
     write_tiny_runs(study)
