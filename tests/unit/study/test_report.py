@@ -299,28 +299,28 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("ties", "ties", "{env}/{method}-seed{seed}"),
         ("classic", "classic", "{env}/{method}-seed{seed}"),
         ("procgen", "procgen", "starpilot-seed{seed}/{method}"),
-        ("bgpbt", None, None),
+        ("bgpbt", "bgpbt", "{env}/{method}-seed{seed}"),
+        ("bgpbt", "bgpbt-rerun", "{env}/{method}-seed{seed}"),
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
-    """results.json of the first, continuous, SAC, tie-rule, Procgen and BG-PBT studies (docs/results/) from
-    the committed run records and re-evaluation caches, as `evo-study STUDY --report-only --runs` builds it."""
+    """results.json of the first, continuous, SAC, tie-rule, Procgen and BG-PBT studies (docs/results/) and
+    of BG-PBT's second set of runs, from the committed run records and re-evaluation caches (their stages'
+    included), as `evo-study STUDY --report-only --runs` builds it."""
     study = load_study(BUILT_IN / f"{name}.yml")
     fresh = study.fresh and replace(study.fresh, floors=False)  # no env played
     study = replace(study, out=tmp_path / "out", fresh=fresh)
     docs = ROOT / "docs" / "results"
     runs = tmp_path / "runs"
     for job in jobs_for(study, runs):
-        if name == "bgpbt":  # its pbt and pb2 runs are the continuous study's
-            folder = "bgpbt" if job.method.startswith("bgpbt") else "continuous"
-            source = docs / folder / job.env_id / f"{job.method}-seed{job.seed}"
-        else:
-            source = docs / records / layout.format(env=job.env_id, method=job.method, seed=job.seed)
+        folder = records
+        if name == "bgpbt" and not job.method.startswith("bgpbt"):  # its pbt and pb2: the continuous study's
+            folder = "continuous"
+        source = docs / folder / layout.format(env=job.env_id, method=job.method, seed=job.seed)
         job.run_dir.parent.mkdir(parents=True, exist_ok=True)
         job.run_dir.symlink_to(source)
     write_report(study, jobs_for(study, runs))
-    expected = docs / ("bgpbt" if name == "bgpbt" else records) / "results.json"
-    assert (tmp_path / "out" / "results.json").read_bytes() == expected.read_bytes()
+    assert (tmp_path / "out" / "results.json").read_bytes() == (docs / records / "results.json").read_bytes()
 
 
 def test_the_procgen_tables_floor_rows_come_from_the_committed_floors(tmp_path):
