@@ -240,17 +240,27 @@ def timing(job: Job) -> Timing:
     return Timing(read_wall(job), total if path.is_file() else math.nan, job.ranks)
 
 
+def _stages(history: RunHistory) -> list[tuple[int, dict[int, dict], list[dict], list[dict]]]:
+    """Per BG-PBT stage of a run, from its lineage: (stage, its planned students by id, its rungs, its survivors)."""
+    planned = [e for e in history.lineage if e.get("event") == "student"]
+    found = []
+    for stage in sorted({e["stage"] for e in planned}):
+        students = {e["member"]: e for e in planned if e["stage"] == stage}
+        rungs = [e for e in history.lineage if e.get("event") == "rung" and e["stage"] == stage]
+        survivors = [e for e in history.lineage if e.get("event") == "survivor" and e["stage"] == stage]
+        found.append((stage, students, rungs, survivors))
+    return found
+
+
 def stage_generations(history: RunHistory) -> list[tuple[int, int]]:
     """Per BG-PBT stage of a run: (the generation its teachers were taken after, its last rung's
     generation). The checkpoints of those two hold the teachers and the survivors in the members'
     places (best first), so their fresh returns compare the best student with its teacher."""
-    planned = [e for e in history.lineage if e.get("event") == "student"]
-    found = []
-    for stage in sorted({e["stage"] for e in planned}):
-        rungs = [e["generation"] for e in history.lineage if e.get("event") == "rung" and e["stage"] == stage]
-        if rungs:
-            found.append((next(e["generation"] for e in planned if e["stage"] == stage), rungs[-1]))
-    return found
+    return [
+        (next(iter(students.values()))["generation"], rungs[-1]["generation"])
+        for _, students, rungs, _ in _stages(history)
+        if rungs
+    ]
 
 
 def stage_facts(history: RunHistory, fresh: Mapping[int, FreshReturns] | None = None) -> list[dict]:
@@ -260,19 +270,16 @@ def stage_facts(history: RunHistory, fresh: Mapping[int, FreshReturns] | None = 
     steps its students trained; with ``fresh`` (fresh returns by generation) holding both of
     :func:`stage_generations`' checkpoints, the last rung's best student and its teacher on the same
     fresh episodes (:func:`distillation_fresh`)."""
-    planned = [e for e in history.lineage if e.get("event") == "student"]
-    if not planned:
+    stages = _stages(history)
+    if not stages:
         return []
     best: dict[int, float] = {}
     for row in history.rows:
         if row.teacher is None:  # a member's row (a student's has its teacher)
             best[row.generation] = max(best.get(row.generation, -math.inf), row.score)
     facts = []
-    for stage in sorted({e["stage"] for e in planned}):
-        students = {e["member"]: e for e in planned if e["stage"] == stage}
+    for stage, students, rungs, survivors in stages:
         first = next(iter(students.values()))
-        rungs = [e for e in history.lineage if e.get("event") == "rung" and e["stage"] == stage]
-        survivors = [e for e in history.lineage if e.get("event") == "survivor" and e["stage"] == stage]
         ended = rungs[-1]["generation"] if rungs else None
         trained = [row.env_steps - history.started_at(row) for row in history.rows if row.member in students]
         facts.append(

@@ -239,7 +239,7 @@ def stages_table(results: list[Result]) -> str:
                 f"{', '.join(f'{b:.1f}' for b in f['rung_best'])} | {', '.join(f['survivors_how'])} | "
                 f"{f['best_after']:.1f} | {r.final_best:.1f} | {f['student_env_steps']:,} ({share:.1%}) |"
             )
-            if math.isfinite(f.get("fresh_difference", math.nan)):
+            if math.isfinite(f["fresh_difference"]):
                 fresh.append((r, f))
     return "\n".join(lines) + "\n" + (distillation_table(fresh) if fresh else "")
 
