@@ -171,6 +171,11 @@ def evaluation(args: Any, game: str | None, problems: list[str]) -> int:
     """Validate --select-on and the evaluation levels; returns the evaluation start level."""
     if args.select_on == "test" and args.eval_episodes < 1:
         problems.append("--select-on test selects on evaluation episodes: give --eval-episodes N (e.g. 10)")
+    if args.eval_actions != "deterministic" and args.eval_episodes < 1:
+        problems.append(
+            f"--eval-actions {args.eval_actions} chooses the actions of evaluation episodes, and there are none: "
+            "give --eval-episodes N (e.g. 10), or drop --eval-actions"
+        )
     if not game:
         if args.eval_start_level is not None or args.eval_num_levels:
             problems.append(

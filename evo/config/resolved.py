@@ -56,6 +56,9 @@ def known_param_set(flag: str, name: str | None) -> str | None:
     return f"{flag} {name!r} is not one of {', '.join(PARAM_SETS)}{hint}"
 
 
+EVAL_ACTIONS = ("deterministic", "sampled")
+"""How ``--eval-episodes`` episodes pick actions (``--eval-actions``): the first is SB3's default."""
+
 GROUPS: dict[str, str] = {
     "learner": "Learner and env",
     "population": "Population and budget",
@@ -213,14 +216,23 @@ class Config:
         choices=TIE_RULES,
     )
     eval_episodes: int = option(
-        "0: score = mean return of the last --score-window training episodes; N>0: N deterministic eval episodes",
+        "0: score = mean return of the last --score-window training episodes; N>0: N eval episodes (--eval-actions)",
         FIXED,
         group="scoring",
         default=0,
         type=int,
         check=must(lambda n: n >= 0, "use 0 (training episodes) or a positive count"),
     )
-    """N>0: the mean return of N deterministic episodes on a separate evaluation env."""
+    """N>0: the mean return of N episodes (--eval-actions) on a separate evaluation env."""
+    eval_actions: str = option(
+        "the actions of the --eval-episodes episodes: 'deterministic' (the policy's argmax or mean, as SB3's "
+        "evaluate_policy plays) or 'sampled' from the policy, as DrAC's test.py plays Procgen (a barely "
+        "trained Procgen policy played by argmax can hold one action: its score then measures no learning)",
+        FIXED,
+        group="scoring",
+        default="deterministic",
+        choices=EVAL_ACTIONS,
+    )
     score_window: int = option(
         "the training score is the mean return of this many last training episodes finished since the "
         "member's weights last changed hands (1 to 100: SB3 keeps the last 100); the Procgen AutoRL paper uses 100",

@@ -27,8 +27,14 @@ FIXED_ON_RESUME: tuple[str, ...] = (
     "agent",
 )
 # What a run recorded before a field existed had instead: a run started before --env-kwargs made
-# its envs with none, one started before --algo trained PPO, one before --objective selected on the return.
-RECORDED_SINCE: dict[str, Any] = {"env_kwargs": {}, "algo": "ppo", "objective": "return"}
+# its envs with none, one started before --algo trained PPO, one before --objective selected on the return,
+# one before --eval-actions played its evaluation episodes by the policy's argmax or mean.
+RECORDED_SINCE: dict[str, Any] = {
+    "env_kwargs": {},
+    "algo": "ppo",
+    "objective": "return",
+    "eval_actions": "deterministic",
+}
 
 
 def load_saved_config(run_dir: Path) -> dict[str, Any]:

@@ -29,26 +29,30 @@ a member fails fewer than 6,999,995,000 times; a member moved at env step s uses
 
 **Generators of a decision**, ``np.random.default_rng([seed, ..., STREAM])``, the stream constant last:
 
-======================  =======================================================  ====================
-constant                keyed by                                                 draws
-======================  =======================================================  ====================
-``INIT_STREAM``         (seed, member)                                           a member's initial
-                                                                                 hyperparameters
-``SELECTION_STREAM``    (seed, generation)                                       a generation's
-                                                                                 selection and explore
-``ASYNC_STREAM``        (seed, member, interval)                                 a ready point's
-                                                                                 decision
-``RESTART_STREAM``      (seed, generation, round) / (seed, member, interval,     where a failed member
-                        failures)                                                starts again
-``STAGE_STREAM``        (seed, stage)                                            a BG-PBT stage's
-                                                                                 students
-``DRAC_STREAM``         (the model's seed, its update count), a torch generator  DrAC's augmentations
-``EVALUATION_STREAM``   (seed, EVALUATION_STREAM, 1): in a member id's place,    the tools' fresh
-                        far above any, so no env of the run had these seeds      evaluation episodes
-``FLOOR_STREAM``        (the evaluation seed, FLOOR_STREAM)                      a study's floors: the
-                                                                                 uniform-random
-                                                                                 policy's actions
-======================  =======================================================  ====================
+========================  =======================================================  ====================
+constant                  keyed by                                                 draws
+========================  =======================================================  ====================
+``INIT_STREAM``           (seed, member)                                           a member's initial
+                                                                                   hyperparameters
+``SELECTION_STREAM``      (seed, generation)                                       a generation's
+                                                                                   selection and explore
+``ASYNC_STREAM``          (seed, member, interval)                                 a ready point's
+                                                                                   decision
+``RESTART_STREAM``        (seed, generation, round) / (seed, member, interval,     where a failed member
+                          failures)                                                starts again
+``STAGE_STREAM``          (seed, stage)                                            a BG-PBT stage's
+                                                                                   students
+``DRAC_STREAM``           (the model's seed, its update count), a torch generator  DrAC's augmentations
+``EVALUATION_STREAM``     (seed, EVALUATION_STREAM, 1): in a member id's place,    the tools' fresh
+                          far above any, so no env of the run had these seeds      evaluation episodes
+``FLOOR_STREAM``          (the evaluation seed, FLOOR_STREAM)                      a study's floors: the
+                                                                                   uniform-random
+                                                                                   policy's actions
+``EVAL_ACTIONS_STREAM``   (seed, member, env steps trained)                        torch's seed for a
+                                                                                   member's sampled
+                                                                                   evaluation actions
+                                                                                   (``--eval-actions``)
+========================  =======================================================  ====================
 
 **Adding a stream**: a named constant here, distinct from every other (tests/unit/core/test_streams.py
 checks the table), a line in the table above saying what it is keyed by and what it draws, and a
@@ -77,6 +81,7 @@ STAGE_STREAM = 0x57A6E
 DRAC_STREAM = 23
 EVALUATION_STREAM = 0x7E57_2024
 FLOOR_STREAM = 0x466C6F6F72  # ASCII "Floor"
+EVAL_ACTIONS_STREAM = 0x4576416374  # ASCII "EvAct"
 
 MEMBER_STREAMS = {
     "MODEL": MODEL,
@@ -96,8 +101,15 @@ GENERATOR_STREAMS = {
     "DRAC_STREAM": DRAC_STREAM,
     "EVALUATION_STREAM": EVALUATION_STREAM,
     "FLOOR_STREAM": FLOOR_STREAM,
+    "EVAL_ACTIONS_STREAM": EVAL_ACTIONS_STREAM,
 }
 """The decision generators' constants by name."""
+
+
+def eval_actions_seed(seed: int, member: int, env_steps: int) -> int:
+    """torch's seed for ``member``'s sampled evaluation actions after ``env_steps`` env steps of training
+    (``--eval-actions sampled``): a new draw each evaluation, the same on a resumed or moved member."""
+    return int(np.random.default_rng([seed, member, env_steps, EVAL_ACTIONS_STREAM]).integers(2**63))
 
 
 def member_seed(seed: int, member: int, stream: int = MODEL) -> int:

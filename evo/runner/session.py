@@ -246,6 +246,7 @@ def member_factory(config: Config, device: str = "cpu") -> MemberFactory:
         precision=config.precision,
         channels_last=config.cpu_tuning,
         eval_episodes=config.eval_episodes,
+        eval_actions=config.eval_actions,
         score_window=config.score_window,
         select_on=config.select_on,
         exploit_buffer=config.exploit_buffer,

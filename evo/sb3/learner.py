@@ -49,7 +49,7 @@ from evo.config.agent import AgentSettings
 from evo.core.envparams import attribute, is_env_param
 from evo.core.objective import DEFAULT, Objective, scores_of
 from evo.core.result import MemberResult, Scores
-from evo.core.streams import EVALUATION_ENV, member_seed
+from evo.core.streams import EVALUATION_ENV, eval_actions_seed, member_seed
 from evo.learners import LearnerSpec, Reach
 from evo.learners.interface import Layout, Payload, buffers_for
 from evo.learners.spec import resolved_net_arch
@@ -69,6 +69,7 @@ from evo.sb3.normalize import (
 )
 from evo.sb3.policies import EXTRACTORS
 from evo.sb3.precision import require_bf16
+from evo.sb3.rng import forked_rng
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,8 @@ class MemberSetup:
     precision: str = "fp32"
     channels_last: bool = False
     eval_episodes: int = 0
+    eval_actions: str = "deterministic"
+    """How the evaluation episodes pick actions (``--eval-actions``): the policy's argmax or mean, or sampled."""
     score_window: int = 10
     """The training score is the mean return of this many last training episodes."""
     select_on: str = "train"
@@ -234,6 +237,7 @@ class SB3Learner:
         self.spec: LearnerSpec = setup.agent.spec
         self.space = setup.agent.search_space
         self.eval_episodes = setup.eval_episodes
+        self.eval_actions = setup.eval_actions
         self.score_window = setup.score_window
         self.select_on = setup.select_on
         self.objective = setup.objective
@@ -498,14 +502,16 @@ class SB3Learner:
         self.carried_objectives = tuple(float(value) for value in objectives)
 
     def test_score(self) -> float:
-        """Mean return of ``eval_episodes`` deterministic episodes on the evaluation env (for
-        Procgen, levels the member never trained on); NaN without evaluation."""
+        """Mean return of ``eval_episodes`` episodes on the evaluation env (for Procgen, levels the
+        member never trained on); NaN without evaluation."""
         return self.evaluation()[0]
 
     def evaluation(self) -> tuple[float, dict[str, float]]:
-        """The mean return of ``eval_episodes`` deterministic episodes on the evaluation env, and the
-        mean of each info key the objective reads over those that reported it (NaN where none did,
-        and without evaluation)."""
+        """The mean return of ``eval_episodes`` episodes on the evaluation env, and the mean of each
+        info key the objective reads over those that reported it (NaN where none did, and without
+        evaluation). Their actions: the policy's argmax or mean, or with ``--eval-actions sampled``
+        drawn from it by torch generators seeded from (run seed, member, env steps trained) and
+        forked from the process's own, so that training draws the same numbers either way."""
         infos: dict[str, list[float]] = {key: [] for key in self.objective.info_keys}
         if self.eval_episodes <= 0 or self.eval_env is None:
             return float("nan"), {key: float("nan") for key in infos}
@@ -518,14 +524,17 @@ class SB3Learner:
                 if key in episode:
                     infos[key].append(float(episode[key]))
 
-        mean, _ = evaluate_policy(
-            self.model,
-            self.eval_env,
-            n_eval_episodes=self.eval_episodes,
-            deterministic=True,
-            warn=False,
-            callback=collect if infos else None,
-        )
+        sampled = self.eval_actions == "sampled"
+        seed = eval_actions_seed(self.setup.seed, self.member_id, self.model.num_timesteps) if sampled else None
+        with forked_rng(seed, self.device):
+            mean, _ = evaluate_policy(
+                self.model,
+                self.eval_env,
+                n_eval_episodes=self.eval_episodes,
+                deterministic=not sampled,
+                warn=False,
+                callback=collect if infos else None,
+            )
         return float(mean), {key: _mean(values) for key, values in infos.items()}
 
     def training_objectives(self, train: float) -> list[float]:

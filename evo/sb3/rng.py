@@ -4,7 +4,9 @@ their streams."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -30,3 +32,19 @@ def set_rng_state(state: dict) -> None:
         ("MT19937", keys, state["numpy_position"], state["numpy_has_gauss"], state["numpy_cached_gaussian"])
     )
     random.setstate((3, tuple(state["python"]), None))
+
+
+@contextlib.contextmanager
+def forked_rng(seed: int | None, device: torch.device) -> Iterator[None]:
+    """Inside, torch's generators of the CPU and of ``device`` (if a GPU) draw from ``seed``; after, they
+    continue as if nothing had drawn. ``None``: nothing changes (and nothing is forked)."""
+    if seed is None:
+        yield
+        return
+    gpus = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=gpus):
+        torch.default_generator.manual_seed(seed)
+        for index in gpus:
+            with torch.cuda.device(index):
+                torch.cuda.manual_seed(seed)
+        yield

@@ -101,6 +101,28 @@ def collect_floors(study: Study, runs: Sequence[Run]) -> dict[str, dict[int, Flo
     return found
 
 
+def selection_actions(runs: Sequence[Run]) -> str:
+    """A line naming how the runs' selection episodes chose their actions (``--eval-actions`` in their
+    commands; '' where no run played selection episodes)."""
+    by_kind: dict[str, list[str]] = {}
+    for run in runs:
+        command = run.job.command
+        if not run.job.mpi or not run.job.eval_episodes:
+            continue
+        kind = command[command.index("--eval-actions") + 1] if "--eval-actions" in command else "deterministic"
+        if run.job.method not in by_kind.setdefault(kind, []):
+            by_kind[kind].append(run.job.method)
+    words = {
+        "deterministic": "the policy's most likely action (argmax, or the mean; `--eval-actions deterministic`)",
+        "sampled": "actions sampled from the policy (`--eval-actions sampled`)",
+    }
+    if len(by_kind) == 1:
+        return f"The selection episodes played {words[next(iter(by_kind))]}.\n"
+    return "".join(
+        f"The selection episodes of {', '.join(methods)} played {words[kind]}.\n" for kind, methods in by_kind.items()
+    )
+
+
 def markdown(study: Study, runs: Sequence[Run], floor_values, thresholds, foreign: Mapping) -> str:
     """results.md: the verdicts first, then every table."""
     results = [r.result for r in runs]
@@ -119,6 +141,7 @@ def markdown(study: Study, runs: Sequence[Run], floor_values, thresholds, foreig
         )
     text += report.table(results, study.envs, methods, thresholds)
     text += "\n" + report.comparisons(results, study.envs, methods, study.reference)
+    text += selection_actions(runs)
     if fresh:
         envs = [env for env in study.envs if any(r.env_id == env for r in results)]
         for env_id in envs:  # one fresh table per way of playing (Procgen samples, the rest not)

@@ -189,6 +189,7 @@ def test_the_resume_classes_of_the_issue():
         "strategy",
         "seed",
         "eval_episodes",
+        "eval_actions",  # the selection scores' meaning follows from it
         "distribution_mode",
         "num_levels",
         "start_level",
@@ -244,6 +245,7 @@ def examples(tmp_path):
         "resample_probability": ["--resample-probability", "0.5"],
         "ties": ["--ties", "copy"],
         "eval_episodes": ["--eval-episodes", "3"],
+        "eval_actions": ["--eval-actions", "sampled", "--eval-episodes", "3"],
         "score_window": ["--score-window", "50"],
         "initial_hparams": ["--initial-hparams", "defaults"],
         "seed": ["--seed", "7"],
@@ -309,6 +311,17 @@ def test_resume_without_the_flag_gives_back_the_run_s_value(tmp_path, monkeypatc
     assert resumed.agent == started.agent
     assert getattr(resumed, option.field_name) == getattr(started, option.field_name)
     assert resumed.run_id == started.run_id
+
+
+def test_a_run_recorded_before_eval_actions_resumes_with_argmax_evaluation_and_keeps_it(tmp_path):
+    run_dir = tmp_path / "run"
+    started = parse_config(["--eval-episodes", "3", "--run-dir", str(run_dir)], now=NOW).to_dict()
+    del started["eval_actions"], started["cli"]["eval_actions"]  # as that version wrote it
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(started))
+    assert parse_config(["--resume", "--run-dir", str(run_dir)], now=NOW).eval_actions == "deterministic"
+    with pytest.raises(ConfigError, match=r"eval_actions was 'deterministic' in this run, the command gives 'sampled'"):
+        parse_config(["--resume", "--run-dir", str(run_dir), "--eval-actions", "sampled"], now=NOW)
 
 
 def test_a_fixed_option_given_again_with_another_value_is_refused(tmp_path):

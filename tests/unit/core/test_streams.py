@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from evo.core import streams
-from evo.core.streams import GENERATOR_STREAMS, MEMBER_STREAMS, member_seed
+from evo.core.streams import GENERATOR_STREAMS, MEMBER_STREAMS, eval_actions_seed, member_seed
 from tests.support import ROOT
 
 
@@ -57,3 +57,9 @@ def test_no_module_of_evo_defines_a_stream_constant_of_its_own():
                 if stream and isinstance(stream[0], ast.Constant):
                     offending.append(f"{path.relative_to(ROOT)}:{node.lineno} member_seed(..., {stream[0].value})")
     assert not offending, "streams outside evo/core/streams.py:\n  " + "\n  ".join(offending)
+
+
+def test_each_evaluation_of_a_member_draws_its_sampled_actions_from_a_seed_of_its_own():
+    seeds = {eval_actions_seed(7, member, steps) for member in range(4) for steps in (0, 256, 512, 10_000)}
+    assert len(seeds) == 16 and all(0 <= seed < 2**63 for seed in seeds)
+    assert eval_actions_seed(7, 1, 256) == eval_actions_seed(7, 1, 256) != eval_actions_seed(8, 1, 256)

@@ -272,3 +272,49 @@ def test_a_member_keeps_scoring_its_own_episodes_when_none_finish_in_a_generatio
     assert member.training_score() == before and not member.score_train_stale
     fresh = member_of(config, 1)
     assert np.isnan(fresh.training_score()) and not fresh.score_train_stale  # never scored: NaN, not carried
+
+
+def test_sampled_evaluation_actions_reach_the_policy_and_leave_trainings_random_numbers_alone(monkeypatch):
+    """--eval-actions sampled: the evaluation episodes ask the policy for sampled actions (argmax by
+    default), from a seed of their own (the same member after as many env steps plays the same actions,
+    whatever state the process's generator is in, as on another rank), and training draws the same
+    random numbers as with argmax evaluation: the weights after train, evaluate, train are bit-identical
+    either way."""
+    from evo.sb3 import learner as learner_module
+
+    asked = []
+    evaluate_policy = learner_module.evaluate_policy
+
+    def recording(model, env, **kwargs):
+        asked.append(kwargs["deterministic"])
+        return evaluate_policy(model, env, **kwargs)
+
+    monkeypatch.setattr(learner_module, "evaluate_policy", recording)
+    weights, scores = {}, {}
+    for actions, elsewhere in (("deterministic", False), ("sampled", False), ("sampled", True)):
+        flags = ["--eval-episodes", "4", "--num-envs", "2", "--seed", "5", "--eval-actions", actions]
+        member = member_of(parse_config(flags, check_run_dir=False), 0)
+        try:
+            member.train(256)
+            torch_state = torch.get_rng_state()
+            if elsewhere:  # as on another rank (a moved member): the process's generator in another state
+                torch.manual_seed(999)
+            score = member.test_score()
+            if elsewhere:
+                torch.set_rng_state(torch_state)
+            assert torch.equal(torch.get_rng_state(), torch_state)  # the evaluation's draws were forked
+            member.train(256)
+            weights.setdefault(actions, []).append(member.exploit_state()["weights"].copy())
+            scores.setdefault(actions, []).append(score)
+        finally:
+            member.close()
+    assert asked == [True, False, False]
+    assert np.array_equal(weights["deterministic"][0], weights["sampled"][0])
+    assert np.array_equal(weights["sampled"][0], weights["sampled"][1]) and scores["sampled"][0] == scores["sampled"][1]
+
+
+def test_without_evaluation_episodes_eval_actions_is_refused_by_name():
+    from evo.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--eval-actions sampled .* give --eval-episodes N"):
+        parse_config(["--eval-actions", "sampled"], check_run_dir=False)

@@ -339,6 +339,7 @@ def test_the_procgen_tables_floor_rows_come_from_the_committed_floors(tmp_path):
     write_report(study, jobs_for(study, tmp_path / "runs"))
     text = (tmp_path / "out" / "results.md").read_text()
     assert "Re-evaluated on 20 fresh deterministic (argmax) episodes of levels 10000-10999" in text
+    assert "The selection episodes played the policy's most likely action (argmax, or the mean;" in text
     assert "| starpilot | floor: uniform-random policy | 3 | 1.4 [0.1, 2.7] | — | — | -0.2 [-1.3, 1.0] |" in text
     assert "| starpilot | floor: best constant action (action 9, 9, 9 by seed) | 3 | 1.5 [0.6, 2.5] |" in text
     constant = [
@@ -365,3 +366,27 @@ def test_the_anytime_table_has_one_row_per_method_and_fraction_when_the_seeds_to
         f"| Pendulum-v1 | 80,002–80,041 | pbt | 100 % | 3 | -120.0 [{low:.1f}, {high:.1f}] | "
         "-120.0 [-120.0, -120.0] | -120.0 [-120.0, -120.0] |",
     ]
+
+
+def test_the_report_names_how_each_methods_selection_episodes_chose_actions():
+    """From the runs' commands: one line when every run played alike, a line per way otherwise; nothing for
+    runs without selection episodes (the rl_zoo3 cross-check)."""
+    from evo.study.jobs import Job
+    from evo.study.records import Run
+    from evo.study.reporting import selection_actions
+
+    def run(method, flags, mpi=True, episodes=10):
+        job = Job("starpilot", method, 0, 2, ("pbt_rl_truct.py", *flags), Path("x"), mpi=mpi, eval_episodes=episodes)
+        return Run(job, None, [], None)
+
+    sampled = ["--eval-actions", "sampled"]
+    assert selection_actions([run("pbt", sampled), run("random", sampled)]) == (
+        "The selection episodes played actions sampled from the policy (`--eval-actions sampled`).\n"
+    )
+    mixed = selection_actions([run("pbt", sampled), run("random", []), run("zoo", [], mpi=False)])
+    assert mixed.splitlines() == [
+        "The selection episodes of pbt played actions sampled from the policy (`--eval-actions sampled`).",
+        "The selection episodes of random played the policy's most likely action (argmax, or the mean; "
+        "`--eval-actions deterministic`).",
+    ]
+    assert selection_actions([run("one", [], episodes=0)]) == ""
