@@ -84,3 +84,19 @@ def test_bf16_runs_through_cudas_autocast(config):
     gpu.train(256)
     assert np.isfinite(gpu.pack()).all()
     gpu.close()
+
+
+def test_sampled_evaluation_on_the_gpu_leaves_its_generators_alone_and_repeats(tmp_path):
+    """--eval-actions sampled on a GPU member: the CPU's and the GPU's generators are as before the
+    evaluation, and the same member after as many env steps plays the same sampled actions."""
+    flags = ["--hyperparams", str(write_hyperparams(tmp_path)), "--tb-writer", "False", "--eval-episodes", "4"]
+    config = parse_config([*flags, "--eval-actions", "sampled"], check_run_dir=False)
+    scores = []
+    for _ in range(2):
+        gpu = member(config, 0, "cuda")
+        gpu.train(256)
+        before = torch.get_rng_state(), torch.cuda.get_rng_state()
+        scores.append(gpu.test_score())
+        assert torch.equal(torch.get_rng_state(), before[0]) and torch.equal(torch.cuda.get_rng_state(), before[1])
+        gpu.close()
+    assert scores[0] == scores[1]
