@@ -302,16 +302,23 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("bgpbt", "bgpbt", "{env}/{method}-seed{seed}"),
         ("bgpbt", "bgpbt-rerun", "{env}/{method}-seed{seed}"),
         ("horizon", "horizon", "{env}/{method}-seed{seed}"),  # the seeds' runs finished so far
+        ("procgen-pilot", "procgen-pilot", "{env}/{method}-seed{seed}"),
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
-    """results.json of the first, continuous, SAC, tie-rule, Procgen and BG-PBT studies (docs/results/) and
-    of BG-PBT's second set of runs, from the committed run records and re-evaluation caches (their stages'
-    included), as `evo-study STUDY --report-only --runs` builds it."""
+    """results.json of the first, continuous, SAC, tie-rule, Procgen, BG-PBT, horizon and Procgen pilot
+    studies (docs/results/) and of BG-PBT's second set of runs, from the committed run records and
+    re-evaluation caches (their stages' included), and the floors where the records have them (read back,
+    not played), as `evo-study STUDY --report-only --runs` builds it."""
+    import shutil
+
     study = load_study(BUILT_IN / f"{name}.yml")
-    fresh = study.fresh and replace(study.fresh, floors=False)  # no env played
-    study = replace(study, out=tmp_path / "out", fresh=fresh)
     docs = ROOT / "docs" / "results"
+    if (docs / records / "floors").is_dir():
+        shutil.copytree(docs / records / "floors", tmp_path / "out" / "floors")
+    else:
+        study = replace(study, fresh=study.fresh and replace(study.fresh, floors=False))  # no env played
+    study = replace(study, out=tmp_path / "out")
     runs = tmp_path / "runs"
     for job in jobs_for(study, runs):
         folder = records
