@@ -303,6 +303,7 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("bgpbt", "bgpbt-rerun", "{env}/{method}-seed{seed}"),
         ("horizon", "horizon", "{env}/{method}-seed{seed}"),  # the seeds' runs finished so far
         ("procgen-pilot", "procgen-pilot", "{env}/{method}-seed{seed}"),
+        ("procgen-pilot-100", "procgen-pilot-100", "{env}/{method}-seed{seed}"),
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
