@@ -525,7 +525,7 @@ class SB3Learner:
                     infos[key].append(float(episode[key]))
 
         sampled = self.eval_actions == "sampled"
-        seed = eval_actions_seed(self.setup.seed, self.member_id, self.model.num_timesteps) if sampled else None
+        seed = eval_actions_seed(self.setup.seed, self.member_id, self.env_steps) if sampled else None
         with forked_rng(seed, self.device):
             mean, _ = evaluate_policy(
                 self.model,
