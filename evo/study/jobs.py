@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from evo.study.spec import Method, Study
+from evo.study.spec import Method, Study, flag_value
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 """The folder above the evo package: in a checkout, the repository (its entry scripts, experiments/)."""
@@ -169,7 +169,7 @@ def is_finished(job: Job) -> bool:
     if job.mpi:
         return True
     played = json.loads((job.run_dir / ZOO_RESULT).read_text())
-    return played.get("envs", 1) == int(job.command[job.command.index("--envs") + 1])
+    return played.get("envs", 1) == int(flag_value(job.command, "--envs"))
 
 
 def mismatch(job: Job) -> list[str]:

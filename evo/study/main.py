@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +34,9 @@ logger = logging.getLogger(__name__)
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 BUILT_IN = CHECKOUT / "experiments" / "studies"
+PACKAGE = Path(__file__).resolve().parent.parent
+"""evo's code, whose modules the report loads only when the runs are done (hours later, perhaps after a
+``git pull``)."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -136,21 +140,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     failures: list[str] = []
     if not args.report_only:
+        code = code_on_disk(PACKAGE)
         outcome = run(study, [jobs[args.job]] if args.job is not None else jobs, args.cores)
         if isinstance(outcome, int):
             return outcome
         failures = outcome
         if args.job is not None:
             return 1 if failures else 0
+        if code_on_disk(PACKAGE) != code:  # half its modules loaded, the rest changed: report with the new code
+            print("evo's code changed while the runs trained; the report is made by a new process with it",
+                  flush=True)  # fmt: skip
+            argv = list(sys.argv[1:] if argv is None else argv)
+            status = subprocess.run([sys.executable, "-m", "evo.study", *argv, "--report-only"]).returncode
+            return report_status(status != 0, failures)
     from evo.study.reporting import write_report
 
     if not write_report(study, jobs, foreign):
         print("evo-study: no finished runs to report", file=sys.stderr)
         return 1
+    return report_status(False, failures)
+
+
+def report_status(report_failed: bool, failures: Sequence[str]) -> int:
+    """The exit status once the report is made (or not): 1 when it failed or a run failed (named)."""
     if failures:
         print("failed runs:\n  " + "\n  ".join(failures), file=sys.stderr)
-        return 1
-    return 0
+    return 1 if report_failed or failures else 0
+
+
+def code_on_disk(package: Path) -> list[tuple[str, int, int]]:
+    """Every module of ``package`` as it is on disk: its path, size and modification time."""
+    return sorted((str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns) for p in package.rglob("*.py"))
 
 
 def run(study: Study, jobs: list[Job], cores: int | None) -> int | list[str]:

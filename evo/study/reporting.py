@@ -26,7 +26,7 @@ from evo.study.records import (
 )
 from evo.study.report import FloorValues
 from evo.study.running import read_launches
-from evo.study.spec import Study
+from evo.study.spec import Study, flag_value
 
 logger = logging.getLogger(__name__)
 
@@ -106,10 +106,9 @@ def selection_actions(runs: Sequence[Run]) -> str:
     commands; '' where no run played selection episodes)."""
     by_kind: dict[str, list[str]] = {}
     for run in runs:
-        command = run.job.command
         if not run.job.mpi or not run.job.eval_episodes:
             continue
-        kind = command[command.index("--eval-actions") + 1] if "--eval-actions" in command else "deterministic"
+        kind = flag_value(run.job.command, "--eval-actions") or "deterministic"
         if run.job.method not in by_kind.setdefault(kind, []):
             by_kind[kind].append(run.job.method)
     words = {

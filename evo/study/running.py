@@ -1,17 +1,21 @@
 """The study's runs under mpiexec: the unfinished ones, as many at a time as the cores allow; an
 interrupted run resumes from its checkpoint, one stopped before its first checkpoint starts again.
 Ctrl-C or SIGTERM stops the runs in progress (each keeps its last checkpoint) and the study exits
-130; run the same command again to continue. Every launch is one line of ``<out>/launches.jsonl``
-(job, start, seconds, exit status), and a finished run's ``wall_s`` is the sum of its launches.
+130; run the same command again to continue. A study killed outright (SIGKILL, the OOM killer) leaves
+no run training on as an orphan: on Linux each run gets SIGTERM when the study process dies. Every
+launch is one line of ``<out>/launches.jsonl`` (job, start, seconds, exit status), and a finished
+run's ``wall_s`` is the sum of its launches.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,8 +55,30 @@ def start(job: Job, mpiexec: str, logs: Path, cwd: Path) -> Running:
     logs.mkdir(parents=True, exist_ok=True)
     log = (logs / job.log_name).open("a")
     argv = [mpiexec, "-n", str(job.ranks), "--oversubscribe", *command] if job.mpi else command
-    process = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=job_environment(cwd))
+    environment = job_environment(cwd)
+    process = subprocess.Popen(
+        argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=environment, preexec_fn=_stop_with(os.getpid())
+    )
     return Running(process, log, time.perf_counter(), time.time())
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _stop_with(study: int) -> Callable[[], None] | None:
+    """What a run's process does before it starts (Linux): ask the kernel for SIGTERM when the study
+    process ``study`` dies however it dies; mpiexec passes it to its ranks, which stop as on Ctrl-C.
+    If the study died before the request, the run stops at once."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def request() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != study:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return request
 
 
 def _interrupt(signum, frame):

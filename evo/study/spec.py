@@ -389,11 +389,16 @@ def _hyperparams_flag(study: Study) -> list[str]:
     return found
 
 
+def flag_value(flags: Sequence[str], flag: str) -> str | None:
+    """The value given to ``flag`` in a command's ``flags`` (its last one, as argparse reads them), or
+    None where it is not given a value."""
+    values = [str(flags[i + 1]) for i in range(len(flags) - 1) if flags[i] == flag]
+    return values[-1] if values else None
+
+
 def _keep_checkpoints(flags: Sequence[str]) -> int | None:
-    if "--keep-checkpoints" in flags[:-1]:
-        value = flags[list(flags).index("--keep-checkpoints") + 1]
-        return int(value) if str(value).isdigit() else None
-    return None
+    value = flag_value(flags, "--keep-checkpoints")
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def _suggest(value: str, known: Sequence[str]) -> str:

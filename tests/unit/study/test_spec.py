@@ -4,7 +4,16 @@ import pytest
 
 from evo.core.explorers import EXPLORERS
 from evo.study.main import BUILT_IN
-from evo.study.spec import EXPLORE_NAMES, PRESETS, Budget, StudyError, load_study, parse_study, with_overrides
+from evo.study.spec import (
+    EXPLORE_NAMES,
+    PRESETS,
+    Budget,
+    StudyError,
+    flag_value,
+    load_study,
+    parse_study,
+    with_overrides,
+)
 
 SMALL = {
     "envs": ["CartPole-v1"],
@@ -118,6 +127,16 @@ def test_the_command_lines_changes_are_checked_with_the_study():
         "--steps 0: must be at least 1",
         "members 5: use a multiple of ranks (2), at least 2",
     ]
+
+
+def test_a_flags_value_is_its_last_one_as_argparse_reads_it():
+    """One reader of a flag's value in a run's command (the keep-checkpoints check, the cross-check's
+    envs, the report's selection actions): argparse keeps a repeated flag's last value."""
+    command = ("pbt_rl_truct.py", "--eval-actions", "sampled", "--envs", "8", "--eval-actions", "deterministic")
+    assert flag_value(command, "--eval-actions") == "deterministic"
+    assert flag_value(command, "--envs") == "8"
+    assert flag_value(command, "--seed") is None
+    assert flag_value(("--envs",), "--envs") is None  # a flag at the end has no value
 
 
 def test_a_file_that_is_not_a_study_is_refused(tmp_path):
