@@ -9,17 +9,19 @@ signals it gets (SIGTERM, SIGUSR1, SIGINT). When evo refuses the input (exit sta
 follows the refusal with a banner of its own ("prterun detected that one or more processes
 exited with non-zero status ..."), which looks like a broken install; Open MPI can silence it only
 by also reporting the job's status as 0, so the launcher leaves that one banner out of its
-output instead, and passes everything else through as it comes.
+output instead, and passes everything else through as it comes. Killed outright (SIGKILL, the OOM
+killer), it takes the job with it: on Linux mpiexec gets SIGTERM when the launcher dies.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 ROOT_VARIABLES = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
@@ -107,11 +109,29 @@ PMIX_ERROR = "PMIX ERROR: PMIX_ERR_UNREACH"
 """A line PMIx may print when every rank of a refused job exits at once."""
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def stops_with(parent: int) -> Callable[[], None] | None:
+    """What a child of ``parent`` (mpiexec) runs before it starts, on Linux: ask the kernel for SIGTERM
+    when ``parent`` dies, however it dies (mpiexec passes SIGTERM to its ranks, which stop as on
+    Ctrl-C), so no job trains on as an orphan; if ``parent`` died before the request, stop at once."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def request() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return request
+
+
 def run_quietly(command: Sequence[str]) -> int:
     """Run ``command`` (mpiexec), its stdout as it is and its stderr line by line, forwarding the stop
     signals to it; Open MPI's banner about a non-zero exit (and PMIx's unreachable-peer line) are held
     back, and left out if the job's status is evo's refusal of its input (2). Returns the job's status."""
-    job = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, bufsize=1)
+    job = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, bufsize=1, preexec_fn=stops_with(os.getpid()))
     forwarded = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
     previous = {signum: signal.signal(signum, lambda signum, frame: job.send_signal(signum)) for signum in forwarded}
     banner: list[str] = []  # Open MPI's non-zero-exit banner and PMIx's line, held back

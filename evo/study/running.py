@@ -9,19 +9,18 @@ run's ``wall_s`` is the sum of its launches.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from evo.launch import stops_with
 from evo.study.jobs import CHECKOUT, WALL, Job, is_finished, python_command
 
 LAUNCHES = "launches.jsonl"
@@ -57,28 +56,9 @@ def start(job: Job, mpiexec: str, logs: Path, cwd: Path) -> Running:
     argv = [mpiexec, "-n", str(job.ranks), "--oversubscribe", *command] if job.mpi else command
     environment = job_environment(cwd)
     process = subprocess.Popen(
-        argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=environment, preexec_fn=_stop_with(os.getpid())
+        argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=environment, preexec_fn=stops_with(os.getpid())
     )
     return Running(process, log, time.perf_counter(), time.time())
-
-
-PR_SET_PDEATHSIG = 1
-
-
-def _stop_with(study: int) -> Callable[[], None] | None:
-    """What a run's process does before it starts (Linux): ask the kernel for SIGTERM when the study
-    process ``study`` dies however it dies; mpiexec passes it to its ranks, which stop as on Ctrl-C.
-    If the study died before the request, the run stops at once."""
-    if not sys.platform.startswith("linux"):
-        return None
-
-    def request() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != study:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return request
 
 
 def _interrupt(signum, frame):

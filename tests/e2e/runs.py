@@ -43,6 +43,42 @@ def wait_for(predicate, timeout: float, what: str) -> None:
     pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
+WAITING_RANK = """\
+import os, signal, sys
+from pathlib import Path
+Path(sys.argv[1] + ".new").write_text(str(os.getpid()))
+os.rename(sys.argv[1] + ".new", sys.argv[1])
+signal.pause()
+"""
+
+
+def a_kill_takes_the_rank_with_it(launcher: list[str], folder: Path) -> None:
+    """Start ``launcher``, which runs ``folder/rank.py folder/pid`` (a rank that writes its pid, then
+    waits) under mpiexec; SIGKILL it once the rank is up, and assert that mpiexec and its rank stop."""
+    (folder / "rank.py").write_text(WAITING_RANK)
+    ours = ["pgrep", "-f", str(folder / "rank.py")]  # mpiexec and its rank
+    launched = subprocess.Popen(launcher, cwd=folder, env=mpi_env() | {"PYTHONPATH": str(ROOT)})
+    try:
+        wait_for((folder / "pid").is_file, 120, "the rank to start")
+        rank = int((folder / "pid").read_text())
+        assert subprocess.run(ours, capture_output=True, text=True).stdout.split().count(str(rank)) == 1
+        launched.kill()
+        launched.wait()
+        wait_for(lambda: not alive(rank), 60, f"rank {rank} to stop after its launcher was killed")
+        wait_for(lambda: not subprocess.run(ours, capture_output=True).stdout, 60, "mpiexec to stop")
+    finally:
+        launched.kill()
+        subprocess.run(["pkill", "-KILL", "-f", str(folder / "rank.py")])
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie no one reaps has stopped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def common(run_dir, hyperparams, *extra) -> list[str]:
     """The flags of a test's CartPole runs: the tiny hyperparameters, the run directory, seed 5."""
     return ["--hyperparams", str(hyperparams), "--run-dir", str(run_dir), "--seed", "5", *extra]

@@ -11,7 +11,15 @@ import torch
 import yaml
 
 from evo.rundir import checkpoint as ckpt
-from tests.e2e.runs import assert_best_kept, common, running, scalar_tags, tree_digest, wait_for
+from tests.e2e.runs import (
+    a_kill_takes_the_rank_with_it,
+    assert_best_kept,
+    common,
+    running,
+    scalar_tags,
+    tree_digest,
+    wait_for,
+)
 from tests.gated_env import gate_flags, held
 from tests.support import (
     PPO_SIX,
@@ -329,6 +337,13 @@ def test_launcher_asks_for_oversubscribe():
         timeout=60,
     )
     assert result.returncode == 2 and "add --oversubscribe" in result.stderr
+
+
+def test_a_launcher_killed_outright_takes_its_job_with_it(tmp_path):
+    """SIGKILL gives evo.launch no chance to pass a signal on: the kernel's death signal stops mpiexec,
+    and mpiexec its rank."""
+    launcher = [sys.executable, "-m", "evo.launch", "-n", "1", str(tmp_path / "rank.py"), str(tmp_path / "pid")]
+    a_kill_takes_the_rank_with_it(launcher, tmp_path)
 
 
 def test_launcher_runs_the_script(tmp_path, tiny_hyperparams):

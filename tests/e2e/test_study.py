@@ -18,6 +18,7 @@ import yaml
 
 from evo.config import parse_config
 from evo.tools.saved import evaluation_seed
+from tests.e2e.runs import a_kill_takes_the_rank_with_it
 from tests.support import ROOT, mpi_env, mpiexec_path, read_population, write_hyperparams
 
 STUDY = """\
@@ -181,13 +182,6 @@ def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoint
     assert float((run_dir / "wall_s").read_text()) == pytest.approx(partial + launches[1]["seconds"], abs=0.2)
 
 
-RANK = """\
-import os, signal, sys
-from pathlib import Path
-Path(sys.argv[1] + ".new").write_text(str(os.getpid()))
-os.rename(sys.argv[1] + ".new", sys.argv[1])
-signal.pause()
-"""
 STUDY_PROCESS = """\
 import signal, sys
 from pathlib import Path
@@ -196,50 +190,14 @@ from evo.study.running import start
 folder = Path(sys.argv[1])
 job = Job("CartPole-v1", "pbt", 0, 1, (str(folder / "rank.py"), str(folder / "pid")), folder / "run")
 start(job, sys.argv[2], folder / "logs", folder)
-print("started", flush=True)
 signal.pause()
 """
 
 
 def test_a_study_killed_outright_leaves_no_run_behind(tmp_path):
     """SIGKILL (or the OOM killer) gives the study no chance to stop its runs; the kernel's death signal
-    does: mpiexec gets SIGTERM when the study process dies and stops its rank (here a rank that only
-    waits)."""
-    (tmp_path / "rank.py").write_text(RANK)
-    env = mpi_env() | {"PYTHONPATH": str(ROOT)}
-    study = subprocess.Popen(
-        [sys.executable, "-c", STUDY_PROCESS, str(tmp_path), mpiexec_path()], env=env, stdout=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    ours = ["pgrep", "-f", str(tmp_path / "rank.py")]  # mpiexec and its rank
-    try:
-        assert study.stdout.readline() == "started\n"
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "pid").is_file() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        rank = int((tmp_path / "pid").read_text())
-        assert subprocess.run(ours, capture_output=True, text=True).stdout.split().count(str(rank)) == 1
-        study.kill()
-        study.wait()
-        deadline = time.monotonic() + 60
-        while running(rank) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not running(rank)
-        deadline = time.monotonic() + 60
-        while subprocess.run(ours, capture_output=True).stdout and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert subprocess.run(ours, capture_output=True, text=True).stdout == ""  # nor mpiexec
-    finally:
-        study.kill()
-        subprocess.run(["pkill", "-KILL", "-f", str(tmp_path / "rank.py")])
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie no one reaps has stopped)."""
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    does: mpiexec gets SIGTERM when the study process dies and stops its rank (one that only waits)."""
+    a_kill_takes_the_rank_with_it([sys.executable, "-c", STUDY_PROCESS, str(tmp_path), mpiexec_path()], tmp_path)
 
 
 def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
