@@ -170,7 +170,14 @@ def report_status(report_failed: bool, failures: Sequence[str]) -> int:
 
 def code_on_disk(package: Path) -> list[tuple[str, int, int]]:
     """Every module of ``package`` as it is on disk: its path, size and modification time."""
-    return sorted((str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns) for p in package.rglob("*.py"))
+    found = []
+    for path in package.rglob("*.py"):
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # removed while this looked (a checkout under way): not there
+            continue
+        found.append((str(path.relative_to(package)), stat.st_size, stat.st_mtime_ns))
+    return sorted(found)
 
 
 def run(study: Study, jobs: list[Job], cores: int | None) -> int | list[str]:
