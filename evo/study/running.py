@@ -54,10 +54,10 @@ def start(job: Job, mpiexec: str, logs: Path, cwd: Path) -> Running:
     logs.mkdir(parents=True, exist_ok=True)
     log = (logs / job.log_name).open("a")
     argv = [mpiexec, "-n", str(job.ranks), "--oversubscribe", *command] if job.mpi else command
-    environment = job_environment(cwd)
     process = subprocess.Popen(
-        argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=environment, preexec_fn=stops_with(os.getpid())
-    )
+        argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=job_environment(cwd),
+        preexec_fn=stops_with(os.getpid()),
+    )  # fmt: skip
     return Running(process, log, time.perf_counter(), time.time())
 
 
