@@ -301,7 +301,7 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("procgen", "procgen", "starpilot-seed{seed}/{method}"),
         ("bgpbt", "bgpbt", "{env}/{method}-seed{seed}"),
         ("bgpbt", "bgpbt-rerun", "{env}/{method}-seed{seed}"),
-        ("horizon", "horizon", "{env}/{method}-seed{seed}"),  # the seeds' runs finished so far
+        ("horizon", "horizon", "{env}/{method}-seed{seed}"),
         ("procgen-pilot", "procgen-pilot", "{env}/{method}-seed{seed}"),
         ("procgen-pilot-100", "procgen-pilot-100", "{env}/{method}-seed{seed}"),
     ],
