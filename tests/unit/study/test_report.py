@@ -304,11 +304,12 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("horizon", "horizon", "{env}/{method}-seed{seed}"),
         ("procgen-pilot", "procgen-pilot", "{env}/{method}-seed{seed}"),
         ("procgen-pilot-100", "procgen-pilot-100", "{env}/{method}-seed{seed}"),
+        ("procgen-learning", "procgen-learning", "{env}/{method}-seed{seed}"),  # the runs finished so far
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
-    """results.json of the first, continuous, SAC, tie-rule, Procgen, BG-PBT, horizon and Procgen pilot
-    studies (docs/results/) and of BG-PBT's second set of runs, from the committed run records and
+    """results.json of the first, continuous, SAC, tie-rule, Procgen, BG-PBT, horizon, Procgen pilot and
+    Procgen learning studies (docs/results/) and of BG-PBT's second set of runs, from the committed run records and
     re-evaluation caches (their stages' included), and the floors where the records have them (read back,
     not played), as `evo-study STUDY --report-only --runs` builds it."""
     import shutil
