@@ -272,15 +272,39 @@ def distillation_table(stages: list[tuple[Result, dict]]) -> str:
     return "\n".join(lines)
 
 
-def fresh_by_seed(runs: Sequence[Run], env_id: str, method: str, fraction: float) -> dict[int, float]:
-    """``{seed: the selected member's fresh mean}`` of a method at a fraction of its budget."""
+def points_by_seed(runs: Sequence[Run], env_id: str, method: str, fraction: float) -> dict[int, Point]:
+    """``{seed: the method's re-evaluated point}`` at a fraction of its budget."""
     found = {}
     for run in runs:
         if run.job.env_id == env_id and run.job.method == method:
             for point in run.points:
                 if math.isclose(point.fraction, fraction):
-                    found[run.job.seed] = point.selected
+                    found[run.job.seed] = point
     return found
+
+
+def fresh_by_seed(runs: Sequence[Run], env_id: str, method: str, fraction: float) -> dict[int, float]:
+    """``{seed: the selected member's fresh mean}`` of a method at a fraction of its budget."""
+    return {seed: point.selected for seed, point in points_by_seed(runs, env_id, method, fraction).items()}
+
+
+def same_episodes(runs: Sequence[Run], env_id: str, comparison: Comparison) -> list[int]:
+    """The seeds in which both methods' selected members returned the same on every fresh episode: most
+    likely the same weights (a top member PBT never replaced trains as random search's does, from the
+    same seed and draw), so their difference is 0 by construction there, not a measured tie."""
+    a = points_by_seed(runs, env_id, comparison.a, comparison.at)
+    b = points_by_seed(runs, env_id, comparison.b, comparison.at)
+    return sorted(seed for seed in a.keys() & b.keys() if a[seed].returns and a[seed].returns == b[seed].returns)
+
+
+def same_episodes_words(seeds: Sequence[int]) -> str:
+    if not seeds:
+        return ""
+    which = f"seed {seeds[0]}" if len(seeds) == 1 else "seeds " + ", ".join(str(s) for s in seeds)
+    return (
+        f" In {which} both selected members returned the same on every fresh episode: most likely the same "
+        "weights, trained alike from the same seed and draw, so the difference there is 0 by construction."
+    )
 
 
 def selection_by_seed(runs: Sequence[Run], env_id: str, method: str) -> dict[int, float]:
@@ -331,7 +355,10 @@ def verdicts(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], plan
         for env_id in envs:
             kind = "Primary" if index == 0 else "Secondary"
             pair = compared(runs, env_id, comparison, fresh)
-            lines.append(f"- {kind}: " + verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else ""))
+            text = verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else "")
+            if fresh:
+                text += same_episodes_words(same_episodes(runs, env_id, comparison))
+            lines.append(f"- {kind}: " + text)
     return "\n".join(lines) + "\n"
 
 
@@ -347,10 +374,10 @@ def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison]
                 b = fresh_by_seed(runs, env_id, comparison.b, comparison.at)
             else:
                 a, b = selection_by_seed(runs, env_id, comparison.a), selection_by_seed(runs, env_id, comparison.b)
+            same = same_episodes(runs, env_id, comparison) if fresh else []
             for seed in sorted(set(a) & set(b)):
-                lines.append(
-                    f"| {env_id} | {comparison} | {seed} | {a[seed]:.1f} | {b[seed]:.1f} | {a[seed] - b[seed]:+.1f} |"
-                )
+                difference = f"{a[seed] - b[seed]:+.1f}" + (" (the same on every episode)" if seed in same else "")
+                lines.append(f"| {env_id} | {comparison} | {seed} | {a[seed]:.1f} | {b[seed]:.1f} | {difference} |")
     return "\n".join(lines) + "\n"
 
 

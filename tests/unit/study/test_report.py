@@ -134,6 +134,34 @@ def test_the_verdict_says_not_separated_unless_the_interval_excludes_zero():
     assert "nothing can be said" in report.verdict(comparison, paired({}, {0: 1.0}), 3)
 
 
+def test_seeds_whose_selected_members_played_every_episode_alike_are_named_in_the_verdict():
+    """A top member PBT never replaced trains as random search's does from the same seed and draw: the
+    two selected members return the same on every fresh episode, a difference of 0 by construction. The
+    verdict names those seeds and the per-seed table marks them; equal means from other returns do not count."""
+
+    def run(method, seed, returns):
+        point = Point(1.0, 4, 400, 0, 3.0, sum(returns) / len(returns), 0.5, 2.0, 2.0, returns=tuple(returns))
+        return type("Run", (), {"job": Job("starpilot", method, seed, 2, (), Path()), "points": [point]})()
+
+    runs = [run("pbt", 0, [1.0, 4.0]), run("random", 0, [1.0, 4.0]),  # the same weights, most likely
+            run("pbt", 1, [2.0, 3.0]), run("random", 1, [3.0, 2.0]),  # the same mean, other episodes
+            run("pbt", 2, [5.0, 5.0]), run("random", 2, [1.0, 1.0])]  # fmt: skip
+    comparison = Comparison("pbt", "random", 1.0)
+    assert report.same_episodes(runs, "starpilot", comparison) == [0]
+    text = report.verdicts(runs, ["starpilot"], [comparison], planned=3, fresh=True)
+    assert text.endswith(
+        "In seed 0 both selected members returned the same on every fresh episode: most likely the same "
+        "weights, trained alike from the same seed and draw, so the difference there is 0 by construction.\n"
+    )
+    rows = report.per_seed_table(runs, ["starpilot"], [comparison], fresh=True).splitlines()[2:]
+    assert rows == [
+        "| starpilot | pbt − random at 100 % | 0 | 2.5 | 2.5 | +0.0 (the same on every episode) |",
+        "| starpilot | pbt − random at 100 % | 1 | 2.5 | 2.5 | +0.0 |",
+        "| starpilot | pbt − random at 100 % | 2 | 5.0 | 1.0 | +4.0 |",
+    ]
+    assert "same on every" not in report.verdicts(runs[2:], ["starpilot"], [comparison], planned=3, fresh=True)
+
+
 def tiny_study(tmp_path: Path):
     """pbt (4 members) against one agent given the population's env steps, 3 seeds of 2 generations of
     100 env steps per member, re-evaluated on 4 fresh episodes at 50 % and 100 % of the budget."""
