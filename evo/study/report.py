@@ -291,7 +291,8 @@ def fresh_by_seed(runs: Sequence[Run], env_id: str, method: str, fraction: float
 def same_episodes(runs: Sequence[Run], env_id: str, comparison: Comparison) -> list[int]:
     """The seeds in which both methods' selected members returned the same on every fresh episode: most
     likely the same weights (a top member PBT never replaced trains as random search's does, from the
-    same seed and draw), so their difference is 0 by construction there, not a measured tie."""
+    same seed and draw). Their difference there, 0, is a real outcome (the exploits changed only other
+    members), but an exact one, not a noisy estimate near 0."""
     a = points_by_seed(runs, env_id, comparison.a, comparison.at)
     b = points_by_seed(runs, env_id, comparison.b, comparison.at)
     return sorted(seed for seed in a.keys() & b.keys() if a[seed].returns and a[seed].returns == b[seed].returns)
@@ -303,7 +304,8 @@ def same_episodes_words(seeds: Sequence[int]) -> str:
     which = f"seed {seeds[0]}" if len(seeds) == 1 else "seeds " + ", ".join(str(s) for s in seeds)
     return (
         f" In {which} both selected members returned the same on every fresh episode: most likely the same "
-        "weights, trained alike from the same seed and draw, so the difference there is 0 by construction."
+        "member, trained alike from the same seed and draw (any exploits changed other members), so the "
+        "difference there is exactly 0."
     )
 
 
