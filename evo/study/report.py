@@ -314,13 +314,18 @@ def selection_by_seed(runs: Sequence[Run], env_id: str, method: str) -> dict[int
     return {r.job.seed: r.result.final_best for r in runs if r.job.env_id == env_id and r.job.method == method}
 
 
-def compared(runs: Sequence[Run], env_id: str, comparison: Comparison, fresh: bool) -> Paired:
+def both_by_seed(
+    runs: Sequence[Run], env_id: str, comparison: Comparison, fresh: bool
+) -> tuple[dict[int, float], dict[int, float]]:
+    """``{seed: value}`` of the comparison's two methods: fresh means at its fraction, or final selection scores."""
     if fresh:
         a = fresh_by_seed(runs, env_id, comparison.a, comparison.at)
-        b = fresh_by_seed(runs, env_id, comparison.b, comparison.at)
-    else:
-        a, b = selection_by_seed(runs, env_id, comparison.a), selection_by_seed(runs, env_id, comparison.b)
-    return paired(a, b)
+        return a, fresh_by_seed(runs, env_id, comparison.b, comparison.at)
+    return selection_by_seed(runs, env_id, comparison.a), selection_by_seed(runs, env_id, comparison.b)
+
+
+def compared(runs: Sequence[Run], env_id: str, comparison: Comparison, fresh: bool) -> Paired:
+    return paired(*both_by_seed(runs, env_id, comparison, fresh))
 
 
 def verdict(comparison: Comparison, pair: Paired, planned: int, fresh: bool = True, env_id: str = "") -> str:
@@ -371,11 +376,7 @@ def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison]
     lines = ["| env | comparison | seed | a | b | a − b |", "|---|---|---|---|---|---|"]
     for comparison in comparisons_:
         for env_id in envs:
-            if fresh:
-                a = fresh_by_seed(runs, env_id, comparison.a, comparison.at)
-                b = fresh_by_seed(runs, env_id, comparison.b, comparison.at)
-            else:
-                a, b = selection_by_seed(runs, env_id, comparison.a), selection_by_seed(runs, env_id, comparison.b)
+            a, b = both_by_seed(runs, env_id, comparison, fresh)
             same = same_episodes(runs, env_id, comparison) if fresh else []
             for seed in sorted(set(a) & set(b)):
                 difference = f"{a[seed] - b[seed]:+.1f}" + (" (the same on every episode)" if seed in same else "")
