@@ -333,7 +333,7 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("horizon", "horizon", "{env}/{method}-seed{seed}"),
         ("procgen-pilot", "procgen-pilot", "{env}/{method}-seed{seed}"),
         ("procgen-pilot-100", "procgen-pilot-100", "{env}/{method}-seed{seed}"),
-        ("procgen-learning", "procgen-learning", "{env}/{method}-seed{seed}"),  # the runs finished so far
+        ("procgen-learning", "procgen-learning", "{env}/{method}-seed{seed}"),
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
