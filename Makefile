@@ -12,11 +12,14 @@ EXTRAS ?=
 comma := ,
 # pip's extras: dev, and EXTRAS (comma-separated) if given
 PIP_EXTRAS := dev$(if $(strip $(EXTRAS)),$(comma)$(strip $(EXTRAS)))
-# torch: the CPU wheel (TORCH=cpu, the default), or TORCH=cuda: the CUDA build of the same version from
-# PyTorch's index (TORCH_CUDA_INDEX; a GPU node's --device cuda needs it: docs/running.md#gpus)
+# torch: TORCH=cpu (the default), the CPU wheel from PyTorch's CPU index (TORCH_CPU_INDEX; PyPI's Linux torch is the
+# CUDA build, gigabytes more), or TORCH=cuda, the CUDA build of the same version from PyTorch's CUDA index
+# (TORCH_CUDA_INDEX; a GPU node's --device cuda needs it: docs/running.md#gpus). scripts/install-torch.sh says which
+# build it got, and what to do where the CPU index cannot be reached
 TORCH ?= cpu
-TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/cu128
-TORCH_SOURCE := $(if $(filter cuda,$(TORCH)),--index-url $(TORCH_CUDA_INDEX))
+TORCH_VERSION := 2.13.0
+export TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+export TORCH_CUDA_INDEX ?= https://download.pytorch.org/whl/cu128
 # one stamp per set of extras (and torch build), so that asking for another installs it
 STAMP := $(VENV)/.installed-stamp-$(subst $(comma),-,$(PIP_EXTRAS))$(if $(filter cuda,$(TORCH)),-cuda)
 RANKS ?= 4
@@ -53,7 +56,7 @@ $(STAMP): pyproject.toml scripts/system-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first and pinned: any other version pulls gigabytes of CUDA wheels (TORCH=cuda asks for them)
-	$(BIN)/python -m pip install --quiet $(TORCH_SOURCE) torch==2.13.0
+	bash scripts/install-torch.sh $(BIN)/python $(TORCH_VERSION) $(TORCH)
 	$(BIN)/python -m pip install --quiet -e '.[$(PIP_EXTRAS)]'
 	touch $@
 
@@ -151,7 +154,7 @@ bench-peers: install $(RAY_STAMP)
 $(RAY_STAMP): $(STAMP)
 	test -x $(RAY_VENV)/bin/python || $(PYTHON) -m venv $(RAY_VENV)
 	$(RAY_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(RAY_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	bash scripts/install-torch.sh $(RAY_VENV)/bin/python $(TORCH_VERSION) cpu
 	$(RAY_VENV)/bin/python -m pip install --quiet 'ray[tune]==$(RAY_VERSION)' pyarrow==$(RAY_PYARROW) \
 		$$($(BIN)/python -c 'from importlib.metadata import version as v; \
 			print(*(f"{n}=={v(n)}" for n in ("stable-baselines3", "gymnasium", "numpy")))')

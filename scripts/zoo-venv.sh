@@ -29,8 +29,8 @@ if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
 fi
 test -x "$venv/bin/python" || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-# torch first and pinned: any other version pulls gigabytes of CUDA wheels
-"$venv/bin/python" -m pip install --quiet "torch==$torch"
+# torch first and pinned, the CPU wheel (scripts/install-torch.sh): any other version pulls gigabytes of CUDA wheels
+bash "$(dirname "$0")/install-torch.sh" "$venv/bin/python" "$torch" cpu
 # shellcheck disable=SC2086  (the pins are words)
 # requests: rl_zoo3.enjoy imports it (its hub loader) without requiring it
 "$venv/bin/python" -m pip install --quiet "rl_zoo3==$zoo_version" requests $pins

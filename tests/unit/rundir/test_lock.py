@@ -108,7 +108,7 @@ def test_a_run_dir_in_a_folder_this_user_may_not_enter_is_refused_with_the_reaso
 
     closed = tmp_path / "closed"
     (closed / "inner").mkdir(parents=True)
-    closed.chmod(0o700)
+    closed.chmod(0o000)  # no one but root may enter, its owner included: the same case for root and a normal user
     try:
         with unprivileged():
             (problem,) = run_dir_problems(closed / "inner" / "run")
