@@ -2,9 +2,13 @@
 table, and the only place a stream constant is defined."""
 
 import ast
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
+import pytest
 
 from evo.core import streams
 from evo.core.streams import GENERATOR_STREAMS, MEMBER_STREAMS, eval_actions_seed, member_seed
@@ -62,4 +66,32 @@ def test_no_module_of_evo_defines_a_stream_constant_of_its_own():
 def test_each_evaluation_of_a_member_draws_its_sampled_actions_from_a_seed_of_its_own():
     seeds = {eval_actions_seed(7, member, steps) for member in range(4) for steps in (0, 256, 512, 10_000)}
     assert len(seeds) == 16 and all(0 <= seed < 2**63 for seed in seeds)
-    assert eval_actions_seed(7, 1, 256) == eval_actions_seed(7, 1, 256) != eval_actions_seed(8, 1, 256)
+    assert eval_actions_seed(7, 1, 256) != eval_actions_seed(8, 1, 256)
+
+
+def test_the_seeds_are_the_same_in_another_process():
+    """A resumed or moved member is seeded in another process (another rank, another job): the seeds depend on
+    their arguments alone, not on the process (no hash(), no global generator), so a fresh interpreter with
+    another hash seed computes the same ones."""
+    program = (
+        "from evo.core.streams import eval_actions_seed, member_seed, MEMBER_STREAMS; "
+        "print([eval_actions_seed(7, 1, 256)] + [member_seed(7, 1, s) for s in MEMBER_STREAMS.values()])"
+    )
+    here = [eval_actions_seed(7, 1, 256)] + [member_seed(7, 1, stream) for stream in MEMBER_STREAMS.values()]
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}
+    there = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, check=True)
+    assert there.stdout.strip() == str(here)
+
+
+@pytest.mark.parametrize("seed", [0, 5, 2**31 - 2])
+def test_every_member_of_a_large_population_gets_a_seed_of_its_own_in_every_stream(seed):
+    """64 members, 64 distinct seeds in each member stream (at its base and a few steps into its span), and one
+    member's seeds differ from stream to stream: no two members start from the same weights or envs."""
+    for stream in MEMBER_STREAMS.values():
+        for offset in (0, 1, 3):
+            seeds = [member_seed(seed, member, stream + offset) for member in range(64)]
+            assert len(set(seeds)) == 64, f"stream {stream} + {offset}: members share seeds"
+            assert all(0 <= value < 2**31 - 1 for value in seeds)
+    for member in (0, 17, 63):
+        per_stream = [member_seed(seed, member, stream) for stream in MEMBER_STREAMS.values()]
+        assert len(set(per_stream)) == len(per_stream)

@@ -25,7 +25,10 @@ def test_initial_hyperparameters_are_drawn_per_member_or_the_yamls(tmp_path):
     tiny = write_hyperparams(tmp_path)
     sampled = member_factory(parse_config(["--hyperparams", str(tiny), "--seed", "5"], check_run_dir=False))
     assert sampled.initial.of(0) != sampled.initial.of(1)
-    assert sampled.initial.of(1) == sampled.initial.of(1)  # its own stream: the same draw each time
+    first_of_1 = sampled.initial.of(1)
+    sampled.initial.of(0), sampled.initial.of(2)  # other members' draws take nothing from member 1's stream
+    again = member_factory(parse_config(["--hyperparams", str(tiny), "--seed", "5"], check_run_dir=False))
+    assert sampled.initial.of(1) == first_of_1 == again.initial.of(1)  # its own stream: the same draw each time
     rng = np.random.default_rng([5, 1, INIT_STREAM])  # member 1's stream of the table
     assert sampled.initial.of(1) == sample_hparams(sampled.initial.space, rng)
     config = parse_config(["--hyperparams", str(tiny), "--initial-hparams", "defaults"], check_run_dir=False)

@@ -85,6 +85,18 @@ def test_exploit_copies_weights_and_adam_state_bit_exactly(config):
     assert np.isnan(recipient.training_score())
 
 
+def test_members_with_equal_hyperparameters_start_from_weights_and_envs_of_their_own(config):
+    """Each member's model and envs are seeded by member_seed(seed, member): two members with the same
+    hyperparameters start from different weights and different first observations (seeding every member with
+    --seed alone would make them twins, and PBT would compare copies), and a member made again starts the same."""
+    first, second, again = member_of(config, 0), member_of(config, 1), member_of(config, 0)
+    assert first.hparams == second.hparams
+    assert not np.array_equal(first.buffer, second.buffer)
+    assert np.array_equal(first.buffer, again.buffer)
+    observations = [member.model.env.reset() for member in (first, second, again)]
+    assert not np.array_equal(observations[0], observations[1]) and np.array_equal(observations[0], observations[2])
+
+
 def test_the_exploit_state_is_the_flat_buffer_by_name(config):
     """PPO without normalisation: the exploit state is the weights alone, the member's own memory."""
     member = member_of(config, 0)
