@@ -1,4 +1,6 @@
-"""Tier 3: each entry script under mpiexec on a tiny budget; check the files and numbers it leaves."""
+"""Tier 3: each entry script under mpiexec on a tiny budget; check the files and numbers it leaves and that
+no rank prints gym's notice; one tiny bigfish run; progress lines during a generation through a pipe. (Bad
+input refused on every rank: tests/e2e/test_resilience.py and tests/unit/test_main.py.)"""
 
 import csv
 import json
@@ -13,10 +15,9 @@ from tests.support import PPO_SIX, TINY_PROCGEN, budget, mpiexec, read_lineage, 
 @pytest.mark.parametrize(
     "script, ranks, agents, exploits_per_generation",
     [
-        ("pbt_rl_truct.py", 2, 4, 1),
+        ("pbt_rl_truct.py", 2, 8, 2),  # 4 members a rank, 2 exploits a generation
         ("pbt_rl_truct_collective.py", 2, 4, 1),
         ("pbt_rl_wta.py", 2, 4, 3),
-        ("pbt_rl_truct.py", 2, 8, 2),
     ],
 )
 def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, ranks, agents, exploits_per_generation):
@@ -36,6 +37,7 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
         ],
     )
     assert result.returncode == 0, result.stderr[-4000:]
+    assert "Gym has been unmaintained" not in result.stderr  # SB3 imports gym on every rank: evo.sb3._quiet
 
     # provenance
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
@@ -98,6 +100,8 @@ def test_script_runs_and_leaves_its_records(tmp_path, tiny_hyperparams, script, 
 
 
 def test_bigfish_runs_and_writes_its_files(tmp_path):
+    """Its time is the evaluation's: an episode of bigfish a member and generation, hundreds of steps of
+    IMPALA's network each (in one process it is no faster: the two ranks evaluate side by side)."""
     hyperparams = write_hyperparams(tmp_path, TINY_PROCGEN)
     run_dir = tmp_path / "run"
     result = mpiexec(
@@ -138,23 +142,10 @@ def test_bigfish_runs_and_writes_its_files(tmp_path):
     assert not (run_dir / "tb").exists()  # --tb-writer False
 
 
-def test_bad_input_exits_2_once_and_leaves_the_run_dir_alone(tmp_path):
-    run_dir = tmp_path / "existing"
-    run_dir.mkdir()
-    (run_dir / "population.csv").write_text("precious\n")
-    result = mpiexec(2, ["pbt_rl_truct.py", "--num-agents", "3", "--run-dir", str(run_dir)], timeout=60)
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.count("--num-agents 3 is not a multiple of the 2 MPI ranks") == 1
-    assert result.stderr.count("already exists; evo will not overwrite a run") == 1
-    assert "Traceback" not in result.stderr
-    assert [p.name for p in run_dir.iterdir()] == ["population.csv"]
-    assert (run_dir / "population.csv").read_text() == "precious\n"
-
-
 def test_progress_lines_appear_during_each_generation(tmp_path, tiny_hyperparams):
-    """stdout is a pipe here, as in a SLURM log: rank 0 logs a progress line every 0.2 s
-    (--progress-interval 0.2) while a generation trains (8192 env steps of a member: 1.3 s on a
-    fast 2-core host, so several lines each)."""
+    """stdout is a pipe here, as in a SLURM log (Open MPI gives each rank a pseudo-terminal: the launcher's
+    output decides): rank 0 logs a progress line every 0.05 s (--progress-interval 0.05) while a generation
+    trains (2048 env steps of a member: 0.3 s on a fast 2-core host, so several lines each)."""
     import re
 
     run_dir = tmp_path / "run"
@@ -162,9 +153,9 @@ def test_progress_lines_appear_during_each_generation(tmp_path, tiny_hyperparams
         2,
         [
             "pbt_rl_truct.py",
-            *budget(2, 2, 8192),
+            *budget(2, 2, 2048),
             "--progress-interval",
-            "0.2",
+            "0.05",
             "--hyperparams",
             str(tiny_hyperparams),
             "--tb-writer",
@@ -178,7 +169,7 @@ def test_progress_lines_appear_during_each_generation(tmp_path, tiny_hyperparams
     generation_lines = [i for i, line in enumerate(lines) if re.search(r"INFO gen \d/2  env steps/member", line)]
     assert len(generation_lines) == 2, result.stdout
     progress = re.compile(
-        r"INFO gen (\d)/2  rank 0 env steps ([\d,]+)/8,192 \(\d+%\)  [\d,]+ env-steps/s  "
+        r"INFO gen (\d)/2  rank 0 env steps ([\d,]+)/2,048 \(\d+%\)  [\d,]+ env-steps/s  "
         r"ETA generation (\d+s|\d+m\d\ds|\?), run (\d+s|\d+m\d\ds|\?)$"
     )
     found = {1: [], 2: []}
@@ -192,5 +183,5 @@ def test_progress_lines_appear_during_each_generation(tmp_path, tiny_hyperparams
             found[generation].append(int(match.group(2).replace(",", "")))
     assert found[1] and found[2], result.stdout
     for steps in found.values():
-        assert steps == sorted(steps) and 0 < steps[-1] <= 8192
+        assert steps == sorted(steps) and 0 < steps[-1] <= 2048
     assert "\r" not in result.stdout  # a pipe gets log lines, never the terminal's bar

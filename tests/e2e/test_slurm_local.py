@@ -12,8 +12,8 @@ from tests.support import ROOT, TINY_DEFAULT, mpi_env, write_hyperparams
 
 
 def test_preemption_signal_checkpoints_exits_75_and_the_next_part_resumes(tmp_path):
-    """The ranks are held inside generation 2 (tests/gated_env.py) until the script's USR1 reaches
-    them; the next part goes through the gate."""
+    """The ranks are held inside generation 2 (tests/gated_env.py: env step 100, 2 envs x 64 steps a
+    generation per member) until the script's USR1 reaches them; the next part goes through the gate."""
     run_dir, gate = tmp_path / "run", tmp_path / "gate"
     gate.mkdir()
     hyperparams = write_hyperparams(tmp_path, TINY_DEFAULT)
@@ -25,8 +25,8 @@ def test_preemption_signal_checkpoints_exits_75_and_the_next_part_resumes(tmp_pa
         "EVO_HOME": str(ROOT),
         "RUN_DIR": str(run_dir),
         "EVO_EXTRA_ARGS": " ".join(
-            [*gate_flags("CartPole-v1", 1024 + 100, gate), "--hyperparams", str(hyperparams)]
-            + ["--total-generations", "3", "--agent-training-steps", "2048"]
+            [*gate_flags("CartPole-v1", 100, gate), "--hyperparams", str(hyperparams)]
+            + ["--total-generations", "3", "--agent-training-steps", "128"]
         ),
     }
     env.pop("SLURM_JOB_ID", None)

@@ -1,25 +1,37 @@
 """An explorer is one class and one registry line: a test-only explorer (tests/mirror_explorer.py),
-registered by the script that runs it, explores an asynchronous run under mpiexec, and the run's
-records show its changes applied."""
+registered here with its one line, explores an asynchronous run in one process
+(tests/support.py:run_in_process), and the run's records show its changes applied. Moved down from the e2e
+tier, where the module registering it ran under ``mpiexec -n 2``: what it checks is the registry's, the
+explorer's and the records'. (The config offering it, checking it and its help:
+tests/unit/config/test_capabilities.py.)"""
 
 import pytest
 import yaml
 
+from evo.core.explorers import EXPLORERS
 from evo.core.kinds import kind_from_spec
-from tests.e2e.runs import common
-from tests.mirror_explorer import HOW, mirrored
-from tests.support import PPO_SIX, TINY_DEFAULT, budget, mpiexec, read_lineage, read_population, write_hyperparams
+from tests.mirror_explorer import HOW, Mirror, mirrored
+from tests.support import (
+    PPO_SIX,
+    TINY_DEFAULT,
+    budget,
+    read_lineage,
+    read_population,
+    run_in_process,
+    write_hyperparams,
+)
 
 INTERVALS = 3
 
 
-def test_a_registered_explorer_explores_an_asynchronous_run(tmp_path):
+def test_a_registered_explorer_explores_an_asynchronous_run(tmp_path, monkeypatch):
+    monkeypatch.setitem(EXPLORERS, "mirror", Mirror)  # the registry line
     run_dir = tmp_path / "run"
     # a half of 4 is 2 recipients at each ready point that sees them: an explore is all but certain
     flags = ["--asynchronous", "--explore", "mirror", "--truncation-fraction", "0.5", *budget(4, INTERVALS, 128)]
     hyperparams = write_hyperparams(tmp_path, TINY_DEFAULT)
-    result = mpiexec(2, ["-m", "tests.mirror_explorer", *flags, *common(run_dir, hyperparams)])
-    assert result.returncode == 0, result.stderr[-3000:]
+    common = ["--hyperparams", str(hyperparams), "--run-dir", str(run_dir), "--seed", "5", "--tb-writer", "False"]
+    assert run_in_process([*flags, *common]) == 0
 
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["explore"] == "mirror" and config["asynchronous"]
