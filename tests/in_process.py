@@ -21,13 +21,19 @@ class _Keep(logging.Handler):
 
 def logged(argv: list[str], strategy: str = "truncation", transport: str = "p2p") -> tuple[int, str]:
     """``run_in_process(argv, strategy, transport)`` with what the ``evo`` loggers said at INFO and above
-    (tracebacks included) kept. Returns (the exit status, the log's text)."""
+    (tracebacks included) kept. Returns (the exit status, the log's text). The thread pools of NumPy's and
+    SciPy's BLAS get one thread, as a rank bound to its core under mpiexec has (PB2's GP on two threads, beside
+    the suite's other work on 2 cores, took twice as long)."""
+    import scipy.optimize  # noqa: F401  (its BLAS loaded, so that the limit reaches it)
+    from threadpoolctl import threadpool_limits
+
     keep, evo = _Keep(), logging.getLogger("evo")
     level = evo.level
     evo.addHandler(keep)
     evo.setLevel(logging.INFO)
     try:
-        status = run_in_process(argv, strategy, transport)
+        with threadpool_limits(limits=1):
+            status = run_in_process(argv, strategy, transport)
     finally:
         evo.removeHandler(keep)
         evo.setLevel(level)

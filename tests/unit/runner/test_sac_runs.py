@@ -1,35 +1,31 @@
-"""SAC end to end, on a tiny budget: Pendulum-v1 members under mpiexec with the perturb explorer,
-with PB2 and winner-takes-all; a run stopped by SIGUSR1 and resumed with its replay buffers (or
-without them: --no-checkpoint-buffers); plots, a replayed schedule trained by one SAC agent, and
-bad input refused before anything is written.
+"""SAC in whole runs in one process (tests/support.py:run_in_process), on a tiny budget: Pendulum-v1 members
+with the perturb explorer, with PB2 and under winner-takes-all, their records and TensorBoard scalars; plots,
+a replayed schedule trained by one SAC agent; a run resumed without its replay buffers
+(--no-checkpoint-buffers); bad --algo input refused at start-up with exit 2, nothing written. Moved down
+from the e2e tier: what they check is the session's, the driver's, the records' and the tools', not MPI's.
+A SAC run stopped by a signal and resumed in a new mpiexec job with its replay buffers:
+tests/e2e/test_offpolicy_resume.py.
 
-The tiny budget and settings of every run: tests/e2e/offpolicy.py."""
-
-import signal
-import subprocess
+The tiny budget and settings of every run: tests/offpolicy_runs.py."""
 
 import pytest
-import torch
 import yaml
+from mpi4py import MPI
 
 from evo.core.kinds import Additive, Choice, Horizon, Integer, LogFloat
 from evo.core.schedule import hparams_at, load_schedule
 from evo.learners import learner_spec
 from evo.rundir import checkpoint as ckpt
 from evo.rundir.history import ancestry, load_run
-from tests.e2e import offpolicy
-from tests.e2e.offpolicy import BATCH_SIZES, MEMBERS, RANKS
-from tests.e2e.runs import line_of, plots, python, running, tree_digest, tunable, wait_for
-from tests.gated_env import held
-from tests.support import generations_recorded, mpiexec, read_lineage, read_population
+from tests import offpolicy_runs as offpolicy
+from tests.e2e.runs import line_of, tree_digest, tunable
+from tests.in_process import logged, plots
+from tests.offpolicy_runs import BATCH_SIZES, MEMBERS
+from tests.support import generations_recorded, read_lineage, read_population
 
 SAC_SIX = ["learning_rate", "gamma", "tau", "batch_size", "train_freq", "target_entropy"]
 """What the built-in Pendulum-v1 search space of SAC explores, in SAC's declaration order."""
 TINY_SAC = offpolicy.tiny("sac")
-
-
-def sac_run(script, run_dir, *extra):
-    return offpolicy.run("sac", run_dir, *extra, script=script)
 
 
 def row_hparams(row) -> dict[str, float]:
@@ -49,7 +45,7 @@ def check_hparams(hparams) -> None:
 
 
 def check_records(run_dir, generations, exploits_per_generation):
-    """population.csv and lineage.jsonl of a SAC run (offpolicy.check_records): SAC's columns, each
+    """population.csv and lineage.jsonl of a SAC run (offpolicy_runs.check_records): SAC's columns, each
     row's values and each exploit's as SAC writes them. Returns (rows, lineage)."""
     config, rows, _, lineage = offpolicy.check_records(
         run_dir,
@@ -68,15 +64,15 @@ def check_records(run_dir, generations, exploits_per_generation):
 
 @pytest.fixture(scope="module")
 def truct_run(tmp_path_factory):
-    """The SAC run under pbt_rl_truct.py, perturb explore, 2 ranks x 2 members, 2 generations."""
+    """The SAC run of pbt_rl_truct.py's rule, perturb explore, 4 members, 2 generations, TensorBoard on;
+    returns (its run directory, what it logged)."""
     run_dir = tmp_path_factory.mktemp("sac") / "run"
-    result = sac_run("pbt_rl_truct.py", run_dir)
-    return run_dir, result
+    return run_dir, offpolicy.run("sac", run_dir)
 
 
 def test_truncation_with_perturb_records_sacs_hyperparameters(truct_run):
-    run_dir, result = truct_run
-    assert "(perturb explore)" in result.stdout
+    run_dir, log = truct_run
+    assert "(perturb explore)" in log
     _, lineage = check_records(run_dir, 2, exploits_per_generation=1)
     offpolicy.check_batch_size_moves(lineage, SAC_SIX)
     # TensorBoard: SB3's SAC metrics and evo's, per member
@@ -86,15 +82,15 @@ def test_truncation_with_perturb_records_sacs_hyperparameters(truct_run):
 
 def test_pb2_explores_sacs_space(tmp_path):
     run_dir = tmp_path / "run"
-    result = sac_run("pbt_rl_truct.py", run_dir, "--explore", "pb2")
-    assert "(pb2 explore)" in result.stdout
+    log = offpolicy.run("sac", run_dir, "--explore", "pb2", "--tb-writer", "False")
+    assert "(pb2 explore)" in log
     rows, lineage = check_records(run_dir, 2, exploits_per_generation=1)
     offpolicy.check_pb2(run_dir, rows, lineage, SAC_SIX, bandit=set())  # batch_size's choices: on their index
 
 
 def test_winner_takes_all_copies_the_best_into_every_other_member(tmp_path):
     run_dir = tmp_path / "run"
-    sac_run("pbt_rl_wta.py", run_dir)
+    offpolicy.run("sac", run_dir, "--tb-writer", "False", strategy="wta", transport="collective")
     rows, lineage = check_records(run_dir, 2, exploits_per_generation=MEMBERS - 1)
     for generation in (1, 2):
         now = {int(r["member"]): float(r["score"]) for r in rows if int(r["generation"]) == generation}
@@ -104,70 +100,30 @@ def test_winner_takes_all_copies_the_best_into_every_other_member(tmp_path):
         assert sorted(e["recipient"] for e in exploits) == sorted(set(now) - {best})
 
 
-def stop_in_generation_2(args, gate):
-    """Run ``args`` on 2 ranks, each held in generation 2 at ``gate`` (tests/gated_env.py), and send
-    mpiexec SIGUSR1 once both are. Returns (exit status, output)."""
-    with running(RANKS, args, stderr=subprocess.STDOUT) as job:
-        wait_for(lambda: len(held(gate, range(RANKS))) == RANKS or job.poll() is not None, 240, "the gate")
-        job.send_signal(signal.SIGUSR1)
-        output, _ = job.communicate(timeout=300)
-    return job.returncode, output
-
-
 def member_payloads(run_dir, generation):
     return {
         m: ckpt.load_payload(ckpt.generation_dir(run_dir, generation) / ckpt.member_filename(m)) for m in range(MEMBERS)
     }
 
 
-@pytest.mark.parametrize("buffers", [True, False], ids=["with-buffers", "no-checkpoint-buffers"])
-def test_stop_mid_generation_and_resume_with_the_replay_buffers(tmp_path, buffers):
+def test_a_run_resumed_without_its_replay_buffers_says_so_and_goes_on_without_them(tmp_path):
+    """--no-checkpoint-buffers: the checkpoint holds each member's counters but no replay buffer, and the
+    resumed run says so per member and goes on (its checkpoints still without buffers). With the buffers,
+    stopped by a signal and resumed in a new job: tests/e2e/test_offpolicy_resume.py."""
     run_dir = tmp_path / "run"
-    generations = 3
-    gate = tmp_path / "gate"
-    gate.mkdir()
-    tiny = offpolicy.tiny("sac", gate=(offpolicy.GENERATION_STEPS + 1, gate))
-    args = ["pbt_rl_truct.py", *tiny, "--num-agents", str(MEMBERS), "--total-generations", str(generations)]
-    args += ["--tb-writer", "False", "--run-dir", str(run_dir), "--seed", "4"]
-    if not buffers:
-        args.append("--no-checkpoint-buffers")
-    status, output = stop_in_generation_2(args, gate)
-    assert status == 75, output[-4000:]
-    assert "checkpoint of generation 1" in output, output[-4000:]
-    assert generations_recorded(run_dir) == {1: list(range(MEMBERS))}  # generation 2 was cut short
-    stopped_at = ckpt.latest(run_dir)[0].generation
-    assert stopped_at == 1
-
+    offpolicy.run("sac", run_dir, "--tb-writer", "False", "--no-checkpoint-buffers", generations=1)
+    assert generations_recorded(run_dir) == {1: list(range(MEMBERS))}
     rows = {(int(r["generation"]), int(r["member"])): r for r in read_population(run_dir)}
-    saved = member_payloads(run_dir, stopped_at)
-    for member, payload in saved.items():
-        assert payload["algo"] == "sac" and "replay" in payload
-        assert payload["num_timesteps"] == int(rows[(stopped_at, member)]["env_steps"])
-        if buffers:  # every transition the member collected (1 env, a buffer of 4000 not yet full)
-            replay = payload["replay"]
-            assert (replay["position"], replay["full"]) == (payload["num_timesteps"], False)
-            assert {len(array) for array in replay["arrays"].values()} == {payload["num_timesteps"]}
-        else:
-            assert payload["replay"] is None
+    for member, payload in member_payloads(run_dir, 1).items():
+        assert payload["algo"] == "sac" and "replay" in payload and payload["replay"] is None
+        assert payload["num_timesteps"] == int(rows[(1, member)]["env_steps"])
 
-    resumed = mpiexec(RANKS, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
-    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-4000:]
-    assert "resumed from" in resumed.stdout
-    assert generations_recorded(run_dir) == {g: list(range(MEMBERS)) for g in range(1, generations + 1)}
-    log = resumed.stdout + resumed.stderr
-    final = member_payloads(run_dir, generations)
-    if buffers:
-        assert "replay buffer was left out" not in log
-        for member, payload in final.items():
-            # the buffer came back and grew: the transitions before the stop, then the resumed run's
-            replay, before = payload["replay"], saved[member]["replay"]
-            assert replay["position"] == payload["num_timesteps"]
-            for name, array in before["arrays"].items():
-                assert torch.equal(replay["arrays"][name][: len(array)], array), (member, name)
-    else:
-        for member, payload in final.items():
-            assert f"member {member}: its replay buffer was left out of the checkpoint (--no-checkpoint-buffers)" in log
-            assert payload["replay"] is None
+    status, log = logged(["--run-dir", str(run_dir), "--resume", "--total-generations", "2"])
+    assert status == 0 and "resumed from" in log
+    assert generations_recorded(run_dir) == {g: list(range(MEMBERS)) for g in (1, 2)}
+    for member, payload in member_payloads(run_dir, 2).items():
+        assert f"member {member}: its replay buffer was left out of the checkpoint (--no-checkpoint-buffers)" in log
+        assert payload["replay"] is None
 
 
 def test_plot_of_a_sac_run(truct_run, tmp_path):
@@ -201,15 +157,17 @@ def line_starts(history, owners):
     return starts
 
 
-def test_replayed_schedule_of_a_sac_run_trains_one_sac_agent(truct_run, tmp_path):
+def test_replayed_schedule_of_a_sac_run_trains_one_sac_agent(truct_run, tmp_path, capsys):
     """The replayed member is generation 1's recipient, whose line crosses an exploit: its weights
     were its donor's, trained with the donor's values (and train_freq) in generation 1."""
+    from evo.tools import replay as replay_tool
+
     run_dir, _ = truct_run
     history = load_run(run_dir)
     (member,) = [e["recipient"] for e in read_lineage(run_dir) if e["generation"] == 1]
     out = tmp_path / "schedule.yml"
-    result = python("-m", "evo.tools.replay", str(run_dir), "--member", str(member), "--out", str(out))
-    assert result.returncode == 0, result.stderr
+    assert replay_tool.main([str(run_dir), "--member", str(member), "--out", str(out)]) == 0
+    assert f"schedule of member {member}" in capsys.readouterr().out
     document = yaml.safe_load(out.read_text())
     assert (document["algo"], document["env_id"]) == ("sac", "Pendulum-v1")
     assert document["source"]["member"] == member
@@ -228,17 +186,9 @@ def test_replayed_schedule_of_a_sac_run_trains_one_sac_agent(truct_run, tmp_path
         assert hparams_at(schedule, starts[generation]) == history.row(generation, owner).hparams
 
     replay_dir = tmp_path / "replay"
-    replayed = mpiexec(
-        1,
-        [
-            "pbt_rl_truct.py",
-            *TINY_SAC,
-            *("--num-agents", "1", "--total-generations", "2", "--schedule", str(out)),
-            *("--run-dir", str(replay_dir)),
-        ],
-    )
-    assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-4000:]
-    assert "following the schedule" in replayed.stdout
+    argv = [*TINY_SAC, "--num-agents", "1", "--total-generations", "2", "--schedule", str(out)]
+    status, log = logged([*argv, "--run-dir", str(replay_dir), "--tb-writer", "False"])
+    assert status == 0 and "following the schedule" in log
     config = yaml.safe_load((replay_dir / "config.yaml").read_text())
     assert config["agent"]["algo"] == "sac" and config["num_agents"] == 1
     rows = load_run(replay_dir)
@@ -264,11 +214,18 @@ def test_replayed_schedule_of_a_sac_run_trains_one_sac_agent(truct_run, tmp_path
     ],
     ids=["sac-on-discrete-actions", "sac-setting-for-ppo", "unknown-algo"],
 )
-def test_bad_algo_input_exits_2_and_writes_nothing(tmp_path, argv, message):
+def test_bad_algo_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
+    """The entry point's start-up (evo.main.startup, as every rank runs it) on one rank: the refusal said
+    once, exit status 2, nothing written. That every rank of an mpiexec job exits 2 on refused input and
+    only rank 0 says why: tests/e2e/test_resilience.py::test_every_bad_input_exits_2_once_and_touches_nothing."""
+    from evo.main import startup
+
     before = tree_digest(tmp_path)
     run_dir = tmp_path / "never-created"
-    result = mpiexec(RANKS, ["pbt_rl_truct.py", *argv, "--run-dir", str(run_dir)], timeout=120)
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert result.stderr.count(message) == 1, result.stderr
-    assert result.stderr.count("error:") == 1 and "Traceback" not in result.stderr, result.stderr
+    with pytest.raises(SystemExit) as exited:
+        startup(MPI.COMM_SELF, [*argv, "--run-dir", str(run_dir)], "truncation", "p2p", "pbt_rl_truct.py")
+    assert exited.value.code == 2
+    stderr = capsys.readouterr().err
+    assert stderr.count(message) == 1, stderr
+    assert stderr.count("error:") == 1 and "Traceback" not in stderr, stderr
     assert not run_dir.exists() and tree_digest(tmp_path) == before

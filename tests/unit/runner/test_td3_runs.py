@@ -1,18 +1,24 @@
-"""TD3 end to end, on a tiny budget: pbt_rl_truct.py --algo td3 under mpiexec, on Pendulum-v1 with the
-perturb explorer and with PB2 (PB2-Mix: a bandit for the unordered noise_type), and on MuJoCo's
-HalfCheetah-v5 with both (the mujoco extra). Each run's population.csv has TD3's columns in its
-declaration order with noise_type written as a name, and its lineage records TD3's changes, a
-noise_type switch as names.
+"""TD3 in whole runs in one process (tests/support.py:run_in_process), on a tiny budget: pbt_rl_truct.py's
+rule with --algo td3 on Pendulum-v1 with the perturb explorer and with PB2-Mix (a bandit for the unordered
+noise_type), and on MuJoCo's HalfCheetah-v5 with PB2-Mix (the mujoco extra). Each run's population.csv has
+TD3's columns in its declaration order with noise_type written as a name, and its lineage records TD3's
+changes, a noise_type switch as names; a run resumed from its first generation records and holds what the
+uninterrupted run does (each member's noise state, replay buffer and networks in its checkpoint); plots,
+replay and one TD3 agent trained on the replayed schedule. Moved down from the e2e tier: what they check
+is the session's, the driver's and the records', not MPI's (an off-policy run stopped by a signal and
+resumed in a new mpiexec job: tests/e2e/test_offpolicy_resume.py).
 
-The tiny budget and settings of every run (HalfCheetah's episodes cut to 100 steps): tests/e2e/offpolicy.py."""
+The tiny budget and settings of every run (HalfCheetah's episodes cut to 100 steps): tests/offpolicy_runs.py."""
 
 import pytest
 import yaml
 
 from evo.rundir import checkpoint as ckpt
-from tests.e2e import offpolicy
-from tests.e2e.offpolicy import BATCH_SIZES, MEMBERS, RANKS
-from tests.support import need_mujoco
+from tests import offpolicy_runs as offpolicy
+from tests.golden import weights_digest
+from tests.in_process import logged, plots
+from tests.offpolicy_runs import BATCH_SIZES, MEMBERS
+from tests.support import need_mujoco, read_population
 
 TD3_NINE = [
     *("learning_rate", "gamma", "tau", "batch_size", "train_freq"),
@@ -22,10 +28,6 @@ TD3_NINE = [
 WHOLE = ("batch_size", "train_freq", "policy_delay")
 NOISE_TYPES = ("normal", "ornstein-uhlenbeck")
 ACTION_DIMS = {"Pendulum-v1": 1, "HalfCheetah-v5": 6}
-
-
-def td3_run(run_dir, env_id="Pendulum-v1", *extra):
-    return offpolicy.run("td3", run_dir, *extra, env_id=env_id)
 
 
 def cell(name, text):
@@ -65,8 +67,8 @@ def check_hparams(hparams) -> None:
 
 
 def check_records(run_dir, env_id, generations, exploits_per_generation):
-    """config.yaml, population.csv, lineage.jsonl (offpolicy.check_records) and the last checkpoint of a
-    TD3 run: TD3's columns in declaration order, noise_type a name everywhere, the noise_type changes
+    """config.yaml, population.csv, lineage.jsonl (offpolicy_runs.check_records) and the last checkpoint of
+    a TD3 run: TD3's columns in declaration order, noise_type a name everywhere, the noise_type changes
     explored from the donor's, and each member's noise state in its checkpoint. Returns (rows, lineage)."""
     config, rows, by_key, lineage = offpolicy.check_records(
         run_dir,
@@ -103,7 +105,7 @@ def check_records(run_dir, env_id, generations, exploits_per_generation):
 
 
 def check_pb2_mix(run_dir, rows, lineage):
-    """PB2-Mix over TD3's space (offpolicy.check_pb2): the bandit for the categories, batch_size and
+    """PB2-Mix over TD3's space (offpolicy_runs.check_pb2): the bandit for the categories, batch_size and
     noise_type (a name, its coordinate the choice's position among the two names)."""
     observations = offpolicy.check_pb2(
         run_dir, rows, lineage, TD3_NINE, bandit={"batch_size", "noise_type"}, explorer="pb2-mix"
@@ -116,10 +118,17 @@ def check_pb2_mix(run_dir, rows, lineage):
 # --- Pendulum-v1 -----------------------------------------------------------------------------------------------
 
 
-def test_truncation_with_perturb_records_td3s_hyperparameters(tmp_path):
-    run_dir = tmp_path / "run"
-    result = td3_run(run_dir)
-    assert "(perturb explore)" in result.stdout
+@pytest.fixture(scope="module")
+def perturb_run(tmp_path_factory):
+    """The TD3 run of pbt_rl_truct.py's rule, perturb explore, 4 members, 2 generations, TensorBoard on;
+    returns (its run directory, what it logged)."""
+    run_dir = tmp_path_factory.mktemp("td3") / "run"
+    return run_dir, offpolicy.run("td3", run_dir)
+
+
+def test_truncation_with_perturb_records_td3s_hyperparameters(perturb_run):
+    run_dir, log = perturb_run
+    assert "(perturb explore)" in log
     _, lineage = check_records(run_dir, "Pendulum-v1", 2, exploits_per_generation=1)
     changes = noise_type_changes(lineage)
     assert all(how in ("switch", "resample") for _, _, how, _ in changes), changes
@@ -127,17 +136,59 @@ def test_truncation_with_perturb_records_td3s_hyperparameters(tmp_path):
     switched = [(old, new) for _, old, how, new in changes if how == "switch"]
     assert switched, changes
     for old, new in switched:
-        assert f"noise_type : {old} --- (switch) --> {new}" in result.stdout
+        assert f"noise_type : {old} --- (switch) --> {new}" in log
     offpolicy.check_batch_size_moves(lineage, TD3_NINE)
     # TensorBoard: SB3's TD3 metrics and evo's, noise_type as its choice's index
     for accumulator in offpolicy.check_tensorboard(run_dir, TD3_NINE):
         assert {event.value for event in accumulator.Scalars("hparams/noise_type")} <= {0.0, 1.0}
 
 
+def test_a_run_resumed_after_its_first_generation_records_and_holds_what_the_uninterrupted_one_does(
+    perturb_run, tmp_path
+):
+    """The same run ended after generation 1, then resumed to generation 2 from its checkpoint (each
+    member's networks, optimizers, replay buffer, envs and exploration noise): the same rows, lineage and
+    final weights as the uninterrupted run, byte for byte."""
+    whole, _ = perturb_run
+    part = tmp_path / "part"
+    offpolicy.run("td3", part, generations=1)
+    status, log = logged(["--run-dir", str(part), "--resume", "--total-generations", "2"])
+    assert status == 0 and "resumed from" in log
+    assert (part / "population.csv").read_bytes() == (whole / "population.csv").read_bytes()
+    assert (part / "lineage.jsonl").read_bytes() == (whole / "lineage.jsonl").read_bytes()
+    assert weights_digest(part) == weights_digest(whole)
+
+
+def test_plot_replay_and_schedule_of_a_td3_run(perturb_run, tmp_path):
+    """TD3's categorical noise type is drawn at its choices' positions, replayed by name, and one
+    TD3 agent trains on the replayed schedule."""
+    from evo.tools import replay as replay_tool
+
+    run_dir, _ = perturb_run
+    assert sorted(plots(run_dir, tmp_path / "plots")) == ["hparams", "lineage", "scores"]
+
+    schedule = tmp_path / "schedule.yml"
+    assert replay_tool.main([str(run_dir), "--out", str(schedule)]) == 0
+    document = yaml.safe_load(schedule.read_text())
+    assert document["algo"] == "td3" and document["env_id"] == "Pendulum-v1"
+    for entry in document["schedule"]:
+        assert entry["hparams"]["noise_type"] in ("normal", "ornstein-uhlenbeck")
+        assert isinstance(entry["hparams"]["policy_delay"], int)
+
+    one = tmp_path / "one"
+    argv = [*offpolicy.tiny("td3"), "--num-agents", "1", "--total-generations", "2", "--schedule", str(schedule)]
+    status, log = logged([*argv, "--run-dir", str(one), "--tb-writer", "False"])
+    assert status == 0 and "following the schedule" in log
+    rows = read_population(one)
+    assert len(rows) == 2
+    first = document["schedule"][0]["hparams"]
+    assert rows[0]["noise_type"] == first["noise_type"] and int(rows[0]["policy_delay"]) == first["policy_delay"]
+
+
 def test_pb2_mix_explores_td3s_space_with_a_bandit_for_the_noise_type(tmp_path):
     run_dir = tmp_path / "run"
-    result = td3_run(run_dir, "Pendulum-v1", "--explore", "pb2-mix", "--tb-writer", "False")
-    assert "(pb2-mix explore)" in result.stdout
+    log = offpolicy.run("td3", run_dir, "--explore", "pb2-mix", "--tb-writer", "False")
+    assert "(pb2-mix explore)" in log
     rows, lineage = check_records(run_dir, "Pendulum-v1", 2, exploits_per_generation=1)
     check_pb2_mix(run_dir, rows, lineage)
 
@@ -145,19 +196,17 @@ def test_pb2_mix_explores_td3s_space_with_a_bandit_for_the_noise_type(tmp_path):
 # --- HalfCheetah-v5 (the mujoco extra) --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("explorer", ["perturb", "pb2-mix"])
-def test_halfcheetah_runs_with_pbt_and_pb2_mix(tmp_path, explorer):
+def test_halfcheetah_runs_with_pb2_mix(tmp_path):
+    """MuJoCo's HalfCheetah with zoo's MuJoCo block and PB2-Mix (the perturb explorer's noise_type moves are
+    checked on Pendulum above)."""
     need_mujoco()
     run_dir = tmp_path / "run"
-    result = td3_run(run_dir, "HalfCheetah-v5", "--explore", explorer, "--tb-writer", "False")
-    assert f"HalfCheetah-v5: {MEMBERS} members on {RANKS} ranks" in result.stdout
-    assert f"({explorer} explore)" in result.stdout
+    log = offpolicy.run("td3", run_dir, "--explore", "pb2-mix", "--tb-writer", "False", env_id="HalfCheetah-v5")
+    assert f"HalfCheetah-v5: {MEMBERS} members on 1 ranks" in log
+    assert "(pb2-mix explore)" in log
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["env_kwargs"] == {"max_episode_steps": 100}
     assert config["agent"]["noise_type"] == "normal" and config["agent"]["noise_std"] == 0.1  # zoo's MuJoCo block
     rows, lineage = check_records(run_dir, "HalfCheetah-v5", 2, exploits_per_generation=1)
     assert all(row["score_train_stale"] == "0" for row in rows)  # every member finished its 100-step episodes
-    if explorer == "pb2-mix":
-        check_pb2_mix(run_dir, rows, lineage)
-    else:
-        assert all(how in ("switch", "resample") for _, _, how, _ in noise_type_changes(lineage))
+    check_pb2_mix(run_dir, rows, lineage)

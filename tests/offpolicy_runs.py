@@ -1,8 +1,8 @@
-"""What the off-policy learners' end-to-end tests (test_sac_runs.py, test_td3_runs.py) share: a run on
-a tiny budget (200 env steps per member per generation, learning from env step 50 with small networks
-and minibatches and one gradient step per collection, so that a generation of 4 members on 2 ranks
-takes a second), and the checks every off-policy run's records, TensorBoard scalars and PB2 history
-pass."""
+"""What the off-policy learners' whole-run tests share (tests/unit/runner/test_sac_runs.py and test_td3_runs.py
+in process, tests/e2e/test_offpolicy_resume.py under mpiexec): a run on a tiny budget (100 env steps per member
+per generation, episodes of 100 steps, learning from env step 50 with small networks and minibatches and one
+gradient step per collection), and the checks every off-policy run's records, TensorBoard scalars and PB2
+history pass."""
 
 import math
 from pathlib import Path
@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.runs import scalar_tags
 from tests.gated_env import gate_flags
-from tests.support import generations_recorded, last_manifest, mpiexec, read_lineage, read_population
+from tests.in_process import logged, scalar_tags
+from tests.support import generations_recorded, last_manifest, read_lineage, read_population
 
-MEMBERS, STEPS, RANKS = 4, 200, 2
+MEMBERS, STEPS = 4, 100
 BATCH_SIZES = [32, 64]
-SHORT_EPISODES = {"HalfCheetah-v5": ["--env-kwargs", "max_episode_steps:100"]}
-"""HalfCheetah's episodes cut to 100 steps: its 1000-step episodes would finish none in a generation,
-and members with no score tie and keep their own weights."""
+SHORT_EPISODES = "max_episode_steps:100"
+"""Episodes cut to 100 steps (Pendulum's are 200, HalfCheetah's 1000): longer ones would finish none in a
+generation, and members with no score tie and keep their own weights."""
 
 
 def tiny(algo: str, env_id: str = "Pendulum-v1", gate: tuple | None = None) -> list[str]:
@@ -26,9 +26,9 @@ def tiny(algo: str, env_id: str = "Pendulum-v1", gate: tuple | None = None) -> l
     and folder of tests/gated_env.py's gate), on ``env_id`` behind the gate."""
     space = f"batch_size: {{choices: {BATCH_SIZES}}}"  # the built-in choices go up to 1024
     if gate is None:
-        env = ["--env-id", env_id, *SHORT_EPISODES.get(env_id, [])]
+        env = ["--env-id", env_id, "--env-kwargs", SHORT_EPISODES]
     else:  # the gated env's id gets the YAML's default block: add what Pendulum's adds to it
-        env = gate_flags(env_id, *gate)
+        env = [*gate_flags(env_id, *gate), SHORT_EPISODES]
         space += ", target_entropy: {low: -2.0, high: 0.0, scale: additive}" if algo == "sac" else ""
     return [
         *("--algo", algo, *env, "--agent-training-steps", str(STEPS)),
@@ -44,20 +44,18 @@ GENERATION_STEPS = STEPS + 9
 train_freq, at most 10 in the built-in spaces."""
 
 
-def run(algo: str, run_dir, *extra, script="pbt_rl_truct.py", env_id="Pendulum-v1", generations=2):
-    """``script`` with ``algo`` on ``env_id``: MEMBERS members on RANKS ranks for ``generations``
-    generations, seed 3; it must succeed."""
-    result = mpiexec(
-        RANKS,
-        [
-            script,
-            *tiny(algo, env_id),
-            *("--num-agents", str(MEMBERS), "--total-generations", str(generations)),
-            *("--run-dir", str(run_dir), "--seed", "3", *extra),
-        ],
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    return result
+def run(algo: str, run_dir, *extra, strategy="truncation", transport="p2p", env_id="Pendulum-v1", generations=2):
+    """``algo`` on ``env_id`` in this process (tests/support.py:run_in_process; ``strategy`` and ``transport``:
+    those of the script it stands for): MEMBERS members for ``generations`` generations, seed 3; it must
+    succeed. Returns what the run logged."""
+    argv = [
+        *tiny(algo, env_id),
+        *("--num-agents", str(MEMBERS), "--total-generations", str(generations)),
+        *("--run-dir", str(run_dir), "--seed", "3", *extra),
+    ]
+    status, log = logged(argv, strategy, transport)
+    assert status == 0, log[-3000:]
+    return log
 
 
 def planned(train_freq: int) -> int:
@@ -68,11 +66,11 @@ def planned(train_freq: int) -> int:
 def check_records(
     run_dir, algo, env_id, names, generations, exploits_per_generation, *, row_hparams, check_row, check_hparams
 ):
-    """config.yaml, population.csv and lineage.jsonl of an off-policy run: ``algo`` on ``env_id`` with
-    the tiny settings, the learner's columns (``names``) in its declaration order, one row per
-    (generation, member), each generation's env steps whole collections of the member's train_freq,
-    and the exploits recorded under the learner's names, consistently with the rows (``row_hparams``:
-    a row's values as the lineage records them). ``check_row`` checks each row's values as the learner
+    """config.yaml, population.csv and lineage.jsonl of an off-policy run in one process: ``algo`` on
+    ``env_id`` with the tiny settings, the learner's columns (``names``) in its declaration order, one row
+    per (generation, member), each generation's env steps whole collections of the member's train_freq,
+    and the exploits recorded under the learner's names, consistently with the rows (``row_hparams``: a
+    row's values as the lineage records them). ``check_row`` checks each row's values as the learner
     writes them, ``check_hparams`` each exploit's old and new values. Returns (config, rows, rows by
     (generation, member), lineage)."""
     config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
@@ -88,7 +86,7 @@ def check_records(
     assert generations_recorded(run_dir) == {g: list(range(MEMBERS)) for g in range(1, generations + 1)}
     by_key = {(int(r["generation"]), int(r["member"])): r for r in rows}
     for (generation, member), row in by_key.items():
-        assert int(row["rank"]) == member // (MEMBERS // RANKS)
+        assert row["rank"] == "0"  # one process: every member on rank 0
         check_row(row)
         before = int(by_key[(generation - 1, member)]["env_steps"]) if generation > 1 else 0
         assert int(row["env_steps"]) - before == planned(int(row["train_freq"])), row

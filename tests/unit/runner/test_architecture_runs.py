@@ -1,8 +1,10 @@
-"""The networks' architecture in the search space, in real runs under mpiexec: members of different
-sizes on 2 ranks, every recipient taking its donor's architecture with its weights (the collective
-exchange of winner-takes-all, point-to-point and asynchronous ones), the records and TensorBoard
-carrying it, checkpoints that resume and that evo-evaluate and evo-export load at each member's own
-size."""
+"""The networks' architecture in the search space, in whole PPO runs in one process
+(tests/support.py:run_in_process): members of different sizes, every recipient taking its donor's
+architecture with its weights (under winner-takes-all's collective transport, point-to-point and
+asynchronous runs), the records and TensorBoard carrying it, checkpoints that resume and that evo-evaluate
+and evo-export load at each member's own size. Moved down from the e2e tier: what they check is the
+session's, the driver's, the records' and the tools'. Members of different sizes crossing ranks on each
+transport: tests/mpi/ranks/test_architectures.py."""
 
 import json
 
@@ -14,8 +16,8 @@ from evo.rundir.checkpoint import load_payload
 from evo.tools import evaluate as evaluate_tool
 from evo.tools import export as export_tool
 from evo.tools.saved import BEST_EVER
-from tests.e2e.runs import scalar_tags
-from tests.support import budget, mpiexec, read_lineage, read_population, write_hyperparams
+from tests.in_process import logged, scalar_tags
+from tests.support import budget, read_lineage, read_population, write_hyperparams
 
 ARCHITECTURE = ("pi_layers", "pi_width", "vf_layers")
 SPACE = """Pendulum-v1:
@@ -35,12 +37,17 @@ def shape(row) -> tuple[int, ...]:
     return tuple(int(float(row[name])) for name in ARCHITECTURE)
 
 
-def run(tmp_path, script, generations, *extra, run_dir=None):
+def run(tmp_path, rule, generations, *extra, run_dir=None):
+    """4 members of 256 env steps on Pendulum with the architecture in the space, seed 3, under ``rule``
+    (the script's selection rule and transport) in this process. Returns the run directory."""
     run_dir = run_dir or tmp_path / "run"
-    flags = [*budget(4, generations, 512), "--hyperparams", str(write_hyperparams(tmp_path, SPACE))]
-    result = mpiexec(2, [script, "--env-id", "Pendulum-v1", *flags, "--run-dir", str(run_dir), "--seed", "3", *extra])
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    flags = [*budget(4, generations, 256), "--hyperparams", str(write_hyperparams(tmp_path, SPACE))]
+    status, log = logged(["--env-id", "Pendulum-v1", *flags, "--run-dir", str(run_dir), "--seed", "3", *extra], *rule)
+    assert status == 0, log[-3000:]
     return run_dir
+
+
+WTA, TRUCT = ("wta", "collective"), ("truncation", "p2p")
 
 
 def assert_architecture_goes_with_the_weights(run_dir, generation_key="generation"):
@@ -78,15 +85,19 @@ def assert_checkpoint_sizes(run_dir) -> dict[int, tuple[int, ...]]:
     return shapes
 
 
-def test_recipients_take_their_donors_architecture_and_the_run_resumes(tmp_path):
-    run_dir = run(tmp_path, "pbt_rl_wta.py", 2)  # winner takes all (collective): three copies a generation
+def hidden_sizes(module) -> list[int]:
+    return [layer.out_features for layer in module if isinstance(layer, torch.nn.Linear)]
+
+
+def test_recipients_take_their_donors_architecture_and_the_run_resumes(tmp_path, capsys):
+    run_dir = run(tmp_path, WTA, 2)  # winner takes all (collective): three copies a generation
     assert assert_architecture_goes_with_the_weights(run_dir) >= 1, "a copy changed an architecture"
     header = read_population(run_dir)[0]
     assert set(ARCHITECTURE) <= set(header)
     accumulator, tags = scalar_tags(run_dir / "tb" / "member_0")
     assert {f"hparams/{name}" for name in ARCHITECTURE} <= tags
 
-    run(tmp_path, "pbt_rl_wta.py", 3, "--resume", run_dir=run_dir)
+    run(tmp_path, WTA, 3, "--resume", run_dir=run_dir)
     assert {int(r["generation"]) for r in read_population(run_dir)} == {1, 2, 3}
     assert_architecture_goes_with_the_weights(run_dir)
     shapes = assert_checkpoint_sizes(run_dir)
@@ -107,11 +118,8 @@ def test_recipients_take_their_donors_architecture_and_the_run_resumes(tmp_path)
         assert hidden_sizes(policy.mlp_extractor.value_net) == [64] * value_layers
 
 
-def hidden_sizes(module) -> list[int]:
-    return [layer.out_features for layer in module if isinstance(layer, torch.nn.Linear)]
-
-
 @pytest.mark.parametrize("extra", [[], ["--asynchronous"]], ids=["point-to-point", "asynchronous"])
-def test_the_point_to_point_and_asynchronous_exchanges_move_members_of_any_size(tmp_path, extra):
-    run_dir = run(tmp_path, "pbt_rl_truct.py", 3, "--truncation-fraction", "0.5", *extra)
+def test_the_point_to_point_and_asynchronous_runs_move_members_of_any_size(tmp_path, extra):
+    run_dir = run(tmp_path, TRUCT, 2, "--truncation-fraction", "0.5", "--tb-writer", "False", *extra)
     assert_architecture_goes_with_the_weights(run_dir)
+    assert any(e["donor"] != e["recipient"] for e in read_lineage(run_dir) if "recipient" in e)  # the premise
