@@ -1,15 +1,24 @@
 """evo-export and evo-evaluate on real runs (PPO, SAC and TD3 on Pendulum-v1, SAC on HalfCheetah-v5 with
-normalisation): the exported agent loads and plays in a virtualenv with SB3 and rl_zoo3 but no evo
-(.venv-zoo, built by scripts/zoo-venv.sh), its per-episode returns equal evo-evaluate's of the same
-weights on the same seed, rl_zoo3's enjoy plays it, and neither tool changes a file of the run.
-Bad input exits with status 2 and a message naming the value and the fix."""
+normalisation, a Procgen member with SB3's NatureCNN): the exported agent loads and plays in a virtualenv with SB3
+and rl_zoo3 but no evo (.venv-zoo, built by scripts/zoo-venv.sh), its per-episode returns equal evo-evaluate's of
+the same weights on the same seed, rl_zoo3's enjoy plays it, and neither tool changes a file of the run. Bad input
+exits with status 2 and a message naming the value and the fix.
+
+What crosses a process boundary here is the evo-less virtualenv: ONE process there plays every export of the
+module (scripts/zoo_play.py's main for each, and the NatureCNN member's action probabilities), and rl_zoo3's enjoy
+runs for an on-policy export (PPO, normalised, its best model) and an off-policy one (SAC on HalfCheetah, normalised,
+its env_kwargs). The runs are made in this process (tests/support.py:run_in_process) and the tools run by their
+main (installed, as commands, by tests/e2e/test_package.py); the tests that read a run without the virtualenv
+(evo-evaluate of every member, bad input) read the runs made here for it rather than make their own. An IMPALA
+member's refusal: tests/unit/tools/test_export_impala.py. rl_zoo3's enjoy of the other off-policy families (DQN,
+TQC): tests/e2e/test_zoo_learner_runs.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +27,9 @@ import yaml
 from evo.tools import evaluate as evaluate_tool
 from evo.tools import export as export_tool
 from tests.e2e.runs import enjoy, tree_digest, zoo_venv_python
-from tests.support import ROOT, mpi_env, mpiexec
+from tests.support import ROOT, need_mujoco, run_in_process
 
-PLAY = ROOT / "scripts" / "zoo_play.py"
+SCRIPTS = ROOT / "scripts"
 SEED, EPISODES = 11, 2
 OFF_POLICY = [
     *("--agent-training-steps", "200", "--hyperparams", "learning_starts:50", "batch_size:32", "buffer_size:2000"),
@@ -34,6 +43,68 @@ RUNS = {
     "sac-mujoco": ["--algo", "sac", "--env-id", "HalfCheetah-v5", "--env-kwargs", "max_episode_steps:100"]
     + [*OFF_POLICY, "normalize:true"],
 }
+NATURE = ["--env-id", "bigfish", "--hyperparams", "policy:nature", "n_envs:2", "n_steps:32", "n_minibatches:2"]
+NATURE += ["n_epochs:1", "--num-agents", "1", "--total-generations", "1", "--agent-training-steps", "64"]
+NATURE += ["--strategy", "none"]
+"""A Procgen member with SB3's NatureCNN: one tiny generation of bigfish, no PBT."""
+
+ZOO_BATCH = """
+import contextlib, io, json, sys
+sys.path.insert(0, sys.argv[1])
+import zoo_play  # scripts/zoo_play.py: stock SB3 and rl_zoo3's classes, nothing of evo (it checks)
+
+
+def probs(model_path):
+    import numpy as np
+    from stable_baselines3 import PPO
+    model = PPO.load(model_path, device="cpu")
+    frames = np.random.default_rng(0).integers(0, 256, size=(8, 64, 64, 3), dtype=np.uint8)
+    probs = model.policy.get_distribution(model.policy.obs_to_tensor(frames)[0]).distribution.probs
+    return {"policy": type(model.policy).__name__, "extractor": type(model.policy.features_extractor).__name__,
+            "probs": probs.detach().numpy().tolist()}
+
+
+results = {}
+with open(sys.argv[2]) as handle:
+    jobs = json.load(handle)
+for key, job in jobs.items():
+    if "probs" in job:
+        results[key] = probs(job["probs"])
+        continue
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        zoo_play.main(job["play"])
+    results[key] = json.loads(printed.getvalue().strip().splitlines()[-1])
+if any(name == "evo" or name.startswith("evo.") for name in sys.modules):
+    raise SystemExit("evo was imported")
+print(json.dumps(results))
+"""
+"""Run by .venv-zoo's Python from outside the repository: plays every job of a JSON file in one process, each
+``{"play": ARGV}`` by scripts/zoo_play.py's main (ARGV as its command line), each ``{"probs": MODEL}`` as SB3's
+PPO.load opens a CNN policy (its classes and action probabilities on fixed frames); prints {key: result}."""
+
+
+def play_job(model: Path, algo: str, env_id: str, stats: Path | None, env_kwargs=None) -> dict:
+    """A job of ZOO_BATCH: scripts/zoo_play.py's command line for ``model`` (seed SEED, EPISODES episodes)."""
+    argv = [str(model), algo, env_id, str(SEED), str(EPISODES), str(stats) if stats else ""]
+    return {"play": [*argv, json.dumps(env_kwargs or {})]}
+
+
+def played_in_zoo(zoo_python: Path, jobs: dict[str, dict], folder: Path) -> dict[str, dict]:
+    """Every job of ``jobs`` played in ONE process of the evo-less virtualenv, run from ``folder`` (outside
+    the repository): {key: what it printed for the job}."""
+    (folder / "jobs.json").write_text(json.dumps(jobs))
+    result = subprocess.run(
+        [str(zoo_python), "-c", ZOO_BATCH, str(SCRIPTS), str(folder / "jobs.json")],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    played = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sorted(played) == sorted(jobs)
+    return played
 
 
 @pytest.fixture(scope="module")
@@ -43,21 +114,66 @@ def zoo_python() -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """Each run of RUNS, started on demand: 2 members on one rank, 2 generations, seed 5."""
+    """Each run of RUNS (2 members on one rank, 2 generations, seed 5) and NATURE, made on demand in this
+    process."""
     made: dict[str, Path] = {}
 
     def get(name: str) -> Path:
         if name not in made:
             if "mujoco" in name:
-                pytest.importorskip("mujoco", reason="MuJoCo is an optional extra: make install EXTRAS=mujoco")
+                need_mujoco()
             run_dir = tmp_path_factory.mktemp(name) / "run"
-            flags = ["--num-agents", "2", "--total-generations", "2", "--run-dir", str(run_dir), "--seed", "5"]
-            result = mpiexec(1, ["pbt_rl_truct.py", *RUNS[name], *flags])
-            assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+            flags = ["--run-dir", str(run_dir), "--tb-writer", "False"]
+            if name == "nature":
+                assert run_in_process([*NATURE, *flags]) == 0
+            else:
+                flags += ["--num-agents", "2", "--total-generations", "2", "--seed", "5"]
+                assert run_in_process([*RUNS[name], *flags]) == 0
             made[name] = run_dir
         return made[name]
 
     return get
+
+
+def env_of(name: str) -> str:
+    return RUNS[name][RUNS[name].index("--env-id") + 1]
+
+
+def normalizes(name: str) -> bool:
+    return "normalize:true" in RUNS[name]
+
+
+PLAYED = [name for name in RUNS if "mujoco" not in name or importlib.util.find_spec("mujoco") is not None]
+"""The runs whose best member ZOO_BATCH plays (HalfCheetah's where the MuJoCo extra is installed)."""
+
+
+@pytest.fixture(scope="module")
+def exports(runs, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """The exports the zoo plays: each PLAYED run's best member, SAC's kept best (``--member best-ever``) and the
+    NatureCNN member; for each the folder given as --out and the experiment made in it."""
+    made = {}
+    for key, name, flags in [
+        *((name, name, ()) for name in PLAYED),
+        ("best-ever", "sac", ("--member", "best-ever")),
+        ("nature", "nature", ()),
+    ]:
+        out = tmp_path_factory.mktemp(key) / "logs"
+        made[key] = (out, exported(runs(name), out, *flags))
+    return made
+
+
+@pytest.fixture(scope="module")
+def zoo(exports, zoo_python, tmp_path_factory) -> dict[str, dict]:
+    """What .venv-zoo makes of every export, in one process."""
+    jobs = {}
+    for name in PLAYED:
+        experiment, env_id = exports[name][1], env_of(name)
+        stats = experiment / env_id / "vecnormalize.pkl" if normalizes(name) else None
+        env_kwargs = {"max_episode_steps": 100} if "mujoco" in name else {}
+        jobs[name] = play_job(experiment / f"{env_id}.zip", name.split("-")[0], env_id, stats, env_kwargs)
+    jobs["best-ever"] = play_job(exports["best-ever"][1] / "Pendulum-v1.zip", "sac", "Pendulum-v1", None)
+    jobs["nature"] = {"probs": str(exports["nature"][1] / "bigfish.zip")}
+    return played_in_zoo(zoo_python, jobs, tmp_path_factory.mktemp("zoo"))
 
 
 def evaluated(run_dir: Path, tmp_path: Path, *flags: str) -> dict:
@@ -78,84 +194,73 @@ def exported(run_dir: Path, out: Path, *flags: str) -> Path:
     return experiment
 
 
-def played(zoo_python: Path, model: Path, algo: str, env_id: str, stats: Path | None, env_kwargs=None) -> dict:
-    """scripts/zoo_play.py in the evo-less virtualenv, run from outside the repository."""
-    command = [str(zoo_python), str(PLAY), str(model), algo, env_id, str(SEED), str(EPISODES)]
-    command += [str(stats) if stats else "", json.dumps(env_kwargs or {})]
-    result = subprocess.run(command, cwd=model.parent, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.parametrize("name", list(RUNS))
-def test_the_exported_agent_plays_without_evo_and_its_returns_match_evo_evaluate(name, runs, zoo_python, tmp_path):
+def test_the_exported_agent_plays_without_evo_and_its_returns_match_evo_evaluate(name, runs, exports, zoo, tmp_path):
     """The run's best member exported; in .venv-zoo stock SB3 loads it (SB3's policy class, torch's
-    Adam) and its returns on one env of seed SEED equal evo-evaluate's of the same member to 1e-6."""
+    Adam) and its returns on one env of seed SEED equal evo-evaluate's of the same member to 1e-6.
+    The first of these makes every run of the module and plays every export (one process of .venv-zoo):
+    about half a minute on 2 cores."""
+    if "mujoco" in name:
+        need_mujoco()
     run_dir = runs(name)
     algo = name.split("-")[0]
-    env_id = RUNS[name][RUNS[name].index("--env-id") + 1]
-    experiment = exported(run_dir, tmp_path / "logs")
-    assert experiment == tmp_path / "logs" / algo / f"{env_id}_1"
-    model, stats_dir = experiment / f"{env_id}.zip", experiment / env_id
-    normalizes = "normalize:true" in RUNS[name]
-    assert (stats_dir / "vecnormalize.pkl").is_file() == normalizes
-    assert (experiment / "best_model.zip").is_file()
+    env_id = env_of(name)
+    out, experiment = exports[name]
+    assert experiment == out / algo / f"{env_id}_1"
+    stats_dir = experiment / env_id
+    assert (stats_dir / "vecnormalize.pkl").is_file() == normalizes(name)
+    assert (experiment / f"{env_id}.zip").is_file() and (experiment / "best_model.zip").is_file()
     config = yaml.load((stats_dir / "config.yml").read_text(), Loader=yaml.UnsafeLoader)  # zoo reads it so
     assert list(config) == sorted(config) and config["policy"] == "MlpPolicy"
-    assert bool(config["normalize"]) == normalizes and "net_arch" in config["policy_kwargs"]
-
-    env_kwargs = {"max_episode_steps": 100} if "mujoco" in name else {}
-    if env_kwargs:
-        assert config["env_kwargs"] == env_kwargs
-    zoo = played(zoo_python, model, algo, env_id, stats_dir / "vecnormalize.pkl" if normalizes else None, env_kwargs)
+    assert bool(config["normalize"]) == normalizes(name) and "net_arch" in config["policy_kwargs"]
+    if "mujoco" in name:
+        assert config["env_kwargs"] == {"max_episode_steps": 100}  # and played with them (ZOO_BATCH's job)
     policy = {
         "ppo": "common.policies.ActorCriticPolicy",
         "sac": "sac.policies.SACPolicy",
         "td3": "td3.policies.TD3Policy",
     }
-    assert zoo["classes"] == {"policy": f"stable_baselines3.{policy[algo]}", "optimizers": ["torch.optim.adam.Adam"]}
+    assert zoo[name]["classes"] == {
+        "policy": f"stable_baselines3.{policy[algo]}",
+        "optimizers": ["torch.optim.adam.Adam"],
+    }
 
     evo = evaluated(run_dir, tmp_path, "--member", "best", "--episodes", str(EPISODES), "--seed", str(SEED))
     (member,) = evo["members"]
     assert len(member["returns"]) == EPISODES
-    assert zoo["returns"] == pytest.approx(member["returns"], abs=1e-6, rel=0)
+    assert zoo[name]["returns"] == pytest.approx(member["returns"], abs=1e-6, rel=0)
 
 
-def test_rl_zoo_enjoy_plays_the_export_and_its_best_model(runs, zoo_python, tmp_path):
-    """python -m rl_zoo3.enjoy (in .venv-zoo) on the exported PPO agent with normalisation, the
-    exported member and best_model.zip (--load-best); a second export takes the next id."""
+def test_rl_zoo_enjoy_plays_the_exports_best_model(runs, zoo_python, tmp_path):
+    """python -m rl_zoo3.enjoy --load-best (in .venv-zoo) on the exported PPO agent with normalisation: a second
+    export takes the next id, and enjoy plays its best_model.zip with the run's statistics. (enjoy on an export's
+    own model: the off-policy test below, tests/e2e/test_zoo_learner_runs.py and tests/e2e/test_atari_runs.py.)"""
     run_dir = runs("ppo")
     out = tmp_path / "logs"
     exported(run_dir, out)
     exported(run_dir, out, "--member", "0", "--generation", "1")
     assert sorted(p.name for p in (out / "ppo").iterdir()) == ["Pendulum-v1_1", "Pendulum-v1_2"]
-    for extra in ([], ["--load-best"]):
-        result = subprocess.run(
-            [str(zoo_python), "-m", "rl_zoo3.enjoy", "--algo", "ppo", "--env", "Pendulum-v1", "-f", str(out)]
-            + ["--exp-id", "2", "--no-render", "-n", "400", *extra],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-        assert "Loading running average" in result.stdout
-        assert result.stdout.count("Episode Reward:") == 2  # 400 steps: two 200-step episodes
+    result = subprocess.run(
+        [str(zoo_python), "-m", "rl_zoo3.enjoy", "--algo", "ppo", "--env", "Pendulum-v1", "-f", str(out)]
+        + ["--exp-id", "2", "--no-render", "-n", "400", "--load-best"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "Loading running average" in result.stdout
+    assert result.stdout.count("Episode Reward:") == 2  # 400 steps: two 200-step episodes
 
 
-@pytest.mark.parametrize("name", ["sac", "td3", "sac-mujoco"])
-def test_rl_zoo_enjoy_plays_exported_off_policy_agents(name, runs, zoo_python, tmp_path):
-    """python -m rl_zoo3.enjoy on exported SAC and TD3 agents, HalfCheetah's with its normalisation and
-    its env_kwargs (100-step episodes) read back from the export's config.yml."""
-    run_dir = runs(name)
-    algo = name.split("-")[0]
-    env_id = RUNS[name][RUNS[name].index("--env-id") + 1]
-    out = tmp_path / "logs"
-    exported(run_dir, out)
-    printed = enjoy(zoo_python, algo, env_id, out, 200)
-    assert ("Loading running average" in printed) == ("normalize:true" in RUNS[name])
-    # 200 steps: one Pendulum episode, two of HalfCheetah's 100-step ones
-    assert printed.count("Episode Reward:") == (2 if "mujoco" in name else 1)
+def test_rl_zoo_enjoy_plays_an_exported_off_policy_agent_with_its_normalisation_and_env_kwargs(exports, zoo_python):
+    """python -m rl_zoo3.enjoy on the exported SAC agent of HalfCheetah, with its normalisation and its
+    env_kwargs (100-step episodes) read back from the export's config.yml."""
+    need_mujoco()
+    out, _ = exports["sac-mujoco"]
+    printed = enjoy(zoo_python, "sac", "HalfCheetah-v5", out, 200)
+    assert "Loading running average" in printed
+    assert printed.count("Episode Reward:") == 2  # 200 steps: two of HalfCheetah's 100-step episodes
 
 
 def test_evaluate_plays_every_member_and_the_kept_best_on_the_same_fresh_episodes(runs, tmp_path, capsys):
@@ -180,81 +285,46 @@ def test_evaluate_plays_every_member_and_the_kept_best_on_the_same_fresh_episode
     assert "mean (3)" in table and table.count("\n") >= len(rows) + 2
 
 
-def test_export_best_ever_matches_its_evaluation(runs, zoo_python, tmp_path):
+def test_export_best_ever_matches_its_evaluation(runs, zoo, tmp_path):
     """--member best-ever exports the kept best (best.pt); its returns in .venv-zoo equal evo-evaluate's."""
     run_dir = runs("sac")
-    experiment = exported(run_dir, tmp_path / "logs", "--member", "best-ever")
-    zoo = played(zoo_python, experiment / "Pendulum-v1.zip", "sac", "Pendulum-v1", None)
     evo = evaluated(run_dir, tmp_path, "--member", "best-ever", "--episodes", str(EPISODES), "--seed", str(SEED))
-    assert zoo["returns"] == pytest.approx(evo["members"][0]["returns"], abs=1e-6, rel=0)
+    assert zoo["best-ever"]["returns"] == pytest.approx(evo["members"][0]["returns"], abs=1e-6, rel=0)
 
 
-def bad(tool: str, run_dir: Path, *flags: str) -> str:
-    """``python -m evo.tools.<tool> RUN FLAGS``: exit status 2, nothing in RUN changed; its message."""
+def bad(capsys, tool, run_dir: Path, *flags: str) -> str:
+    """The tool's main on ``RUN FLAGS`` in this process: exit status 2, nothing in RUN changed; its message."""
     before = tree_digest(run_dir)
-    result = subprocess.run(
-        [sys.executable, "-m", f"evo.tools.{tool}", str(run_dir), *flags],
-        cwd=ROOT,
-        env=mpi_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2, result.stdout + result.stderr
+    capsys.readouterr()
+    status = tool.main([str(run_dir), *flags])
+    err = capsys.readouterr().err
+    assert status == 2, err
     assert tree_digest(run_dir) == before
-    return result.stderr
+    return err
 
 
-def test_bad_input_exits_2_naming_the_value_and_the_fix(runs, tmp_path):
+def test_bad_input_exits_2_naming_the_value_and_the_fix(runs, tmp_path, capsys):
     run_dir = runs("ppo")
-    message = bad("export", run_dir, "--member", "7", "--out", str(tmp_path / "logs"))
+    message = bad(capsys, export_tool, run_dir, "--member", "7", "--out", str(tmp_path / "logs"))
     assert "--member 7: not a member" in message and "0, 1" in message
-    message = bad("evaluate", run_dir, "--generation", "9")
+    message = bad(capsys, evaluate_tool, run_dir, "--generation", "9")
     assert "--generation 9" in message and "kept: 1, 2" in message
-    assert "inside the run directory" in bad("export", run_dir, "--out", str(run_dir / "logs"))
+    assert "inside the run directory" in bad(capsys, export_tool, run_dir, "--out", str(run_dir / "logs"))
     assert not (tmp_path / "logs").exists()
     blocker = tmp_path / "a-file"  # where a folder is needed: fails for root too, unlike permission bits
     blocker.write_text("")
-    message = bad("export", run_dir, "--out", str(blocker / "logs"))
+    message = bad(capsys, export_tool, run_dir, "--out", str(blocker / "logs"))
     assert f"{blocker} is a file, not a folder" in message and "Traceback" not in message
 
     empty = tmp_path / "empty"
     empty.mkdir()
     shutil.copy(run_dir / "config.yaml", empty / "config.yaml")
-    message = bad("evaluate", empty)
+    message = bad(capsys, evaluate_tool, empty)
     assert "no complete checkpoint" in message and "give another run" in message
-    assert "not an evo run directory" in bad("export", tmp_path)
+    assert "not an evo run directory" in bad(capsys, export_tool, tmp_path)
 
 
-def test_export_refuses_an_impala_member_naming_evo_evaluate(tmp_path):
-    """A Procgen run with the IMPALA CNN (evo's own class): refused, pointing to evo-evaluate; one
-    tiny generation of bigfish is enough, the refusal comes before any member is loaded."""
-    run_dir = tmp_path / "run"
-    hyperparams = ["--hyperparams", "n_envs:2", "n_steps:32", "n_minibatches:2", "n_epochs:1"]
-    result = mpiexec(
-        1,
-        ["pbt_rl_truct.py", "--env-id", "bigfish", *hyperparams, "--num-agents", "1", "--total-generations", "1"]
-        + ["--agent-training-steps", "64", "--run-dir", str(run_dir), "--strategy", "none"],
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    message = bad("export", run_dir, "--out", str(tmp_path / "logs"))
-    assert "IMPALA" in message and "evo-evaluate" in message
-    assert not (tmp_path / "logs").exists()
-
-
-PROBS = """
-import json, sys
-import numpy as np
-from stable_baselines3 import PPO
-model = PPO.load(sys.argv[1], device="cpu")
-frames = np.random.default_rng(0).integers(0, 256, size=(8, 64, 64, 3), dtype=np.uint8)
-probs = model.policy.get_distribution(model.policy.obs_to_tensor(frames)[0]).distribution.probs
-print(json.dumps({"policy": type(model.policy).__name__, "extractor": type(model.policy.features_extractor).__name__,
-                  "probs": probs.detach().numpy().tolist()}))
-"""
-
-
-def test_a_naturecnn_procgen_member_exports_and_acts_as_in_evo(zoo_python, tmp_path):
+def test_a_naturecnn_procgen_member_exports_and_acts_as_in_evo(runs, zoo):
     """A Procgen member with SB3's NatureCNN exports as SB3's own CnnPolicy: in .venv-zoo PPO.load opens
     it, and its action probabilities on fixed frames equal the evo member's (the same weights; evo's
     channels-last convolutions differ only in rounding)."""
@@ -262,22 +332,9 @@ def test_a_naturecnn_procgen_member_exports_and_acts_as_in_evo(zoo_python, tmp_p
 
     from evo.tools.saved import choose, load, open_run
 
-    run_dir = tmp_path / "run"
-    hyperparams = ["--hyperparams", "policy:nature", "n_envs:2", "n_steps:32", "n_minibatches:2", "n_epochs:1"]
-    result = mpiexec(
-        1,
-        ["pbt_rl_truct.py", "--env-id", "bigfish", *hyperparams, "--num-agents", "1", "--total-generations", "1"]
-        + ["--agent-training-steps", "64", "--run-dir", str(run_dir), "--strategy", "none"],
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    experiment = exported(run_dir, tmp_path / "logs")
-    theirs = subprocess.run(
-        [str(zoo_python), "-c", PROBS, str(experiment / "bigfish.zip")], capture_output=True, text=True, timeout=300
-    )
-    assert theirs.returncode == 0, theirs.stderr[-3000:]
-    zoo = json.loads(theirs.stdout.strip().splitlines()[-1])
-    assert (zoo["policy"], zoo["extractor"]) == ("ActorCriticCnnPolicy", "NatureCNN")
-    run = open_run(run_dir)
+    played = zoo["nature"]
+    assert (played["policy"], played["extractor"]) == ("ActorCriticCnnPolicy", "NatureCNN")
+    run = open_run(runs("nature"))
     member = load(run, choose(run, "0"))
     try:
         policy = member.model.policy
@@ -285,4 +342,4 @@ def test_a_naturecnn_procgen_member_exports_and_acts_as_in_evo(zoo_python, tmp_p
         ours = policy.get_distribution(policy.obs_to_tensor(frames)[0]).distribution.probs.detach().numpy()
     finally:
         member.close()
-    assert np.asarray(zoo["probs"]) == pytest.approx(ours, abs=1e-5)
+    assert np.asarray(played["probs"]) == pytest.approx(ours, abs=1e-5)

@@ -1,9 +1,12 @@
-"""--video on evo-evaluate and evo-export (evo.tools.video) on a real run: the file is written outside the
-run with the frames asked for, evo-evaluate's video is the first of its fresh episodes (the same
-return), and a bad --video (suffix, place, length) exits with status 2 before anything is written."""
+"""--video on evo-evaluate and evo-export (their main, evo.tools.video) on a real run made in this process: the
+file is written outside the run with the frames asked for, evo-evaluate's video is the first of its fresh episodes
+(the same return), and a bad --video (suffix, place, length) exits with status 2 before anything is written.
+Moved down from the e2e tier (the run was made under mpiexec; nothing here crosses a process boundary). The
+renderers themselves: tests/unit/tools/test_video.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -12,8 +15,7 @@ import pytest
 
 from evo.tools import evaluate as evaluate_tool
 from evo.tools import export as export_tool
-from tests.e2e.runs import tree_digest
-from tests.support import mpiexec
+from tests.support import run_in_process
 
 pytest.importorskip("imageio", reason="the video extra is missing: make install EXTRAS=video")
 pytest.importorskip("av", reason="the video extra is missing: make install EXTRAS=video")
@@ -21,17 +23,27 @@ pytest.importorskip("pygame", reason="the video extra is missing: make install E
 
 import imageio.v3 as iio  # noqa: E402
 
+
+def tree_digest(path: Path) -> str:
+    """The names and contents of every file below ``path``, hashed."""
+    digest = hashlib.sha256()
+    for item in sorted(path.rglob("*")):
+        digest.update(str(item.relative_to(path)).encode())
+        if item.is_file():
+            digest.update(item.read_bytes())
+    return digest.hexdigest()
+
+
 PENDULUM = ["--env-id", "Pendulum-v1", "--agent-training-steps", "128"]
 PENDULUM += ["--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1", "normalize:true"]
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    """A finished PPO run on Pendulum-v1 with normalisation: 2 members on one rank, 1 generation."""
+    """A finished PPO run on Pendulum-v1 with normalisation: 2 members, 1 generation, made in this process."""
     run_dir = tmp_path_factory.mktemp("video") / "run"
     flags = ["--num-agents", "2", "--total-generations", "1", "--run-dir", str(run_dir), "--seed", "3"]
-    result = mpiexec(1, ["pbt_rl_truct.py", *PENDULUM, *flags])
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert run_in_process([*PENDULUM, *flags, "--tb-writer", "False"]) == 0
     return run_dir
 
 

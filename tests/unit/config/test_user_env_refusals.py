@@ -1,0 +1,73 @@
+"""A user's env refused at start-up, saying why: a keyword its constructor does not take (``--env-kwargs``), a
+module that does not import (``--env-id module:Env``), a MuJoCo task where the mujoco extra is missing (with the
+install command); no traceback, nothing written. Moved down from the e2e tier, where each ran under
+``mpiexec -n 2``: that a refusal at start-up is rank 0's, once, and exits 2 on every rank is the start-up's own,
+proven for every bad input by tests/e2e/test_resilience.py; a user's env trained on every rank with its kwargs:
+tests/e2e/test_user_env.py."""
+
+import sys
+
+import pytest
+
+from evo.config import ConfigError, parse_config
+
+USER_MODULE = """
+import gymnasium as gym
+import numpy as np
+
+
+class ConstantReward(gym.Env):
+    def __init__(self, length=10, reward_scale=1.0):
+        self.length, self.reward_scale, self.t = length, reward_scale, 0
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), float(self.reward_scale), self.t >= self.length, False, {}
+
+
+gym.register("ConstantRewardUnit-v0", entry_point=ConstantReward)
+"""
+"""A user's env (tests/e2e/test_user_env.py's, without its log) in a module of its own."""
+TINY = ["--hyperparams", "n_envs:2", "n_steps:32", "batch_size:32", "n_epochs:1"]
+
+
+def refusal(tmp_path, *argv: str) -> str:
+    """The problems parse_config reports for ``argv``, as rank 0 prints them; nothing written."""
+    run_dir = tmp_path / "run"
+    with pytest.raises(ConfigError) as refused:
+        parse_config([*argv, *TINY, "--run-dir", str(run_dir)])
+    assert not run_dir.exists()
+    return str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["--env-id", "my_unit_envs:ConstantRewardUnit-v0", "--env-kwargs", "lenght:7"],
+            "unexpected keyword argument 'lenght'",
+        ),
+        (["--env-id", "not_my_unit_envs:ConstantRewardUnit-v0"], "cannot import module 'not_my_unit_envs'"),
+    ],
+)
+def test_bad_user_env_input_is_refused(tmp_path, monkeypatch, argv, expected):
+    folder = tmp_path / "user_code"
+    folder.mkdir()
+    (folder / "my_unit_envs.py").write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(folder))
+    message = refusal(tmp_path, *argv)
+    assert expected in message and "Traceback" not in message
+
+
+def test_missing_mujoco_extra_is_refused_with_the_install_command(tmp_path, monkeypatch):
+    """mujoco stays installed; None in sys.modules makes its import fail, standing in for its absence."""
+    monkeypatch.setitem(sys.modules, "mujoco", None)
+    message = refusal(tmp_path, "--env-id", "HalfCheetah-v5")
+    assert "needs the physics engine" in message and "make install EXTRAS=mujoco" in message
