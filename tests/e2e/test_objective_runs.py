@@ -1,10 +1,12 @@
-"""``--objective`` and env parameters under mpiexec (issue 38), on 2 and 4 ranks, in both modes: the
-objective, not the return, decides who copies whom; an env parameter is what the live envs run with after
-explore and exploit, and after a stop and a resume; two objectives copy only from the first front; a key
-the env never reports stops every rank at the first generation (exit 2), records kept; the example env's
-shaped bonus is driven up by selecting on the return, and kept down by selecting on the true objective.
-Driven by events (a gate's file), never by sleeps. tests/unit/runner/test_objective_runs.py proves the
-same rules in one process; here the ranks, the exchange and the coordinator are real."""
+"""``--objective`` and env parameters under mpiexec (issue 38), on 2 ranks, in both modes: the objective
+gathered from both ranks, not the return, decides who copies whom, and an env parameter is what the live
+envs run with after explore and exploit, and after a SIGUSR1 stop and a resume in a new job; a key the env
+never reports stops every rank at the first generation (exit 2), records kept; the example env's shaped
+bonus is driven up by selecting on the return, and kept down by selecting on the true objective. Driven by
+events (a gate's file), never by sleeps. The rules themselves (who copies whom, env parameters after
+explore, exploit and resume, two objectives copying only from the first front, the unreported key) are
+proven in one process, both modes, in tests/unit/runner/test_objective_runs.py; here the ranks, the
+exchange, the signals and the coordinator are real."""
 
 import json
 import os
@@ -14,7 +16,7 @@ import statistics
 import pytest
 
 from evo.rundir import checkpoint as ckpt
-from tests.e2e.runs import python, running, wait_for
+from tests.e2e.runs import running, wait_for
 from tests.gated_env import gate_flags, held
 from tests.support import TINY_DEFAULT, budget, mpiexec, read_lineage, read_population
 
@@ -32,35 +34,16 @@ def copies(lineage):
     return [line for line in lineage if "event" not in line and line["donor"] != line["recipient"]]
 
 
-def dominated(point, others) -> bool:
-    merit, cost = point
-    return any(m >= merit and c <= cost and (m > merit or c < cost) for m, c in others)
-
-
-@pytest.mark.parametrize("ranks, mode", [(2, []), (4, ["--asynchronous"])], ids=["2-synchronous", "4-asynchronous"])
-def test_the_objective_not_the_return_decides_who_copies_whom(tmp_path, ranks, mode):
-    run_dir = tmp_path / "run"
-    argv = ["--env-id", OBJECTIVES, *budget(4, 3, 128), "--objective", "info:merit", *mode]
-    result = mpiexec(ranks, ["pbt_rl_truct.py", *argv, *flags(tmp_path, run_dir)])
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows, moved = read_population(run_dir), copies(read_lineage(run_dir))
-    assert {row["rank"] for row in rows} == {str(r) for r in range(ranks)} and moved
-    for row in rows:
-        assert float(row["score"]) == pytest.approx(1 - float(row["env.weight"]))
-        assert float(row["info:merit"]) == float(row["score"])
-    for line in moved:  # each copied a member of higher objective and lower return
-        assert line["donor_objectives"]["info:merit"] > line["recipient_objectives"]["info:merit"]
-        assert 1 - line["donor_objectives"]["info:merit"] < line["old_hparams"]["env.weight"]
-
-
 @pytest.mark.parametrize("mode", [[], ["--asynchronous"]], ids=["synchronous", "asynchronous"])
-def test_env_parameters_reach_the_live_envs_and_survive_a_stop_and_a_resume(tmp_path, mode):
+def test_across_ranks_the_objective_decides_and_env_parameters_survive_a_stop_and_a_resume(tmp_path, mode):
     """Both ranks held inside generation 2 (interval 2) at an env step of their first member's, SIGUSR1 to
-    mpiexec: exit 75. Resumed, every row's objective (the weight the envs reported at its episodes' ends)
-    is the env.weight population.csv says the member trained with: after explores, exploits and the resume."""
+    mpiexec: exit 75. Resumed, every row's objective (``merit``, 1 − the weight the envs ran with at its
+    episodes' ends) is 1 − the env.weight population.csv says the member trained with: after explores,
+    exploits and the resume; and every copy, decided on the objectives gathered from both ranks, took a
+    member of higher objective and lower return."""
     run_dir, gate = tmp_path / "run", tmp_path / "gate"
     gate.mkdir()
-    argv = [*gate_flags(OBJECTIVES, 64 + 10, gate, [0, 1]), *budget(4, 3, 128), "--objective", "info:weight:min"]
+    argv = [*gate_flags(OBJECTIVES, 64 + 10, gate, [0, 1]), *budget(4, 3, 128), "--objective", "info:merit"]
     with running(2, ["pbt_rl_truct.py", *argv, *mode, *flags(tmp_path, run_dir)]) as job:
         wait_for(lambda: len(held(gate, [0, 1])) == 2, 240, "both ranks at their gate")
         os.kill(job.pid, signal.SIGUSR1)
@@ -74,39 +57,18 @@ def test_env_parameters_reach_the_live_envs_and_survive_a_stop_and_a_resume(tmp_
         saved = {m: ckpt.load_payload(checkpoint.member_path(m))["hparams"]["env.weight"] for m in range(4)}
     resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    rows = read_population(run_dir)
+    rows, moved = read_population(run_dir), copies(read_lineage(run_dir))
     keyed = {(r["member"], r["generation"]): r for r in rows}
     assert len(keyed) == len(rows) == 12 and all(keyed[(r["member"], r["generation"])] == r for r in before)
-    for row in rows:
-        assert float(row["info:weight"]) == pytest.approx(float(row["env.weight"])), row
-    assert copies(read_lineage(run_dir))
+    assert {row["rank"] for row in rows} == {"0", "1"} and moved
+    for row in rows:  # the score is the objective, the weight the live envs ran with
+        assert float(row["info:merit"]) == float(row["score"]) == pytest.approx(1 - float(row["env.weight"])), row
+    for line in moved:  # each copied a member of higher objective and lower return
+        assert line["donor_objectives"]["info:merit"] > line["recipient_objectives"]["info:merit"]
+        assert 1 - line["donor_objectives"]["info:merit"] < line["old_hparams"]["env.weight"]
     for member, weight in saved.items():  # generation 2 ran with the values the checkpoint of generation 1 held
         row = next(r for r in rows if r["member"] == str(member) and r["generation"] == "2")
         assert float(row["env.weight"]) == pytest.approx(weight)
-
-
-@pytest.mark.parametrize(
-    "ranks, script, mode",
-    [(4, "pbt_rl_wta.py", []), (2, "pbt_rl_truct.py", ["--asynchronous"])],
-    ids=["4-synchronous-wta", "2-asynchronous-truncation"],
-)
-def test_two_objectives_copy_only_from_the_first_front(tmp_path, ranks, script, mode):
-    run_dir = tmp_path / "run"
-    argv = ["--env-id", OBJECTIVES, *budget(4, 3, 128), "--objective", "info:merit,info:cost:min", *mode]
-    result = mpiexec(ranks, [script, *argv, *flags(tmp_path, run_dir)])
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "done: the first front has" in result.stdout + result.stderr
-    rows, moved = read_population(run_dir), copies(read_lineage(run_dir))
-    assert moved
-    for line in moved:
-        assert line["donor"] in line["front"]
-        if script == "pbt_rl_wta.py":
-            assert line["recipient"] not in line["front"]
-        if not mode:  # the generation's rows: the front the plan saw
-            generation = [r for r in rows if int(r["generation"]) == line["generation"]]
-            points = {int(r["member"]): (float(r["info:merit"]), float(r["info:cost"])) for r in generation}
-            assert line["front"] == sorted(m for m, p in points.items() if not dominated(p, points.values()))
-    assert (run_dir / "front.json").is_file()
 
 
 def test_a_key_the_env_never_reports_stops_every_rank_at_the_first_generation(tmp_path):
@@ -123,13 +85,18 @@ def test_a_key_the_env_never_reports_stops_every_rank_at_the_first_generation(tm
     assert ckpt.latest(run_dir)[0].generation == 0
 
 
-EXAMPLE = ["--env-id", "evo.examples.shaped:ShapedCorridor-v0", *budget(4, 6, 1024), "--seed", "1"]
+EXAMPLE = ["--env-id", "evo.examples.shaped:ShapedCorridor-v0", *budget(4, 2, 512), "--seed", "1"]
 
 
 def test_the_example_selecting_on_the_shaped_return_drives_the_bonus_up_and_the_task_down(tmp_path):
-    """The worked example at a small seeded budget (docs/results.md has a longer run): selecting on the
-    shaped return, the bonus weight rises and members stop reaching the goal; selecting on info:success
-    from the same start, the weight stays lower and they reach it."""
+    """The worked example at the smallest seeded budget that still shows it (docs/results.md has a longer
+    run): selecting on the shaped return, the bonus weight rises and members stop reaching the goal;
+    selecting on info:success from the same start, the weight stays lower and they reach it. Two
+    generations of two rollouts: one exploit and explore moves the weights, and fails (success 0.8 under both
+    objectives) when the bonus weight does not reach the live envs; three generations of two rollouts
+    passed with that break, and one rollout a generation failed unbroken."""
+    from evo.tools import evaluate
+
     finals = {}
     for objective in ("return", "info:success"):
         run_dir = tmp_path / objective.replace(":", "-")
@@ -138,11 +105,11 @@ def test_the_example_selecting_on_the_shaped_return_drives_the_bonus_up_and_the_
         assert result.returncode == 0, result.stderr[-3000:]
         rows = read_population(run_dir)
         first = statistics.mean(float(r["env.bonus_weight"]) for r in rows if r["generation"] == "1")
-        last = statistics.mean(float(r["env.bonus_weight"]) for r in rows if r["generation"] == "6")
-        fresh = python("-m", "evo.tools.evaluate", str(run_dir), "--episodes", "4", "--objective", "info:success",
-                       "--json", str(tmp_path / f"{objective}.json"))  # fmt: skip
-        assert fresh.returncode == 0, fresh.stderr
-        members = json.loads((tmp_path / f"{objective}.json").read_text())["members"]
+        last = statistics.mean(float(r["env.bonus_weight"]) for r in rows if r["generation"] == "2")
+        fresh = tmp_path / f"{objective}.json"
+        argv = [str(run_dir), "--episodes", "4", "--objective", "info:success", "--json", str(fresh)]
+        assert evaluate.main(argv) == 0
+        members = json.loads(fresh.read_text())["members"]
         success = statistics.mean(statistics.mean(m["objectives"]["info:success"]) for m in members)
         finals[objective] = (first, last, success)
     (start, shaped, shaped_success), (_, true, true_success) = finals["return"], finals["info:success"]

@@ -1,17 +1,16 @@
-"""evo-study under mpiexec: a tiny study of a user's own file end to end (two methods, two seeds, one
-generation) with its report's numbers recomputed from the runs' records, a study stopped and continued,
-the SLURM listing and one job of it, bad input refused before any run; and the built-in continuous
-study through experiments/compare.py, with rl_zoo3's own agent played on evo's 8 envs and episodes.
-The pure parts are tested in tests/unit/study/."""
+"""evo-study under mpiexec: one real tiny study of a user's own file end to end (two methods, two seeds,
+one generation) with its report's numbers recomputed from the runs' records; a study killed outright
+(SIGKILL) taking its mpiexec and rank with it; and the built-in continuous study through
+experiments/compare.py, every method of it in one study, with rl_zoo3's own agent played on evo's 8 envs
+and episodes. The study's orchestration (launches, a stop and a continuation, the SLURM listing and one job
+of it, bad input) is proven in process against a stub run command in tests/unit/study/test_running.py;
+the pure parts in tests/unit/study/."""
 
 import json
 import math
-import shlex
-import signal
 import statistics
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -27,7 +26,7 @@ out: out
 envs: [CartPole-v1]
 seeds: [0, 1]
 budget:
-  default: {{generations: {generations}, steps: 256, eval_episodes: 2}}
+  default: {{generations: 1, steps: 256, eval_episodes: 2}}
 flags: [--conf-file, {conf}]
 methods:
   pbt: {{}}
@@ -38,10 +37,10 @@ compare:
 """
 
 
-def study_file(tmp_path, generations: int = 1):
+def study_file(tmp_path):
     conf = write_hyperparams(tmp_path)
     path = tmp_path / "study.yml"
-    path.write_text(STUDY.format(generations=generations, conf=conf))
+    path.write_text(STUDY.format(conf=conf))
     return path
 
 
@@ -62,7 +61,11 @@ def selected_fresh(run_dir) -> tuple[int, float]:
     return member, statistics.mean(returns)
 
 
-def test_a_tiny_study_runs_reports_and_is_not_run_again(tmp_path):
+def test_a_tiny_study_runs_and_reports_from_its_runs_records(tmp_path):
+    """The one real study of a user's file under mpiexec (four runs, each re-evaluated on fresh episodes):
+    the report's numbers recomputed from the runs' own records. Its orchestration (a finished study not run
+    again, a stop and a continuation, one job of the SLURM listing, bad input) is proven against a stub run
+    command in tests/unit/study/test_running.py; a stopped run's mpiexec taking its rank with it, below."""
     path = study_file(tmp_path)
     result = evo_study(tmp_path, path)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -102,84 +105,6 @@ def test_a_tiny_study_runs_reports_and_is_not_run_again(tmp_path):
     for entry in launches:
         wall = float((tmp_path / entry["run_dir"] / "wall_s").read_text())
         assert wall == pytest.approx(entry["seconds"], abs=0.1)
-    # run again: nothing is redone, the report is rebuilt the same
-    again = evo_study(tmp_path, path)
-    assert again.returncode == 0 and "4 of 4 runs already finished; running the other 0" in again.stdout
-    assert json.loads((out / "results.json").read_text()) == records
-
-
-def test_bad_input_is_refused_before_any_run(tmp_path):
-    path = study_file(tmp_path)
-    result = evo_study(tmp_path, path, "--members", "3", "--methods", "pbt", "rando", "--envs", "CartPol-v1")
-    assert result.returncode == 2, result.stderr
-    assert "members 3: use a multiple of ranks (2)" in result.stderr and "did you mean random?" not in result.stderr
-    assert "--methods rando: not in the study (pbt, zoo-total)" in result.stderr
-    assert "--envs CartPol-v1: not in the study (CartPole-v1)" in result.stderr
-    path.write_text(path.read_text().replace("envs: [CartPole-v1]", "envs: [CartPol-v1]"))
-    result = evo_study(tmp_path, path)
-    assert result.returncode == 2 and "Did you mean 'CartPole-v1'" in result.stderr
-    # what evo would refuse in a run's flags is refused before the first run starts, every problem at once
-    path = study_file(tmp_path)
-    text = path.read_text().replace("zoo-total: {kind: single, total: true}", "zoo-total: {kind: single, "
-                                    "total: true, hyperparams: {learning_rate: -1, gamma: 1.5}}")  # fmt: skip
-    path.write_text(text)
-    result = evo_study(tmp_path, path)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "CartPole-v1 zoo-total: learning_rate" in result.stderr and "zoo-total: gamma" in result.stderr
-    assert not (tmp_path / "out").exists()
-
-
-def test_the_slurm_listing_one_job_of_it_and_the_report_after(tmp_path):
-    path = study_file(tmp_path)
-    listed = evo_study(tmp_path, path, "--list")
-    assert listed.returncode == 0, listed.stderr
-    lines = [line.split("\t") for line in listed.stdout.splitlines()]
-    assert [line[:2] for line in lines] == [["0", "2"], ["1", "1"], ["2", "2"], ["3", "1"]]
-    command = shlex.split(lines[3][2])
-    assert command[:2] == ["python", "pbt_rl_truct.py"] and command[command.index("--seed") + 1] == "1"
-    assert command[-1] == str(tmp_path / "out" / "runs" / "CartPole-v1" / "zoo-total-seed1")
-    one = evo_study(tmp_path, path, "--job", "3")  # as `--job $SLURM_ARRAY_TASK_ID`
-    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-2000:]
-    assert not (tmp_path / "out" / "results.md").exists()  # a job alone writes its run, not the report
-    assert (tmp_path / "out" / "runs" / "CartPole-v1" / "zoo-total-seed1" / "reevaluation.json").exists() is False
-    report = evo_study(tmp_path, path, "--report-only")  # after the array: what is finished
-    assert report.returncode == 0, report.stderr[-2000:]
-    records = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert [(r["method"], r["seed"]) for r in records] == [("zoo-total", 1)]
-    assert "no seed has both runs yet; nothing can be said" in (tmp_path / "out" / "results.md").read_text()
-    assert evo_study(tmp_path, path, "--job", "4").returncode == 2
-
-
-def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoints(tmp_path):
-    path = study_file(tmp_path, generations=6)
-    command = [sys.executable, "-m", "evo.study", str(path), "--methods", "pbt", "--seeds", "0"]
-    env = mpi_env() | {"PYTHONPATH": str(ROOT)}
-    study = subprocess.Popen(
-        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    run_dir = tmp_path / "out" / "runs" / "CartPole-v1" / "pbt-seed0"
-    deadline = time.monotonic() + 120
-    while not list((run_dir / "checkpoints").glob("gen_00000[1-9]/manifest.json")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    study.send_signal(signal.SIGTERM)
-    output, _ = study.communicate(timeout=60)
-    assert study.returncode == 130, output
-    assert "run the same command again to continue" in output
-    stopped = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
-    assert stopped.stdout == ""  # no rank of the run is left behind
-    generations_before = len(read_population(run_dir)) // 4
-    assert 1 <= generations_before < 6
-    partial = float((run_dir / "wall_s.partial").read_text())  # the time of the launch that was stopped
-    assert not (run_dir / "wall_s").exists() and partial > 0
-
-    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
-    log = (tmp_path / "out" / "logs" / "CartPole-v1-pbt-seed0.log").read_text()
-    assert "resumed from" in log
-    assert [int(r["generation"]) for r in read_population(run_dir)][::4] == [1, 2, 3, 4, 5, 6]
-    launches = [json.loads(line) for line in (tmp_path / "out" / "launches.jsonl").read_text().splitlines()]
-    assert [entry["status"] == 0 for entry in launches] == [False, True]
-    assert float((run_dir / "wall_s").read_text()) == pytest.approx(partial + launches[1]["seconds"], abs=0.2)
 
 
 STUDY_PROCESS = """\
@@ -200,32 +125,39 @@ def test_a_study_killed_outright_leaves_no_run_behind(tmp_path):
     a_kill_takes_the_rank_with_it([sys.executable, "-c", STUDY_PROCESS, str(tmp_path), mpiexec_path()], tmp_path)
 
 
-def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
-    """Every evo method of the built-in continuous study on Pendulum through experiments/compare.py, 1 seed,
-    1 generation: the table's numbers are those of the runs' own records, and one job run alone (as on a
-    cluster) is not run again."""
-    out = tmp_path / "study"
-    common = ["--study", "continuous", "--envs", "Pendulum-v1", "--seeds", "0", "--generations", "1"]
-    common += ["--steps", "4096", "--eval-episodes", "1", "--out", str(out)]  # whole rollouts of every method
-    common += ["--members", "2", "--methods", "pbt", "pb2", "random", "zoo", "zoo-total", "sb3-default"]
-    listed = subprocess.run(
-        [sys.executable, "experiments/compare.py", *common, "--list"], cwd=ROOT, capture_output=True, text=True
-    )
-    assert listed.returncode == 0, listed.stderr
-    lines = listed.stdout.splitlines()
-    assert [line.split("\t")[:2] for line in lines] == [["0", "2"], ["1", "2"], ["2", "2"]] + [
-        ["3", "1"], ["4", "1"], ["5", "1"]
+CONTINUOUS = ["pbt", "pb2", "random", "zoo", "zoo-total", "rl-zoo3", "sb3-default"]
+
+
+@pytest.fixture(scope="module")
+def continuous(tmp_path_factory):
+    """The built-in continuous study through experiments/compare.py, every method of it on Pendulum (evo's
+    and rl_zoo3's own train in the evo-less virtualenv), 1 seed, 1 generation of one rollout (4096 env
+    steps: a whole rollout of every method), 2 members; its folder."""
+    from tests.e2e.runs import zoo_venv_python
+
+    zoo_venv_python()  # where the study looks for it: .venv-zoo (built if missing)
+    out = tmp_path_factory.mktemp("continuous") / "study"
+    command = [
+        sys.executable, "experiments/compare.py", "--study", "continuous", "--envs", "Pendulum-v1", "--seeds", "0",
+        "--generations", "1", "--steps", "4096", "--eval-episodes", "1", "--members", "2", "--out", str(out),
+        "--methods", *CONTINUOUS,
     ]  # fmt: skip
-    command = [sys.executable, "experiments/compare.py", *common]
-    one = subprocess.run([*command, "--job", "3"], cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=300)
-    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-2000:]
-    assert not (out / "results.md").exists()  # a job alone writes its run, not the report
     study = subprocess.run(command, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=600)
     assert study.returncode == 0, study.stdout[-2000:] + study.stderr[-3000:]
-    assert "1 of 6 runs already finished" in study.stdout
+    return out
+
+
+def test_a_tiny_continuous_study_keeps_its_books(continuous):
+    """Every evo method of the built-in continuous study on Pendulum: the table's numbers are those of the
+    runs' own records. (One job run alone, as on a cluster, not run again: tests/unit/study/test_running.py;
+    the continuous study's listing: tests/unit/study/test_jobs.py.) The study takes about 35 s: seven runs,
+    each re-evaluated on 20 episodes."""
+    out = continuous
     records = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
-    assert set(records) == {"pbt", "pb2", "random", "zoo", "zoo-total", "sb3-default"}
+    assert set(records) == set(CONTINUOUS)
     for method, record in records.items():
+        if method == "rl-zoo3":  # not an evo run: the next test
+            continue
         rows = read_population(out / "runs" / "Pendulum-v1" / f"{method}-seed0")
         last = [float(row["score"]) for row in rows if row["generation"] == "1"]
         assert record["final_best"] == max(last) and len(last) == record["members"]
@@ -244,24 +176,16 @@ def test_a_tiny_continuous_study_keeps_its_books(tmp_path):
     assert "final best minus pbt's" in markdown and (out / "compare.png").stat().st_size > 20_000
 
 
-def test_the_continuous_study_plays_rl_zoo3s_own_agent_on_evos_envs_and_episodes(tmp_path):
-    """The continuous study at a tiny budget: evo's zoo agent re-evaluated on 20 fresh episodes over 8 envs
-    (evo-evaluate's seed for the study's seed), rl_zoo3's own train in the evo-less virtualenv played on
-    those same envs and episodes, both in the fresh table; and the same episodes proven: evo's zoo agent,
-    exported and played by scripts/zoo_play.py over 8 envs in that virtualenv, returns what evo's
-    re-evaluation measured, episode for episode."""
+def test_the_continuous_study_plays_rl_zoo3s_own_agent_on_evos_envs_and_episodes(continuous, tmp_path):
+    """The continuous study's zoo agent re-evaluated on 20 fresh episodes over 8 envs (evo-evaluate's seed
+    for the study's seed), rl_zoo3's own train in the evo-less virtualenv played on those same envs and
+    episodes, both in the fresh table; and the same episodes proven: evo's zoo agent, exported and played by
+    scripts/zoo_play.py over 8 envs in that virtualenv, returns what evo's re-evaluation measured, episode
+    for episode."""
     from evo.tools import export as export_tool
     from tests.e2e.runs import zoo_venv_python
 
-    zoo_python = zoo_venv_python()  # where the study looks for it: .venv-zoo
-    out = tmp_path / "continuous"
-    command = [
-        sys.executable, "experiments/compare.py", "--study", "continuous", "--envs", "Pendulum-v1",
-        "--methods", "zoo", "rl-zoo3", "--seeds", "0", "--generations", "1", "--steps", "4096",
-        "--eval-episodes", "2", "--out", str(out),
-    ]  # fmt: skip
-    result = subprocess.run(command, cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    out = continuous
     runs = out / "runs" / "Pendulum-v1"
     ours = json.loads((runs / "zoo-seed0" / "reevaluation.json").read_text())
     theirs = json.loads((runs / "rl-zoo3-seed0" / "fresh.json").read_text())
@@ -274,11 +198,12 @@ def test_the_continuous_study_plays_rl_zoo3s_own_agent_on_evos_envs_and_episodes
     assert records["rl-zoo3"]["fresh_selected"] == pytest.approx(sum(theirs["returns"]) / 20, rel=1e-12)
     rows = [line for line in (out / "results.md").read_text().splitlines() if line.startswith("| Pendulum-v1 |")]
     fresh = [line for line in rows if line.count("|") == 10]  # the fresh table's rows
-    assert [line.split(" | ")[1] for line in fresh] == ["zoo", "rl-zoo3"]
+    assert [line.split(" | ")[1] for line in fresh] == CONTINUOUS
     # the episodes are the same: evo's agent through stock SB3 on 8 envs of the same seed
     assert export_tool.main([str(runs / "zoo-seed0"), "--out", str(tmp_path / "export"), "--member", "0"]) == 0
     experiment = tmp_path / "export" / "ppo" / "Pendulum-v1_1"
     stats = experiment / "Pendulum-v1" / "vecnormalize.pkl"
+    zoo_python = zoo_venv_python()
     play = [str(zoo_python), str(ROOT / "scripts" / "zoo_play.py"), str(experiment / "Pendulum-v1.zip"), "ppo",
             "Pendulum-v1", str(evaluation_seed(0)), "20", str(stats) if stats.is_file() else "", "", "8"]  # fmt: skip
     played = subprocess.run(play, cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -1,11 +1,14 @@
 """Runs with ``--objective`` and env parameters, whole, in one process on MPI.COMM_SELF (tests/support.py's
 run_in_process), in both modes (issue 38): the objective, not the return, decides who copies whom; an env
 parameter is what the member's live envs run with after an explore and an exploit, and after a resume;
-a run with two objectives copies only from its first front; a key the env never reports stops the run at
-its first generation with its records kept. The env (tests/objective_env.py) pays ``weight`` per step and
-reports ``merit`` = 1 - ``weight``: its return and its objective disagree, whatever a member learns."""
+a run with two objectives copies only from its first front (front.json, and the run's last line naming it);
+a key the env never reports stops the run at its first generation with its records kept. The env
+(tests/objective_env.py) pays ``weight`` per step and reports ``merit`` = 1 - ``weight``: its return and its
+objective disagree, whatever a member learns. These are the rules' only tests; tests/e2e/test_objective_runs.py
+runs objectives across ranks (gathered from both, through a stop and a resume) and exit 2 on every rank."""
 
 import json
+import logging
 import math
 
 import pytest
@@ -115,9 +118,10 @@ def seen_by(line, rows, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("strategy, transport", [("wta", "collective"), ("truncation", "p2p")])
-def test_two_objectives_copy_only_from_the_first_front(tmp_path, mode, strategy, transport):
+def test_two_objectives_copy_only_from_the_first_front(tmp_path, caplog, mode, strategy, transport):
     objective = ["--objective", "info:merit,info:cost:min"]
-    run_dir, rows, lineage = run(tmp_path, "fronts", *objective, *mode, strategy=strategy, transport=transport)
+    with caplog.at_level(logging.INFO, logger="evo"):
+        run_dir, rows, lineage = run(tmp_path, "fronts", *objective, *mode, strategy=strategy, transport=transport)
     moved = copies(lineage)
     assert moved
     for line in moved:
@@ -130,6 +134,7 @@ def test_two_objectives_copy_only_from_the_first_front(tmp_path, mode, strategy,
         assert line["front"] == front and points[line["donor"]] == donor
     saved = json.loads((run_dir / "front.json").read_text())
     assert saved["objective"] == "info:merit,info:cost:min" and saved["front"]
+    assert f"done: the first front has {len(saved['front'])} member(s): member " in caplog.text  # the run's last line
     if not mode:
         final = [r for r in rows if r["generation"] == "3"]
         last = {int(r["member"]): (float(r["info:merit"]), float(r["info:cost"])) for r in final}
