@@ -125,8 +125,10 @@ compare-procgen: install
 compare-procgen-pilot: install
 	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/procgen-pilot.yml $(ARGS)
 
+# the tiers in two phases (scripts/test-tiers.sh: unit beside slurm and multinode, then mpi and e2e); with
+# PYTEST_ARGS, one plain pytest session with them
 test: install zoo-venv
-	$(MPI_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(MPI_ENV) bash scripts/test-tiers.sh $(BIN)/python $(PYTEST_ARGS)
 
 test-fast: install
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

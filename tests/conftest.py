@@ -15,9 +15,13 @@ from tests.support import write_hyperparams
 
 TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "mpi", "e2e", "slurm", "multinode")
-DURATIONS = TESTS.parent / "test-durations.txt"
-"""Where every session writes its slowest tests (git ignores it): `make test` leaves the full suite's."""
+DURATIONS = TESTS.parent / os.environ.get("EVO_TEST_DURATIONS", "test-durations.txt")
+"""Where every session writes its slowest tests (git ignores it; scripts/test-tiers.sh names one per session and
+gathers them into test-durations.txt)."""
 _durations: dict[str, float] = {}
+_documented: set[str] = set()
+"""The tests whose function has a docstring (a test over LONG_S seconds says there why it takes them)."""
+LONG_S = 20
 
 # Open MPI's libfabric BTL finds no fabric here and sleeps a second as it closes, in every
 # MPI_Init (README, MPI notes); the suite starts MPI a few hundred times. A user's own setting wins.
@@ -46,6 +50,8 @@ def pytest_collection_modifyitems(config, items):
         if tier not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: every test lives in a tier folder ({', '.join(TIERS)})")
         item.add_marker(tier)
+        if getattr(getattr(item, "function", None), "__doc__", None):
+            _documented.add(item.nodeid)
 
 
 def pytest_runtest_logreport(report):
@@ -77,6 +83,12 @@ def pytest_sessionfinish(session, exitstatus):
         *(f"{seconds:8.2f}s  {nodeid}" for nodeid, seconds in slowest),
         "# by file, the slowest 30:",
         *(f"{seconds:8.2f}s  {path}" for path, seconds in sorted(files.items(), key=lambda item: -item[1])[:30]),
+        f"# over {LONG_S} s without a docstring that says why (docs/testing.md, the budget):",
+        *(
+            f"{seconds:8.2f}s  {nodeid}"
+            for nodeid, seconds in slowest
+            if seconds > LONG_S and nodeid not in _documented
+        ),
     ]
     DURATIONS.write_text("\n".join(lines) + "\n")
 
