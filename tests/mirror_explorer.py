@@ -2,7 +2,10 @@
 (``EXPLORERS["mirror"] = Mirror``), to prove that an explorer needs nothing more: the config
 offers it, checks it by what it declares, and a run applies its changes.
 
-Run as a module, it is pbt_rl_truct.py with the explorer registered (its registry line below)::
+The tests register it in process: tests/unit/runner/test_registered_explorer.py (an asynchronous run
+applying its changes), tests/unit/config/test_capabilities.py and test_objective_config.py. No test runs
+this module as a script any more (since issue 58); run as a module, it is still pbt_rl_truct.py with the
+explorer registered (its registry line below), for a look by hand::
 
     mpiexec -n 2 python -m tests.mirror_explorer --explore mirror --asynchronous ...
 """

@@ -71,8 +71,9 @@ def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_re
     free trains more. A stop signal to rank 1 (rank 0 learns of it from the coordinator) stops both
     ranks with exit 75, every member's rows 1..k and its checkpoint at k; SIGKILL ends the job through
     MPI with the same on disk. --resume trains the rest, and every (member, interval) is recorded once.
-    (A stop signal to mpiexec, which forwards it to every rank: tests/e2e/test_resilience.py for a
-    synchronous run, tests/slurm/test_cluster.py's pre-empted asynchronous run.)"""
+    (A stop signal to mpiexec, which forwards it to every rank: tests/e2e/test_hung_env.py in both modes,
+    tests/e2e/test_stopping_runs.py and test_offpolicy_resume.py for synchronous runs,
+    tests/slurm/test_cluster.py's pre-empted asynchronous run.)"""
     run_dir, gate = tmp_path / "run", tmp_path / "gate"
     gate.mkdir()
     args = [

@@ -1,5 +1,6 @@
 """The PBT paper's toy on evo's own selection, explore and exchange code: the pure worker and
-the ablation switches of the plan (its real MPI runs of pbt_toy.py: tests/e2e/test_toy_runs.py)."""
+the ablation switches of the plan (the toy run whole in one process: tests/unit/test_toy_runs.py; pbt_toy.py
+under mpiexec on 4 ranks: tests/e2e/test_toy_runs.py)."""
 
 import numpy as np
 import pytest

@@ -2,7 +2,8 @@
 module that does not import (``--env-id module:Env``), a MuJoCo task where the mujoco extra is missing (with the
 install command); no traceback, nothing written. Moved down from the e2e tier, where each ran under
 ``mpiexec -n 2``: that a refusal at start-up is rank 0's, once, and exits 2 on every rank is the start-up's own,
-proven for every bad input by tests/e2e/test_resilience.py; a user's env trained on every rank with its kwargs:
+proven for every bad input by tests/unit/test_main.py (rank 0 and a simulated rank 1) and under a real mpiexec
+by tests/e2e/test_resilience.py; a user's env trained on every rank with its kwargs:
 tests/e2e/test_user_env.py."""
 
 import sys

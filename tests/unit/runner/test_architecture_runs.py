@@ -3,8 +3,9 @@
 architecture with its weights (under winner-takes-all's collective transport, point-to-point and
 asynchronous runs), the records and TensorBoard carrying it, checkpoints that resume and that evo-evaluate
 and evo-export load at each member's own size. Moved down from the e2e tier: what they check is the
-session's, the driver's, the records' and the tools'. Members of different sizes crossing ranks on each
-transport: tests/mpi/ranks/test_architectures.py."""
+session's, the driver's, the records' and the tools'. Members of different sizes crossing ranks:
+tests/mpi/ranks/test_architectures.py (asynchronous) and tests/mpi/ranks/test_stages.py (a stage's survivors,
+both synchronous transports)."""
 
 import json
 

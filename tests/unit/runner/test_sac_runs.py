@@ -216,8 +216,9 @@ def test_replayed_schedule_of_a_sac_run_trains_one_sac_agent(truct_run, tmp_path
 )
 def test_bad_algo_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
     """The entry point's start-up (evo.main.startup, as every rank runs it) on one rank: the refusal said
-    once, exit status 2, nothing written. That every rank of an mpiexec job exits 2 on refused input and
-    only rank 0 says why: tests/e2e/test_resilience.py::test_every_bad_input_exits_2_once_and_touches_nothing."""
+    once, exit status 2, nothing written. That every rank exits 2 on refused input and only rank 0 says why:
+    tests/unit/test_main.py::test_every_bad_input_exits_2_once_and_touches_nothing (simulated ranks) and, under
+    a real mpiexec, tests/e2e/test_resilience.py::test_bad_input_exits_2_on_every_rank_once_and_touches_nothing."""
     from evo.main import startup
 
     before = tree_digest(tmp_path)

@@ -1,7 +1,8 @@
 """Observation/reward normalisation as member state (real SB3, real envs, no mpiexec): zoo's
 VecNormalize wraps the training envs, its statistics move with the weights through the real
 loop bit for bit (one more array of the exploit state), survive a checkpoint, and evaluation
-sees them frozen. The runs under mpiexec are in tests/e2e/test_normalize_runs.py."""
+sees them frozen. A whole normalised run, its exploits, checkpoints and resume, in one process:
+tests/unit/runner/test_normalize_runs.py; the statistics crossing ranks: tests/mpi/ranks/test_normalize.py."""
 
 from dataclasses import replace
 

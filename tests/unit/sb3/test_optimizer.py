@@ -1,7 +1,7 @@
 """EagerAdam and EagerRMSprop (evo/sb3/optimizer.py): torch's Adam and RMSprop bit for bit, with or
 without torch._dynamo imported; evo's policies use them in place of SB3's default Adam (PPO's, and all
-three of SAC's optimizers) and A2C's RMSprop. That a whole evo run never imports torch._dynamo:
-tests/e2e/test_optimizer_runs.py."""
+three of SAC's optimizers) and A2C's RMSprop. That a whole evo run and its resume never import torch._dynamo
+on any rank: tests/e2e/test_resilience.py::test_an_evo_run_and_its_resume_never_import_dynamo."""
 
 import copy
 import importlib
