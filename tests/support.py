@@ -4,6 +4,7 @@ capturing what SB3 logs, skipping where the MuJoCo or Atari extra is absent."""
 
 import contextlib
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -180,3 +181,13 @@ def unprivileged():
         yield
     finally:
         os.seteuid(0)
+
+
+def tree_digest(path) -> str:
+    """The names and contents of every file below ``path``, hashed (to show that nothing was written)."""
+    digest = hashlib.sha256()
+    for item in sorted(Path(path).rglob("*")):
+        digest.update(str(item.relative_to(path)).encode())
+        if item.is_file():
+            digest.update(item.read_bytes())
+    return digest.hexdigest()

@@ -4,7 +4,6 @@ python -m entry points, the line of a member's weights back through its exploits
 digest (to show nothing was written), the kept best checked against the records, and the
 evo-less virtualenv (.venv-zoo)."""
 
-import hashlib
 import subprocess
 import sys
 import time
@@ -129,16 +128,6 @@ def line_of(history, member) -> dict[int, int]:
         if generation > 1 and history.row(generation - 1, followed).donor is not None:
             followed = history.row(generation - 1, followed).donor
     return owners
-
-
-def tree_digest(path) -> str:
-    """The names and contents of every file below ``path``, hashed."""
-    digest = hashlib.sha256()
-    for item in sorted(Path(path).rglob("*")):
-        digest.update(str(item.relative_to(path)).encode())
-        if item.is_file():
-            digest.update(item.read_bytes())
-    return digest.hexdigest()
 
 
 def best_of_records(run_dir) -> dict:

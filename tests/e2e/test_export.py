@@ -26,8 +26,8 @@ import yaml
 
 from evo.tools import evaluate as evaluate_tool
 from evo.tools import export as export_tool
-from tests.e2e.runs import enjoy, tree_digest, zoo_venv_python
-from tests.support import ROOT, need_mujoco, run_in_process
+from tests.e2e.runs import enjoy, zoo_venv_python
+from tests.support import ROOT, need_mujoco, run_in_process, tree_digest
 
 SCRIPTS = ROOT / "scripts"
 SEED, EPISODES = 11, 2

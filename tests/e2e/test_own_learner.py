@@ -13,8 +13,15 @@ import os
 import pytest
 import yaml
 
-from tests.e2e.runs import tree_digest
-from tests.support import ROOT, generations_recorded, mpiexec, read_lineage, read_population, run_in_process
+from tests.support import (
+    ROOT,
+    generations_recorded,
+    mpiexec,
+    read_lineage,
+    read_population,
+    run_in_process,
+    tree_digest,
+)
 
 TRPO = "trpo_learner:TRPOLearner"
 ON_PATH = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "docs" / "examples"), os.environ.get("PYTHONPATH")]))}

@@ -27,7 +27,6 @@ from tests.e2e.runs import (
     common,
     running,
     scalar_tags,
-    tree_digest,
     wait_for,
 )
 from tests.gated_env import gate_flags, held
@@ -40,6 +39,7 @@ from tests.support import (
     mpiexec,
     read_population,
     run_in_process,
+    tree_digest,
     write_hyperparams,
 )
 

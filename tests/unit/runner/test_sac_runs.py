@@ -18,10 +18,10 @@ from evo.learners import learner_spec
 from evo.rundir import checkpoint as ckpt
 from evo.rundir.history import ancestry, load_run
 from tests import offpolicy_runs as offpolicy
-from tests.e2e.runs import line_of, tree_digest, tunable
+from tests.e2e.runs import line_of, tunable
 from tests.in_process import logged, plots
 from tests.offpolicy_runs import BATCH_SIZES, MEMBERS
-from tests.support import generations_recorded, read_lineage, read_population
+from tests.support import generations_recorded, read_lineage, read_population, tree_digest
 
 SAC_SIX = ["learning_rate", "gamma", "tau", "batch_size", "train_freq", "target_entropy"]
 """What the built-in Pendulum-v1 search space of SAC explores, in SAC's declaration order."""

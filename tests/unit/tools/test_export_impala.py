@@ -5,24 +5,11 @@ loads, played where evo is not installed: tests/e2e/test_export.py."""
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 from evo.tools import export as export_tool
-from tests.support import run_in_process
+from tests.support import run_in_process, tree_digest
 
 TINY_BIGFISH = ["--env-id", "bigfish", "--hyperparams", "n_envs:2", "n_steps:32", "n_minibatches:2", "n_epochs:1"]
 TINY_BIGFISH += ["--num-agents", "1", "--total-generations", "1", "--agent-training-steps", "64", "--strategy", "none"]
-
-
-def tree_digest(path: Path) -> str:
-    """The names and contents of every file below ``path``, hashed."""
-    digest = hashlib.sha256()
-    for item in sorted(path.rglob("*")):
-        digest.update(str(item.relative_to(path)).encode())
-        if item.is_file():
-            digest.update(item.read_bytes())
-    return digest.hexdigest()
 
 
 def test_export_refuses_an_impala_member_naming_evo_evaluate(tmp_path, capsys):

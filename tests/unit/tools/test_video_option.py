@@ -6,7 +6,6 @@ renderers themselves: tests/unit/tools/test_video.py."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -15,24 +14,13 @@ import pytest
 
 from evo.tools import evaluate as evaluate_tool
 from evo.tools import export as export_tool
-from tests.support import run_in_process
+from tests.support import run_in_process, tree_digest
 
 pytest.importorskip("imageio", reason="the video extra is missing: make install EXTRAS=video")
 pytest.importorskip("av", reason="the video extra is missing: make install EXTRAS=video")
 pytest.importorskip("pygame", reason="the video extra is missing: make install EXTRAS=video")
 
 import imageio.v3 as iio  # noqa: E402
-
-
-def tree_digest(path: Path) -> str:
-    """The names and contents of every file below ``path``, hashed."""
-    digest = hashlib.sha256()
-    for item in sorted(path.rglob("*")):
-        digest.update(str(item.relative_to(path)).encode())
-        if item.is_file():
-            digest.update(item.read_bytes())
-    return digest.hexdigest()
-
 
 PENDULUM = ["--env-id", "Pendulum-v1", "--agent-training-steps", "128"]
 PENDULUM += ["--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1", "normalize:true"]
