@@ -355,6 +355,17 @@ def _check_choices(setting, values: list, where: str, problems: list[str]) -> li
     return checked
 
 
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """What is wrong with a YAML file, and where (line and column), without the file's own text: PyYAML's
+    message quotes the lines around the fault, and a file given by mistake may hold what no message should
+    echo (a password file, say)."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        context = f"{error.context}: " if error.context else ""
+        return f"{context}{error.problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return type(error).__name__
+
+
 def load_hyperparams_file(path: Path, problems: list[str], flag: str = "--conf-file") -> dict[str, Any]:
     """Read a hyperparameter YAML file (safe_load), reporting unreadable or invalid files under ``flag``."""
     try:
@@ -368,7 +379,7 @@ def load_hyperparams_file(path: Path, problems: list[str], flag: str = "--conf-f
         problems.append(f"{flag} {path}: {error}; PyYAML would keep the last one without a word: keep one")
         return {}
     except yaml.YAMLError as error:
-        problems.append(f"{flag} {path}: invalid YAML: {error}".replace("\n", " "))
+        problems.append(f"{flag} {path}: invalid YAML: {yaml_problem(error)}")
         return {}
     if data is None:
         return {}
@@ -419,12 +430,24 @@ def _file_layers(
         )
     family = "procgen" if game else "atari" if is_atari(env_key) else None
     if data and not ({"default", family, env_key} & set(data)):
-        problems.append(
-            f"{flag} {path}: no block applies to {env_id!r}; "
-            f"its blocks are {', '.join(map(str, data))} "
-            f"(use 'default'{f', {family!r}' if family else ''} or {env_key!r})"
-        )
+        use = f"'default'{f', {family!r}' if family else ''} or {env_key!r}"
+        problems.append(f"{flag} {path}: no block applies to {env_id!r}; {_blocks_named(data)} (use {use})")
     return _layers(data, env_key, game, str(path), problems, spec, param_set)
+
+
+_BLOCK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}")
+"""How a block's name (an env id, 'default', a family) looks: a key that does not is not named in a message."""
+
+
+def _blocks_named(data: Mapping[Any, Any], most: int = 8) -> str:
+    """The names of a file's settings blocks (keys that look like env ids and hold a mapping), the first
+    ``most`` of them; a file with none (one that is not a settings file: its lines are keys of no value) is
+    said to have none, and nothing of it is quoted."""
+    names = [key for key, block in data.items() if isinstance(block, Mapping) and _BLOCK_NAME.fullmatch(str(key))]
+    if not names:
+        return f"it holds no settings block ({len(data)} top-level entries, none a mapping named like an env id)"
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return f"its blocks are {', '.join(map(str, names[:most]))}{more}"
 
 
 def _merge(

@@ -241,7 +241,9 @@ def load_study(path: Path | str, out: Path | None = None) -> Study:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise StudyError([f"not YAML: {error}"], str(path)) from error
+        from evo.config.hyperparams import yaml_problem  # the error's path only: the spec stays light
+
+        raise StudyError([f"not YAML: {yaml_problem(error)}"], str(path)) from error
     if not isinstance(data, dict):
         raise StudyError(["a study file is a mapping (study:, envs:, methods:, ...); see evo-study --help"], str(path))
     return parse_study(data, path.stem, source=path, out=out)

@@ -176,6 +176,28 @@ def test_yaml_that_does_not_apply_is_refused(tmp_path):
     assert "no block applies to 'CartPole-v1'" in problems(["--hyperparams", str(path)], tmp_path)[0]
 
 
+def test_a_file_that_is_not_a_settings_file_is_refused_without_quoting_its_lines(tmp_path):
+    """Issue 54 N12: --conf-file given a file of other lines (/etc/shadow's shape: each line a YAML key of no
+    value) is refused naming the file and the fix, and quotes none of its lines; a real settings file of other
+    envs' blocks still has its block names listed."""
+    secret = "root:$y$j9T$hashhashhash:20228:0:99999:7:::"
+    shadow = tmp_path / "shadow"
+    shadow.write_text(f"{secret}\ndaemon:*:20228:0:99999:7:::\n")
+    (problem,) = problems(["--conf-file", str(shadow)], tmp_path)
+    assert problem.startswith(f"--conf-file {shadow}: no block applies to 'CartPole-v1'")
+    assert "hashhash" not in problem and "20228" not in problem and "daemon" not in problem
+    assert "no settings block" in problem and "'default'" in problem
+    broken = tmp_path / "group"
+    broken.write_text("users:x:100:\nsecret:x:101:alice\nnot yaml at all\n\tHOME = .\n")
+    (problem,) = problems(["--conf-file", str(broken)], tmp_path)
+    assert problem.startswith(f"--conf-file {broken}: invalid YAML: ") and "at line 3, column 1" in problem
+    assert "alice" not in problem and "HOME" not in problem and "users" not in problem
+    many = tmp_path / "many.yml"
+    many.write_text("".join(f"Env{i}-v0:\n  n_steps: 64\n" for i in range(12)))
+    (problem,) = problems(["--conf-file", str(many)], tmp_path)
+    assert "its blocks are Env0-v0, Env1-v0" in problem and "Env7-v0 and 4 more" in problem
+
+
 def test_existing_run_dir_is_refused(tmp_path):
     (tmp_path / "run").mkdir()
     (problem,) = problems([], tmp_path)
