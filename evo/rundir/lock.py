@@ -38,6 +38,10 @@ STALE_S = 180.0
 """Another host's lock whose heartbeat is older than this is a dead job's: 6 missed heartbeats."""
 LINGER_S = 30.0
 """How long a holder whose job has ended (its launcher gone) may take to exit before it counts as alive."""
+WRITE_S = 10.0
+"""A lock file that names no holder (empty, or not the holder's JSON) and has not changed for this long is no
+live run's: a taker writes its JSON at once after creating the file, so only a write that failed (a full
+disk, a killed process) leaves one. Younger, it may be a taker's that is being written."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class Holder:
         return cls(socket.gethostname(), pid, process_start(pid), time.strftime("%Y-%m-%d %H:%M:%S"), os.getppid())
 
     def describe(self) -> str:
+        if self.pid < 0:  # read_holder's placeholder for a file that names no holder
+            return "no process (the file names none)"
         return f"process {self.pid} on {self.host} (since {self.since})"
 
 
@@ -154,6 +160,12 @@ class RunLock:
             if found is None:  # gone between our try and our read: its holder released it
                 continue
             reason = stale(found, path)
+            if reason is None and found.pid < 0:
+                raise RunDirLocked(
+                    f"--run-dir {run_dir}: its lock {path} names no holder yet: another run is taking it at this "
+                    f"moment, or a lock write failed a moment ago. Try again in {WRITE_S:.0f} s: a lock file that "
+                    "names no holder for that long is taken over."
+                )
             if reason is None:
                 raise RunDirLocked(
                     f"--run-dir {run_dir} is in use by the run of {found.describe()}: a second run or "
@@ -200,10 +212,14 @@ def _create(path: Path, holder: Holder) -> bool:
         descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(json.dumps(asdict(holder)) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(json.dumps(asdict(holder)) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:  # a full disk, say: no empty lock file is left to block the next taker
+        path.unlink(missing_ok=True)
+        raise
     return True
 
 
@@ -228,8 +244,16 @@ def orphaned(holder: Holder) -> bool:
 def stale(holder: Holder, path: Path, now: float | None = None, linger_s: float = LINGER_S) -> str | None:
     """Why ``holder``'s lock (the file ``path``) is a dead process's, or None if it may be alive. A holder of
     this host whose job has ended (its launcher gone) is given ``linger_s`` seconds to exit."""
-    if holder.pid < 0:  # being written
-        return None
+    if holder.pid < 0:  # being written, or a write that failed: decided by the file's age
+        try:
+            age = (time.time() if now is None else now) - path.stat().st_mtime
+        except FileNotFoundError:
+            return "it was removed"
+        return (
+            f"it names no holder and has not changed for {age:.0f} s (a lock write that failed)"
+            if age > WRITE_S
+            else None
+        )
     if holder.host == socket.gethostname():
         if alive(holder) and orphaned(holder):
             deadline = time.monotonic() + linger_s

@@ -13,7 +13,17 @@ from dataclasses import asdict
 
 import pytest
 
-from evo.rundir.lock import LOCK, STALE_S, Holder, RunDirLocked, RunLock, process_start, read_holder
+from evo.rundir.lock import (
+    LOCK,
+    STALE_S,
+    WRITE_S,
+    Holder,
+    RunDirError,
+    RunDirLocked,
+    RunLock,
+    process_start,
+    read_holder,
+)
 
 
 def test_a_new_runs_lock_creates_its_directory_and_a_second_taker_is_refused_with_the_holder(tmp_path):
@@ -86,10 +96,41 @@ def test_the_heartbeat_touches_the_lock_while_it_is_held(tmp_path):
     lock.release()
 
 
-def test_a_half_written_lock_names_a_live_holder(tmp_path):
-    (tmp_path / LOCK).write_text("")
-    with pytest.raises(RunDirLocked, match="in use"):
+def test_a_lock_that_names_no_holder_is_refused_while_fresh_and_taken_over_once_it_is_old(tmp_path, caplog):
+    """Issue 54 N1: an empty (or unreadable) lock.json, as a lock write that failed on a full disk leaves it,
+    blocked --resume for ever and advised `kill -USR1 -1` (every process of the user). While it is younger than
+    WRITE_S it may be a taker's being written: refused, saying to try again, advising no signal; older, no live
+    run can have left it: taken over with a warning that says why."""
+    path = tmp_path / LOCK
+    path.write_text("")
+    with pytest.raises(RunDirLocked, match="names no holder yet") as refused:
         RunLock.acquire(tmp_path, create=False)
+    assert "kill" not in str(refused.value) and f"{WRITE_S:.0f} s" in str(refused.value)
+    assert path.read_text() == ""  # untouched
+    stamp = time.time() - WRITE_S - 5
+    os.utime(path, (stamp, stamp))
+    with caplog.at_level(logging.WARNING, logger="evo.rundir.lock"):
+        lock = RunLock.acquire(tmp_path, create=False)
+    assert "taking over the lock of no process (the file names none): it names no holder" in caplog.text
+    assert read_holder(path).pid == os.getpid()
+    lock.release()
+    path.write_text('{"host": "half a li')  # unreadable JSON: the same
+    os.utime(path, (stamp, stamp))
+    RunLock.acquire(tmp_path, create=False).release()
+
+
+def test_a_lock_write_that_fails_leaves_no_file(tmp_path, monkeypatch):
+    """A full disk while the lock is written: the error is a refusal naming the lock, and no empty lock.json is
+    left behind to block the next run."""
+    import errno
+
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(RunDirError, match=r"cannot write its lock .*\(No space left on device\)"):
+        RunLock.acquire(tmp_path, create=False)
+    assert not (tmp_path / LOCK).exists()
 
 
 def test_a_released_lock_of_another_holder_is_not_removed(tmp_path):
