@@ -191,3 +191,21 @@ def tree_digest(path) -> str:
         if item.is_file():
             digest.update(item.read_bytes())
     return digest.hexdigest()
+
+
+def recorded_intervals(run_dir) -> dict[tuple[int, int], dict]:
+    """An asynchronous run's population.csv as {(member, interval): row}, failing on a (member, interval)
+    recorded twice."""
+    found = {}
+    for row in read_population(run_dir):
+        key = (int(row["member"]), int(row["generation"]))
+        assert key not in found, f"member {key[0]} interval {key[1]} recorded twice"
+        found[key] = row
+    return found
+
+
+def assert_each_member_has(rows, intervals: dict[int, int], steps: int) -> None:
+    """Member m's rows are its intervals 1..intervals[m], each once, its env steps its own (``steps`` an
+    interval)."""
+    assert sorted(rows) == sorted((m, i) for m, n in intervals.items() for i in range(1, n + 1))
+    assert all(int(row["env_steps"]) == steps * interval for (_, interval), row in rows.items())

@@ -16,25 +16,18 @@ from evo.rundir.checkpoint import load_payload
 from evo.rundir.ready import best_dir, latest_ready, member_dir, read_best
 from tests.e2e.runs import common, running, wait_for
 from tests.gated_env import gate_flags, held
-from tests.support import TINY_DEFAULT, budget, mpiexec, read_lineage, read_population, write_hyperparams
+from tests.support import (
+    TINY_DEFAULT,
+    assert_each_member_has,
+    budget,
+    mpiexec,
+    read_lineage,
+    read_population,
+    recorded_intervals,
+    write_hyperparams,
+)
 
 STEPS = 128  # per interval: 2 envs x 64 steps, a rollout; each env's interval k is its steps 64(k-1)+1 .. 64k
-
-
-def recorded(run_dir) -> dict[tuple[int, int], dict]:
-    """{(member, interval): row}, failing on a (member, interval) recorded twice."""
-    found = {}
-    for row in read_population(run_dir):
-        key = (int(row["member"]), int(row["generation"]))
-        assert key not in found, f"member {key[0]} interval {key[1]} recorded twice"
-        found[key] = row
-    return found
-
-
-def assert_each_member_has(rows, intervals: dict[int, int]) -> None:
-    """Member m's rows are its intervals 1..intervals[m], each once, its env steps its own."""
-    assert sorted(rows) == sorted((m, i) for m, n in intervals.items() for i in range(1, n + 1))
-    assert all(int(row["env_steps"]) == STEPS * interval for (_, interval), row in rows.items())
 
 
 def _run_id(run_dir) -> str:
@@ -48,7 +41,7 @@ def assert_best_kept(run_dir) -> dict:
     file (the only one left) holds that member as scored: the weights of its checkpoint at that
     interval (those that earned the score, ``ready_state``, if it copied a donor there)."""
     entry = read_best(run_dir, _run_id(run_dir))
-    rows = recorded(run_dir)
+    rows = recorded_intervals(run_dir)
     top = max(float(row["score"]) for row in rows.values() if row["score"] != "nan")
     member, interval = entry["member"], entry["generation"]
     assert entry["score"] == top == float(rows[(member, interval)]["score"])
@@ -95,10 +88,10 @@ def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_re
     else:
         assert job.returncode == 75, stderr[-3000:]
         assert f"stopped by {signum.name}" in stdout + stderr and "Traceback" not in stderr
-    rows = recorded(run_dir)
+    rows = recorded_intervals(run_dir)
     done = {m: max(i for member, i in rows if member == m) for m in range(4)}
     assert sorted(done.values()) == [1, 3, 3, 3]
-    assert_each_member_has(rows, done)
+    assert_each_member_has(rows, done, STEPS)
     by_rank = [sum(1 for row in rows.values() if row["rank"] == str(r)) for r in (0, 1)]
     # rank 1: its own two members' first intervals, or (if rank 0 took one first) one of them
     assert by_rank in ([8, 2], [9, 1])
@@ -112,8 +105,8 @@ def test_a_stop_leaves_each_members_last_ready_point_and_a_resume_records_the_re
     resumed = mpiexec(2, ["pbt_rl_truct.py", "--run-dir", str(run_dir), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
-    rows = recorded(run_dir)
-    assert_each_member_has(rows, {m: 3 for m in range(4)})
+    rows = recorded_intervals(run_dir)
+    assert_each_member_has(rows, {m: 3 for m in range(4)}, STEPS)
     ready_points = [(e["recipient"], e["generation"]) for e in read_lineage(run_dir) if "recipient" in e]
     assert len(ready_points) == len(set(ready_points))  # no exploit recorded twice
     after = assert_best_kept(run_dir)  # the resumed run went on from the best before it

@@ -14,7 +14,15 @@ from evo.core.schedule import load_schedule
 from evo.rundir.ready import latest_ready
 from tests.e2e.runs import tunable
 from tests.in_process import logged, plots, scalar_tags
-from tests.support import PPO_SIX, TINY_DEFAULT, budget, read_lineage, read_population, write_hyperparams
+from tests.support import (
+    PPO_SIX,
+    TINY_DEFAULT,
+    assert_each_member_has,
+    budget,
+    read_lineage,
+    recorded_intervals,
+    write_hyperparams,
+)
 
 STEPS = 256  # per interval: 2 envs x 64 steps x 2 rollouts
 SCRIPTS = {"pbt_rl_truct.py": ("truncation", "p2p"), "pbt_rl_wta.py": ("wta", "collective")}
@@ -23,22 +31,6 @@ SCRIPTS = {"pbt_rl_truct.py": ("truncation", "p2p"), "pbt_rl_wta.py": ("wta", "c
 def flags(tmp_path, run_dir) -> list[str]:
     tiny = write_hyperparams(tmp_path, TINY_DEFAULT)
     return ["--hyperparams", str(tiny), "--run-dir", str(run_dir), "--seed", "5"]
-
-
-def recorded(run_dir) -> dict[tuple[int, int], dict]:
-    """{(member, interval): row}, failing on a (member, interval) recorded twice."""
-    found = {}
-    for row in read_population(run_dir):
-        key = (int(row["member"]), int(row["generation"]))
-        assert key not in found, f"member {key[0]} interval {key[1]} recorded twice"
-        found[key] = row
-    return found
-
-
-def assert_each_member_has(rows, intervals: dict[int, int]) -> None:
-    """Member m's rows are its intervals 1..intervals[m], each once, its env steps its own."""
-    assert sorted(rows) == sorted((m, i) for m, n in intervals.items() for i in range(1, n + 1))
-    assert all(int(row["env_steps"]) == STEPS * interval for (_, interval), row in rows.items())
 
 
 def run_id(run_dir) -> str:
@@ -56,8 +48,8 @@ def test_an_asynchronous_run_records_every_member_interval_once_and_copies_named
     status, log = logged([*argv, *tensorboard, *flags(tmp_path, run_dir)], *SCRIPTS[script])
     assert status == 0, log[-3000:]
     assert "asynchronous" in log and "done: best member" in log
-    rows = recorded(run_dir)
-    assert_each_member_has(rows, {m: 3 for m in range(4)})
+    rows = recorded_intervals(run_dir)
+    assert_each_member_has(rows, {m: 3 for m in range(4)}, STEPS)
     for member in range(4):  # a member's ready points in order in time
         walls = [float(rows[(member, i)]["wall_s"]) for i in (1, 2, 3)]
         assert walls == sorted(walls)
@@ -79,7 +71,7 @@ def test_an_asynchronous_run_records_every_member_interval_once_and_copies_named
         assert all("pb2" in change for copy in copies for change in copy["changes"])
         status, log = logged(["--run-dir", str(run_dir), "--resume", "--total-generations", "4"], *SCRIPTS[script])
         assert status == 0, log[-3000:]
-        assert_each_member_has(recorded(run_dir), {m: 4 for m in range(4)})
+        assert_each_member_has(recorded_intervals(run_dir), {m: 4 for m in range(4)}, STEPS)
         again, _ = latest_ready(run_dir, run_id(run_dir), 4)
         assert len(again.explorer["state"]["observations"]) == 12  # the history went on, baselines too
     elif script == "pbt_rl_truct.py":  # TensorBoard per member, plots and replay read an asynchronous run
@@ -108,8 +100,8 @@ def test_a_member_whose_env_raises_is_restarted_and_trains_its_interval_once_mor
     (restart,) = [e for e in read_lineage(run_dir) if e.get("event") == "restart"]
     failed = restart["member"]
     assert f"member {failed} failed in interval 1" in log and "Traceback" in log
-    rows = recorded(run_dir)
-    assert_each_member_has(rows, {m: 2 for m in range(4)})
+    rows = recorded_intervals(run_dir)
+    assert_each_member_has(rows, {m: 2 for m in range(4)}, STEPS)
     assert (restart["generation"], restart["failures"]) == (1, 1)
     assert restart["error"] == "RuntimeError: injected fault on rank 0"
     if restart["donor"] is not None:  # a member had reached its ready point: its snapshot was copied
