@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evo.config import Config, ConfigError, parse_config
+from evo.config.memory import RankHost, this_rank
 from evo.core.devices import device_problem, visible_gpus
 from evo.core.objective import ObjectiveNotReported
 from evo.logs import install_logging
@@ -38,18 +39,22 @@ EXIT_BAD_INPUT = 2
 def startup(
     comm, argv: Sequence[str] | None, strategy: str, transport: str, prog: str
 ) -> tuple[Config, Driver, Any, RunLock | None]:
-    """Rank 0 parses and validates; every rank checks what only it can see (its GPUs for ``--device``);
+    """Rank 0 parses and validates (with where every rank runs, gathered first: the members of a host's ranks
+    must fit in its memory); every rank checks what only it can see (its GPUs for ``--device``);
     then rank 0 takes the run directory's lock (creating the directory of a new run) and, for --resume,
     finds the checkpoint. Every rank gets the config, its driver and the checkpoint (rank 0 the lock too,
     held for the run; None elsewhere), or exits with status 2 if the input was refused (nothing written:
     a lock taken for it is released)."""
     rank = comm.Get_rank()
+    ranks = rank_hosts(comm)
     parsed: tuple[str, object] = ("error", EXIT_BAD_INPUT)
     if rank == 0:
         try:
             parsed = (
                 "ok",
-                parse_config(argv, strategy=strategy, transport=transport, world_size=comm.Get_size(), prog=prog),
+                parse_config(
+                    argv, strategy=strategy, transport=transport, world_size=comm.Get_size(), prog=prog, ranks=ranks
+                ),
             )
         except ConfigError as error:
             refuse(prog, error)
@@ -86,6 +91,12 @@ def accepted(outcome: tuple[str, object]) -> Any:
         sys.stdout.flush()
         raise SystemExit(outcome[1] if outcome[1] is not None else EXIT_BAD_INPUT)
     return outcome[1]
+
+
+def rank_hosts(comm) -> list[RankHost] | None:
+    """Where every rank runs, its host and that host's available memory, on rank 0 (None elsewhere): the
+    memory check sums the members of all the ranks on a host."""
+    return exchange.gather_to_root(comm, [this_rank()])
 
 
 def rank_problems(config: Config) -> list[str]:

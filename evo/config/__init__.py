@@ -11,8 +11,8 @@ every problem found, each with the bad value and how to fix it.
 - ``hyperparams.py``: the YAML layers and ``--hyperparams key:value`` overrides.
 - ``checks.py``: checks across options; ``agent.py``: the learner's settings for the env
   (AgentSettings, from the learner's declaration in evo/learners; every value within its declared
-  domain); ``memory.py``: whether a rank's members fit in memory; ``resume.py``: the run's saved
-  config and what a resume may change.
+  domain); ``memory.py``: whether the members of a host's ranks fit in its memory; ``resume.py``: the
+  run's saved config and what a resume may change.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import datetime as _dt
 import difflib
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,7 @@ from evo.config.hyperparams import (
     load_hyperparams_file,
     resolve_agent,
 )
-from evo.config.memory import available_memory as host_memory
-from evo.config.memory import memory_problems
+from evo.config.memory import RankHost, memory_problems, this_rank
 from evo.config.options import (
     OPTION_BY_FLAG,
     OPTIONS,
@@ -100,13 +99,14 @@ def parse_config(
     prog: str | None = None,
     now: _dt.datetime | None = None,
     check_run_dir: bool = True,
-    available_memory: Callable[[], int | None] = host_memory,
+    ranks: Sequence[RankHost] | None = None,
 ) -> Config:
     """Parse and validate; raise :class:`ConfigError` naming every problem.
 
     argparse's own errors (a flag that is not a number, say) exit with status 2 as usual.
-    ``available_memory``: the bytes a new run's members may use on this machine (None: unknown, not
-    checked); the host's MemAvailable unless a test says otherwise.
+    ``ranks``: where each rank runs, its host and that host's available memory (evo/main.py gathers them
+    from every rank), for the check that the members of every host's ranks fit in its memory; None: all
+    ``world_size`` ranks on this host.
     """
     tokens = list(argv) if argv is not None else sys.argv[1:]
     args, problems = read_command_line(tokens, prog)
@@ -149,7 +149,8 @@ def parse_config(
     if not args.resume:  # a resumed run's sizes were accepted when it started (and evo's tools open runs so)
         members_per_rank = max(resolved["num_agents"] // max(world_size, 1), 1)
         stacked = stacked_shape(shape, agent.frame_stack)  # as the networks and replay buffers hold observations
-        problems += memory_problems(agent, stacked, members_per_rank, available_memory())
+        where = ranks if ranks is not None else [this_rank()] * max(world_size, 1)
+        problems += memory_problems(agent, stacked, members_per_rank, where)
     if problems:
         raise ConfigError(problems)
     config = build_config(

@@ -9,13 +9,16 @@ import math
 import pytest
 
 from evo.config import ConfigError, parse_config
+from evo.config.memory import HostLoad, RankHost, crowded_hosts, host_loads
 
 GiB = 2**30
 PLENTY = 1024 * GiB
 
 
 def parse(argv, tmp_path, memory=PLENTY, **kwargs):
-    return parse_config([*argv, "--run-dir", str(tmp_path / "run")], available_memory=lambda: memory, **kwargs)
+    """``argv`` parsed with ``memory`` bytes available on the one host of every rank (unless ``ranks`` says)."""
+    kwargs.setdefault("ranks", [RankHost("node1", memory)] * kwargs.get("world_size", 1))
+    return parse_config([*argv, "--run-dir", str(tmp_path / "run")], **kwargs)
 
 
 def problems(argv, tmp_path, **kwargs):
@@ -176,9 +179,35 @@ def test_networks_too_large_for_the_memory_are_refused_with_the_estimate(tmp_pat
     problem = only(argv, tmp_path, memory=16 * GiB, world_size=2)
     assert problem.startswith("memory: each member needs at least 32.0 TB")
     assert "networks pi [1000000, 1000000], vf [1000000, 1000000]: 32.0 TB" in problem
-    assert "2 members per rank need at least 64.0 TB" in problem
-    assert "this machine has 17.2 GB available" in problem
-    assert "smaller networks" in problem and "more ranks" in problem
+    assert "host node1: 2 ranks x 2 members = 4 members need at least 128.0 TB, it has 17.2 GB available" in problem
+    assert "smaller networks" in problem and "fewer members per host" in problem
+
+
+def test_the_members_of_every_rank_on_a_host_are_summed():
+    """Issue 54 N9: 36 members of 1.2 GB on 2 ranks were accepted on a 21 GB machine (each rank's 18 fit,
+    the host's 36 do not). Pure: what the ranks on each host hold together, against that host's memory."""
+    member, available = int(1.15e9), 21 * 10**9  # 18 members: 20.7 GB, 36: 41.4 GB
+    one_host = [RankHost("node1", available), RankHost("node1", available + 10**6)]
+    assert host_loads(18, one_host) == [HostLoad("node1", 2, 36, available)]  # the least its ranks read
+    assert crowded_hosts(member, 18, one_host) == [HostLoad("node1", 2, 36, available)]
+    assert crowded_hosts(member, 18, one_host[:1]) == []  # one rank alone fits
+    two_hosts = [RankHost("node1", available), RankHost("node2", available)]
+    assert crowded_hosts(member, 18, two_hosts) == []
+    mixed = [*two_hosts, RankHost("node2", available), RankHost("node3", None)]  # node3's memory unknown
+    assert host_loads(18, mixed)[1:] == [HostLoad("node2", 2, 36, available), HostLoad("node3", 1, 18, None)]
+    assert crowded_hosts(member, 18, mixed) == [HostLoad("node2", 2, 36, available)]
+    assert crowded_hosts(member * 100, 18, [RankHost("node1", None)] * 2) == []
+
+
+def test_a_run_whose_ranks_fit_alone_but_not_together_on_their_host_is_refused(tmp_path):
+    """The refusal names the host, the sum, the memory it has and the fix; the same ranks on two hosts run."""
+    argv = ["--hyperparams", "policy_kwargs:{net_arch: [6000, 6000]}", "--num-agents", "36"]  # 1.15 GB a member
+    ranks = [RankHost("node1", 21 * 10**9)] * 2
+    problem = only(argv, tmp_path, world_size=2, ranks=ranks)
+    assert problem.startswith("memory: each member needs at least 1.2 GB"), problem
+    assert "host node1: 2 ranks x 18 members = 36 members need at least 41.5 GB, it has 21.0 GB available" in problem
+    assert "fewer members per host (a smaller --num-agents, or the same ranks spread over more hosts)" in problem
+    parse(argv, tmp_path, world_size=2, ranks=[RankHost("node1", 21 * 10**9), RankHost("node2", 21 * 10**9)])
 
 
 def test_the_largest_architecture_the_search_space_can_draw_is_estimated(tmp_path):
