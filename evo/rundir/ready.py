@@ -55,6 +55,7 @@ from evo.rundir.checkpoint import (
     load_payload,
     sha256,
 )
+from evo.rundir.jsontext import dumps
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def write_ready_checkpoint(
         "sha256": sha256(data),
         "record": dict(record),
     }
-    atomic_write(directory / f"{stem}.json", (json.dumps(entry) + "\n").encode())
+    atomic_write(directory / f"{stem}.json", (dumps(entry) + "\n").encode())
     for old in sorted(directory.glob("interval_*.pt"))[:-keep]:
         old.unlink(missing_ok=True)
     return path
@@ -119,7 +120,7 @@ def write_best_file(run_dir: Path, member: int, interval: int, data: bytes) -> d
 def write_best_record(run_dir: Path, entry: Mapping[str, Any], previous: Mapping[str, Any] | None) -> None:
     """Rank 0: ``best.json`` names ``entry`` (its file and what it scored); the file of ``previous``
     (the entry it replaces) is removed after."""
-    atomic_write(best_dir(run_dir) / BEST_RECORD, (json.dumps(dict(entry)) + "\n").encode())
+    atomic_write(best_dir(run_dir) / BEST_RECORD, (dumps(dict(entry)) + "\n").encode())
     if previous is not None and previous["file"] != entry["file"]:
         (best_dir(run_dir) / previous["file"]).unlink(missing_ok=True)
 
@@ -137,11 +138,42 @@ def read_best(run_dir: Path, run_id: str | None = None) -> dict[str, Any] | None
     ]
     if missing:
         raise CheckpointError(f"{path}: unreadable (no {', '.join(missing)}; damaged)")
-    file = path.with_name(entry["file"])
+    for key, (kinds, what) in BEST_VALUES.items():
+        if not isinstance(entry[key], kinds) or isinstance(entry[key], bool):
+            raise CheckpointError(f"{path}: unreadable ({key} is {_token(entry[key])}, not {what}; damaged or edited)")
+    file = _named_file(path, entry)
     check_file(file, entry, path.name)
     if run_id is not None and load_payload(file).get("run_id") != run_id:
         raise CheckpointError(f"{file}: belongs to another run")
     return entry
+
+
+BEST_VALUES: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "bytes": (int, "a whole number"),
+    "sha256": (str, "a SHA-256 in hex"),
+    "member": (int, "a member id"),
+    "generation": (int, "an interval"),
+    "score": ((int, float, type(None)), "a number"),
+    "env_steps": (int, "a whole number"),
+}
+"""What each value of ``best.json`` must be, as the run writes it (the file's name: :func:`_named_file`)."""
+
+
+def _named_file(record: Path, entry: Mapping[str, Any]) -> Path:
+    """The member file a record (``best.json``, ``interval_*.json``) names: a file name beside the record.
+    A path (``/etc/passwd``, ``../x``) or anything but a name is a damaged or edited record, never followed."""
+    name = entry.get("file")
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise CheckpointError(
+            f"{record}: unreadable (file is {_token(name)}, not the name of a member file beside it; damaged or edited)"
+        )
+    return record.with_name(name)
+
+
+def _token(value: Any, most: int = 60) -> str:
+    """A value of a record as a message shows it: its repr, cut at ``most`` characters."""
+    text = repr(value)
+    return text if len(text) <= most else f"{text[: most - 3]}..."
 
 
 def best_path(run_dir: Path) -> Path | None:
@@ -158,7 +190,7 @@ def remove_stray_best_files(run_dir: Path, entry: Mapping[str, Any] | None) -> N
 
 
 def write_explorer_state(run_dir: Path, name: str, state: Any) -> None:
-    atomic_write(members_dir(run_dir) / EXPLORER, (json.dumps({"name": name, "state": state}) + "\n").encode())
+    atomic_write(members_dir(run_dir) / EXPLORER, (dumps({"name": name, "state": state}) + "\n").encode())
 
 
 @dataclass(frozen=True)
@@ -203,9 +235,12 @@ def _entries(directory: Path) -> list[tuple[int, Path]]:
 
 def _read(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
+        found = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise CheckpointError(f"{path}: unreadable ({error})") from error
+    if not isinstance(found, dict):
+        raise CheckpointError(f"{path}: unreadable (a {type(found).__name__}, not a record; damaged or edited)")
+    return found
 
 
 def _verify(entry_path: Path, entry: dict, run_id: str, member: int, interval: int) -> Path:
@@ -216,7 +251,7 @@ def _verify(entry_path: Path, entry: dict, run_id: str, member: int, interval: i
             f"{entry_path}: belongs to run {entry.get('run_id')!r}, not to this run ({run_id!r}); "
             "it was copied from another run directory"
         )
-    path = entry_path.with_name(entry["file"])
+    path = _named_file(entry_path, entry)
     if not path.exists():
         raise CheckpointError(f"{path}: missing (pruned or never written)")
     if path.stat().st_size != entry["bytes"] or file_sha256(path) != entry["sha256"]:

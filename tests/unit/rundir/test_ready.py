@@ -159,3 +159,54 @@ def test_a_lost_kept_best_leaves_every_member_checkpoint_and_says_which_file_and
             ready.read_best(run_dir)
         found, skipped = latest_ready(run_dir, RUN_ID, 1)
         assert found.intervals == {0: 1} and found.best is None and str(record) in found.best_lost
+
+
+@pytest.mark.parametrize(
+    "key, value, why",
+    [
+        ("file", "/etc/passwd", "file is '/etc/passwd', not the name of a member file beside it"),
+        ("file", "../../config.yaml", "file is '../../config.yaml', not the name of a member file beside it"),
+        ("file", ["x.pt"], "file is ['x.pt'], not the name of a member file beside it"),
+        ("member", "x", "member is 'x', not a member id"),
+        ("generation", None, "generation is None, not an interval"),
+        ("score", "high", "score is 'high', not a number"),
+        ("bytes", "12", "bytes is '12', not a whole number"),
+        ("env_steps", True, "env_steps is True, not a whole number"),
+        ("member", "x" * 1000, "member is '" + "x" * 56 + "..., not a member id"),  # the token, cut
+    ],
+)
+def test_a_path_or_garbage_in_best_json_is_a_lost_best_naming_the_value(tmp_path, key, value, why):
+    """Issue 54 N11: a path in best.json (or a value of the wrong kind) ended the tools in a traceback
+    (ValueError: Invalid name, int('x')); it is now a lost kept best, naming the record, the key and its
+    value: the tools refuse --member best-ever with that (exit 2), a resume keeps no best. A path is never
+    followed."""
+    from evo.rundir import ready
+    from evo.rundir.checkpoint import MEMBER_FORMAT, CheckpointError, dump_payload
+
+    run_dir = tmp_path / "run"
+    checkpoint(run_dir, point(0, 1, 1.0))
+    data = dump_payload({"format": MEMBER_FORMAT, "run_id": RUN_ID, "member": 0, "best": {"score": 11.0}})
+    entry = {**ready.write_best_file(run_dir, 0, 1, data), "member": 0, "generation": 1, "score": 11.0, "env_steps": 9}
+    ready.write_best_record(run_dir, {**entry, key: value}, None)
+    record = ready.best_dir(run_dir) / "best.json"
+    with pytest.raises(CheckpointError) as caught:
+        ready.read_best(run_dir, RUN_ID)
+    assert str(caught.value) == f"{record}: unreadable ({why}; damaged or edited)"
+    found, skipped = latest_ready(run_dir, RUN_ID, 1)
+    assert found.intervals == {0: 1} and skipped == [] and found.best is None and found.best_lost == str(caught.value)
+
+
+def test_a_path_in_a_member_checkpoints_record_passes_the_checkpoint_over(tmp_path):
+    """interval_*.json names its member file: a path there (or a record that is not a mapping) is a damaged
+    checkpoint, passed over with the reason, not a traceback at --resume."""
+    run_dir = tmp_path / "run"
+    checkpoint(run_dir, point(0, 1, 1.0))
+    checkpoint(run_dir, point(0, 2, 2.0))
+    newest = member_dir(run_dir, 0) / "interval_000002.json"
+    for text, why in [
+        (json.dumps({**json.loads(newest.read_text()), "file": "/etc/passwd"}), "file is '/etc/passwd'"),
+        ("[1, 2]", "a list, not a record"),
+    ]:
+        newest.write_text(text)
+        found, skipped = latest_ready(run_dir, RUN_ID, 1)
+        assert found.intervals == {0: 1} and len(skipped) == 1 and f"{newest}: unreadable ({why}" in skipped[0]

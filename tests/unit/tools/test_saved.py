@@ -184,6 +184,13 @@ def test_best_ever_reaches_an_asynchronous_runs_kept_best(made, capsys, tmp_path
         choose(open_run(run_dir), "best-ever")
     assert choose(open_run(run_dir), "0").member == 0
 
+    record = best_dir(run_dir) / "best.json"  # issue 54 N11: a path there was a ValueError traceback
+    record.write_text(json.dumps({**entry, "file": "/etc/passwd"}))
+    status, _, err = tool(capsys, export_tool.main, run_dir, "--member", "best-ever", "--out", tmp_path / "other")
+    assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"{record}: unreadable (file is '/etc/passwd', not the name of a member file beside it" in err
+    assert "give a member id (0, 1)" in err and not (tmp_path / "other").exists()
+
 
 def test_a_run_directory_that_cannot_be_read_is_a_refusal(made, tmp_path, capsys):
     run_dir = copy_of(made, "synchronous", tmp_path)
@@ -221,3 +228,20 @@ def test_an_export_that_fails_while_writing_is_a_refusal_and_leaves_no_half_fold
     status, _, err = tool(capsys, export_tool.main, made / "synchronous", "--out", tmp_path / "logs")
     assert status == 2 and f"--out {tmp_path / 'logs'}: the export cannot be written" in err
     assert "No space left on device" in err and list((tmp_path / "logs").rglob("*")) == []
+
+
+def test_an_export_never_builds_through_a_planted_link(made, tmp_path, capsys):
+    """A link planted at the name an export once built under (``.<env>_1.partial-<pid>``, beside the
+    experiment folder) made it write its files into the folder the link pointed to: now the export is
+    built under a name nobody knows beforehand, and the folder pointed to stays empty."""
+    run = open_run(made / "synchronous")
+    out = tmp_path / "logs"
+    experiment = export_tool.next_experiment(out, run.config.algo, export_tool.zoo_env_name(run.config.env_id))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    experiment.parent.mkdir(parents=True)
+    experiment.with_name(f".{experiment.name}.partial-{os.getpid()}").symlink_to(elsewhere)
+    status, _, err = tool(capsys, export_tool.main, made / "synchronous", "--out", out)
+    assert status == 0, err
+    assert list(elsewhere.iterdir()) == []
+    assert experiment.is_dir() and not experiment.is_symlink() and (experiment / "best_model.zip").is_file()
