@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failures: list[str] = []
     if not args.report_only:
         code = code_on_disk(PACKAGE)
-        outcome = run(study, [jobs[args.job]] if args.job is not None else jobs, args.cores)
+        outcome = run(study, [jobs[args.job]] if args.job is not None else jobs, args.cores, args.job is None)
         if isinstance(outcome, int):
             return outcome
         failures = outcome
@@ -180,13 +180,14 @@ def code_on_disk(package: Path) -> list[tuple[str, int, int]]:
     return sorted(found)
 
 
-def run(study: Study, jobs: list[Job], cores: int | None) -> int | list[str]:
-    """Run the jobs that are not finished: the failures, or an exit status."""
+def run(study: Study, jobs: list[Job], cores: int | None, whole: bool = True) -> int | list[str]:
+    """Run the jobs that are not finished: the failures, or an exit status. The ``whole`` study's runs are
+    run under the study's lock (one ``--job`` of a SLURM array runs beside the others, without it)."""
     import os
 
     from evo.launch import available_cores, find_mpiexec, is_open_mpi, launch_problems
     from evo.study.jobs import zoo_python
-    from evo.study.running import run_all
+    from evo.study.running import StudyBusy, run_all, study_lock
 
     cores = cores or available_cores()
     mpiexec = find_mpiexec()
@@ -200,6 +201,11 @@ def run(study: Study, jobs: list[Job], cores: int | None) -> int | list[str]:
     if problems:
         print("evo-study: error: cannot start the runs:\n  - " + "\n  - ".join(problems), file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        lock = study_lock(study.out) if whole else None
+    except StudyBusy as busy:
+        print(f"evo-study: error: {busy}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     budgets = ", ".join(f"{env} {b.generations} x {b.steps}" for env, b in study.budgets.items() if env in study.envs)
     print(
         f"{study.name}: {len(jobs)} runs: {', '.join(study.methods)} on {', '.join(study.envs)}, seeds "
@@ -211,6 +217,9 @@ def run(study: Study, jobs: list[Job], cores: int | None) -> int | list[str]:
         failures = run_all(jobs, cores, mpiexec, study.out, Path.cwd(), _done_line)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    finally:
+        if lock is not None:
+            lock.release()
     print(f"all runs done in {time.perf_counter() - started:.0f} s", flush=True)
     return failures
 

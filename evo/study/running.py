@@ -1,7 +1,10 @@
 """The study's runs under mpiexec: the unfinished ones, as many at a time as the cores allow; an
 interrupted run resumes from its checkpoint, one stopped before its first checkpoint starts again.
 Ctrl-C or SIGTERM stops the runs in progress (each keeps its last checkpoint) and the study exits
-130; run the same command again to continue. A study killed outright (SIGKILL, the OOM killer) leaves
+130; run the same command again to continue. A study that runs its runs holds ``<out>/lock.json`` (the run
+directory's lock, :mod:`evo.rundir.lock`) while it does, so a second ``evo-study`` of the same study is
+refused; and no study starts, resumes or removes a run whose directory a live process holds (a ``--job N``
+of a SLURM array, or a run started by hand): that run is named as not started. A study killed outright (SIGKILL, the OOM killer) leaves
 no run training on as an orphan: on Linux each run gets SIGTERM when the study process dies. Every
 launch is one line of ``<out>/launches.jsonl`` (job, start, seconds, exit status), and a finished
 run's ``wall_s`` is the sum of its launches.
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from evo.launch import stops_with
+from evo.rundir.lock import LOCK, RunDirError, RunLock, read_holder, stale
 from evo.study.jobs import CHECKOUT, WALL, Job, is_finished, python_command
 
 LAUNCHES = "launches.jsonl"
@@ -36,6 +40,43 @@ class Running:
     wall_started: float
 
 
+class StudyBusy(RuntimeError):
+    """The study, or one of its runs, is in use by a live process: the message says by whom and what to do."""
+
+
+def live_holder(folder: Path) -> str | None:
+    """Who holds ``folder``'s lock (``folder/lock.json``), if a live process does."""
+    path = folder / LOCK
+    holder = read_holder(path)
+    if holder is None or stale(holder, path) is not None:
+        return None
+    return holder.describe()
+
+
+def study_lock(out: Path) -> RunLock:
+    """Take the study's lock (``out/lock.json``) for as long as it runs its runs; StudyBusy when another
+    live ``evo-study`` holds it, or ``out`` cannot be written."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return RunLock.acquire(out, create=False)
+    except RunDirError:
+        holder = live_holder(out)
+        if holder is None:  # a lock being written this moment, or an unwritable folder
+            raise StudyBusy(
+                f"the study's folder {out} cannot be locked for this run (another evo-study is starting on it "
+                "this moment, or it is not writable); try again, or give another --out"
+            ) from None
+        raise StudyBusy(
+            f"the study's folder {out} is in use by the evo-study of {holder}: a second one would run, resume "
+            "or remove the same runs under it. Wait for it to end, or stop it (Ctrl-C, or kill -TERM its "
+            "process: its runs keep their checkpoints), then run this command again"
+        ) from None
+    except OSError as error:
+        raise StudyBusy(
+            f"the study's folder {out}: cannot create it ({error.strerror}); give an --out in a folder you may write"
+        ) from None
+
+
 def job_environment(cwd: Path) -> dict[str, str]:
     """The runs' environment: unbuffered output, and the study's folder on PYTHONPATH (a ``module:Env``
     id's module there imports on every rank)."""
@@ -44,7 +85,14 @@ def job_environment(cwd: Path) -> dict[str, str]:
 
 
 def start(job: Job, mpiexec: str, logs: Path, cwd: Path) -> Running:
-    """Launch one run (resumed if a checkpoint of it exists, else from scratch)."""
+    """Launch one run (resumed if a checkpoint of it exists, else from scratch). StudyBusy, and nothing
+    started or removed, when a live process holds the run's directory."""
+    holder = live_holder(job.run_dir)
+    if holder is not None:
+        raise StudyBusy(
+            f"{job.name}: not started: its run directory {job.run_dir} is in use by the run of {holder}, a --job "
+            "of this study or a run started by hand. It is left as it is; run the study again once that run ends"
+        )
     command = python_command(job, CHECKOUT)
     if job.mpi and job.run_dir.exists():
         if any((job.run_dir / "checkpoints").glob("gen_*/manifest.json")):
@@ -98,8 +146,14 @@ def _loop(pending, running, failures, done, total, cores, mpiexec, out, cwd, don
         busy = sum(job.ranks for job in running)
         for job in list(pending):  # in order, but a one-rank run may fill a free core
             if busy == 0 or busy + job.ranks <= cores:
-                running[job] = start(job, mpiexec, out / "logs", cwd)
                 pending.remove(job)
+                try:
+                    running[job] = start(job, mpiexec, out / "logs", cwd)
+                except StudyBusy as busy_run:
+                    done += 1
+                    failures.append(str(busy_run))
+                    print(f"[{done}/{total}] {busy_run}", flush=True)
+                    continue
                 busy += job.ranks
         time.sleep(0.5)
         for job, run in list(running.items()):

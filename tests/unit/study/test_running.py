@@ -4,7 +4,8 @@ a checkpoint's manifest) as a real run would, without MPI or training. What is p
 run started once with its command, every launch in launches.jsonl and a run's wall_s the sum of its
 launches, a finished study not run again; a study stopped by SIGTERM stops its runs (exit 130), keeps each
 stopped run's time, and continues them with --resume (a run stopped before its first checkpoint starts
-again from nothing); the SLURM listing, one job of it alone (its run, no report) and the report of what is
+again from nothing); a second study on the same folder refused while the first holds its lock, and a run
+whose directory a live process holds neither started nor removed; the SLURM listing, one job of it alone (its run, no report) and the report of what is
 finished; bad input refused before any run, every problem at once. tests/e2e/test_study.py runs one real
 tiny study end to end, and a study killed outright (SIGKILL) taking its runs with it."""
 
@@ -17,6 +18,7 @@ import pytest
 
 import evo.launch
 import evo.study.main as study_main
+from evo.rundir.lock import RunLock
 from evo.study.running import PARTIAL
 from tests.support import PPO_SIX, ROOT, write_hyperparams
 
@@ -175,6 +177,38 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again_from_nothing(stu
     first, second = launched(tmp_path)
     assert second["command"] == first["command"] and second["left"] is None  # no --resume, the folder removed
     assert (run_dir / "wall_s").is_file() and not (run_dir / "partial").exists()
+
+
+def test_a_second_study_is_refused_and_a_live_run_is_neither_started_nor_removed(study, tmp_path, capsys):
+    """Issue 54 N2: a second evo-study on one study removed the first's live run directory (it had no
+    checkpoint yet) and started the run again under it. Here the first study is this process's lock on the
+    study's folder, then this process's lock on a run directory, as that run's rank 0 holds it."""
+    path = study()
+    (tmp_path / "out").mkdir()
+    first = RunLock.acquire(tmp_path / "out", create=False)
+    try:
+        assert study_main.main([str(path)]) == study_main.EXIT_BAD_INPUT
+    finally:
+        first.release()
+    err = capsys.readouterr().err
+    assert f"the study's folder {tmp_path / 'out'} is in use by the evo-study of process {os.getpid()}" in err
+    assert "Wait for it to end, or stop it" in err and not launched(tmp_path)
+
+    run_dir = tmp_path / "out" / "runs" / "CartPole-v1" / "pbt-seed0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("a live run's, before its first checkpoint\n")
+    live = RunLock.acquire(run_dir, create=False)
+    try:
+        for job in ([], ["--job", "0"]):  # the whole study, and the run alone as a SLURM array's task
+            assert study_main.main([str(path), "--methods", "pbt", "--seeds", "0", *job]) == 1
+            assert f"CartPole-v1 pbt seed 0: not started: its run directory {run_dir} is in use by the run of process " \
+                   f"{os.getpid()}" in capsys.readouterr().out
+            assert not launched(tmp_path) and (run_dir / "config.yaml").is_file()
+    finally:
+        live.release()
+    assert study_main.main([str(path), "--methods", "pbt", "--seeds", "0"]) == 0  # its holder gone: run afresh
+    (one,) = launched(tmp_path)
+    assert one["left"] is None and not (tmp_path / "out" / "lock.json").exists()  # the study's lock released
 
 
 def test_the_slurm_listing_one_job_of_it_and_the_report_after(study, tmp_path, capsys):
