@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import subprocess
 import sys
 import time
@@ -83,7 +84,7 @@ def built_in_names() -> list[str]:
 def load(args: argparse.Namespace) -> Study:
     """The study file with the command line's changes; StudyError lists every problem."""
     path = study_file(args.study)
-    if not path.is_file():
+    if not path.exists():  # one that is not a file (a folder, /dev/zero) is refused saying what it is
         known = built_in_names()
         raise StudyError(
             [f"no such study file; give a path to a YAML file{' or one of ' + ', '.join(known) if known else ''}"],
@@ -155,10 +156,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             return report_status(status != 0, failures)
     from evo.study.reporting import write_report
 
+    if any(has_result(job) for job in jobs) and (problem := out_problem(study.out)) is not None:
+        print(f"evo-study: error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if not write_report(study, jobs, foreign):
         print("evo-study: no finished runs to report", file=sys.stderr)
         return 1
     return report_status(False, failures)
+
+
+def out_problem(out: Path) -> str | None:
+    """Make the study's folder (its runs' logs, launches and report go there) before a run starts or a
+    report is made: None, or why it cannot be made, with the fix."""
+    fix = "give an --out (or the study file's out:) where you may create a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"out {out}: is a file, not a folder; {fix}"
+    except OSError as error:
+        return f"out {out}: cannot create the study's folder ({error.strerror or error}); {fix}"
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"out {out}: the study's folder is not writable; {fix}"
+    return None
 
 
 def report_status(report_failed: bool, failures: Sequence[str]) -> int:
@@ -183,8 +202,6 @@ def code_on_disk(package: Path) -> list[tuple[str, int, int]]:
 def run(study: Study, jobs: list[Job], cores: int | None, whole: bool = True) -> int | list[str]:
     """Run the jobs that are not finished: the failures, or an exit status. The ``whole`` study's runs are
     run under the study's lock (one ``--job`` of a SLURM array runs beside the others, without it)."""
-    import os
-
     from evo.launch import available_cores, find_mpiexec, is_open_mpi, launch_problems
     from evo.study.jobs import zoo_python
     from evo.study.running import StudyBusy, run_all, study_lock
@@ -198,6 +215,8 @@ def run(study: Study, jobs: list[Job], cores: int | None, whole: bool = True) ->
     problems += config_problems([job for job in jobs if not is_finished(job)])
     if any(not job.mpi for job in jobs if not is_finished(job)) and not zoo_python().is_file():
         problems.append(f"no {zoo_python()} for the rl_zoo3 cross-check; `make zoo-venv` builds it")
+    if not problems and (problem := out_problem(study.out)) is not None:  # made only for a study that can run
+        problems.append(problem)
     if problems:
         print("evo-study: error: cannot start the runs:\n  - " + "\n  - ".join(problems), file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -233,16 +233,16 @@ def percent(fraction: float) -> str:
 
 def load_study(path: Path | str, out: Path | None = None) -> Study:
     """The study of a YAML file (``study.name`` defaults to the file's stem); StudyError lists every problem."""
+    from evo.config.hyperparams import read_settings_file, yaml_problem  # when a file is read: the spec stays light
+
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as error:
-        raise StudyError([f"cannot read it ({error.strerror}); give a study file"], str(path)) from error
+        text = read_settings_file(path, "a study file (YAML)")
+    except ValueError as error:
+        raise StudyError([str(error)], str(path)) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        from evo.config.hyperparams import yaml_problem  # the error's path only: the spec stays light
-
         raise StudyError([f"not YAML: {yaml_problem(error)}"], str(path)) from error
     if not isinstance(data, dict):
         raise StudyError(["a study file is a mapping (study:, envs:, methods:, ...); see evo-study --help"], str(path))

@@ -59,3 +59,44 @@ def test_a_key_given_twice_in_a_schedule_is_refused(tmp_path):
     schedule.write_text("schedule:\n- env_steps: 0\n  hparams: {gamma: 0.9}\n  env_steps: 100\n")
     problem = only(["--schedule", str(schedule), "--num-agents", "1"], tmp_path)
     assert problem == f"--schedule {schedule}: 'env_steps' is given twice in one mapping (lines 2 and 4); keep one"
+
+
+NOT_A_SETTINGS_FILE = {
+    "dev-zero": ("/dev/zero", "not a regular file (a character device); give a YAML settings file"),
+    "fifo": ("fifo.yml", "not a regular file (a named pipe); give a YAML settings file"),
+    "directory": ("folder", "not a regular file (a directory); give a YAML settings file"),
+    "too-large": ("large.yml", "larger than a settings file can be (over 1,000,000 bytes); give a YAML settings file"),
+    "not-utf8": (
+        "latin1.yml",
+        "not UTF-8 text (the byte at offset 32 cannot be decoded); save it as UTF-8, or give a YAML settings file",
+    ),
+    "missing": ("missing.yml", "cannot read the file (No such file or directory)"),
+}
+
+
+def not_a_settings_file(tmp_path, name: str):
+    """The file of case ``name`` of NOT_A_SETTINGS_FILE, made in ``tmp_path``."""
+    import os
+
+    path = tmp_path / NOT_A_SETTINGS_FILE[name][0]
+    if name == "fifo":
+        os.mkfifo(path)  # opened for reading, it would wait for a writer
+    elif name == "directory":
+        path.mkdir()
+    elif name == "too-large":
+        path.write_text("CartPole-v1: {n_steps: 64}\n" + "#" * 1_000_000 + "\n")
+    elif name == "not-utf8":
+        path.write_bytes("CartPole-v1:\n  n_steps: 64 # café\n".encode("latin-1"))
+    return path if name != "dev-zero" else NOT_A_SETTINGS_FILE[name][0]
+
+
+@pytest.mark.parametrize("name", sorted(NOT_A_SETTINGS_FILE))
+@pytest.mark.parametrize("flag", ["--conf-file", "--hyperparams"])
+def test_a_file_that_is_not_a_settings_file_is_refused_before_it_is_read(tmp_path, name, flag):
+    """Issue 54 N11: --conf-file /dev/zero read until MemoryError, a named pipe waited for ever, a file in
+    Latin-1 ended in a UnicodeDecodeError traceback. Each is one problem naming the file and the fix; a
+    decoding error says the byte offset, never the file's text."""
+    path = not_a_settings_file(tmp_path, name)
+    problem = only([flag, str(path)], tmp_path)
+    assert problem == f"{flag} {path}: {NOT_A_SETTINGS_FILE[name][1]}"
+    assert "café" not in problem and "caf" not in problem

@@ -6,7 +6,8 @@ launches, a finished study not run again; a study stopped by SIGTERM stops its r
 stopped run's time, and continues them with --resume (a run stopped before its first checkpoint starts
 again from nothing); a second study on the same folder refused while the first holds its lock, and a run
 whose directory a live process holds neither started nor removed; the SLURM listing, one job of it alone (its run, no report) and the report of what is
-finished; bad input refused before any run, every problem at once. tests/e2e/test_study.py runs one real
+finished; bad input refused before any run, every problem at once, and an ``out`` that cannot be made
+refused before any run or report. tests/e2e/test_study.py runs one real
 tiny study end to end, and a study killed outright (SIGKILL) taking its runs with it."""
 
 import json
@@ -252,3 +253,22 @@ def test_bad_input_is_refused_before_any_run(study, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "CartPole-v1 zoo-total: learning_rate" in err and "zoo-total: gamma" in err
     assert not (tmp_path / "out").exists() and not launched(tmp_path)
+
+
+def test_an_out_that_cannot_be_made_is_refused_before_any_run_or_report(study, tmp_path, capsys):
+    """Issue 54 N11: a study whose ``out`` cannot be created (here: under a file) ended one --job or a report
+    in a traceback; now the whole study, one --job and --report-only each say so in one line naming out and
+    the fix, exit 2, and start nothing."""
+    path = study()
+    (tmp_path / "a-file").write_text("")
+    bad = tmp_path / "a-file" / "out"
+    said = f"out {bad}: cannot create the study's folder (Not a directory); give an --out (or the study file's out:)"
+    for extra in ([], ["--job", "0"]):
+        assert study_main.main([str(path), "--out", str(bad), *extra]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len([line for line in err.splitlines() if said in line]) == 1, err
+    assert not launched(tmp_path)
+    assert study_main.main([str(path), "--job", "1"]) == 0  # one finished run, in out/runs
+    runs = tmp_path / "out" / "runs"
+    assert study_main.main([str(path), "--report-only", "--out", str(bad), "--runs", str(runs)]) == 2
+    assert said in capsys.readouterr().err

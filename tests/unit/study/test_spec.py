@@ -144,5 +144,22 @@ def test_a_file_that_is_not_a_study_is_refused(tmp_path):
         (tmp_path / "bad.yml").write_text(text)
         with pytest.raises(StudyError, match=message):
             load_study(tmp_path / "bad.yml")
-    with pytest.raises(StudyError, match="cannot read it"):
+    with pytest.raises(StudyError, match=r"cannot read the file \(No such file or directory\)"):
         load_study(tmp_path / "missing.yml")
+
+
+@pytest.mark.parametrize("name", ["dev-zero", "fifo", "directory", "too-large", "not-utf8"])
+def test_a_study_file_that_is_not_a_settings_file_is_refused_before_it_is_read(tmp_path, capsys, name):
+    """Issue 54 N11: a study file in Latin-1 was a UnicodeDecodeError traceback, /dev/zero would be read until
+    memory ran out. Each is one problem naming the file and the fix (evo-study exits 2); never the file's
+    text."""
+    import evo.study.main as study_main
+    from tests.unit.config.test_settings_files import NOT_A_SETTINGS_FILE, not_a_settings_file
+
+    path = not_a_settings_file(tmp_path, name)
+    with pytest.raises(StudyError) as refused:
+        load_study(path)
+    why = NOT_A_SETTINGS_FILE[name][1].replace("a YAML settings file", "a study file (YAML)")
+    assert refused.value.problems == [why] and refused.value.source == str(path)
+    assert study_main.main([str(path), "--list"]) == 2
+    assert capsys.readouterr().err == f"evo-study: error: {path}:\n  - {why}\n"
