@@ -30,9 +30,11 @@ was scored, one damaged ``best.pt`` would otherwise void them all, though every 
 intact. A checkpoint whose kept best is missing, damaged or does not load is complete and keeps no
 best (``Checkpoint.best`` None, ``Checkpoint.best_lost`` saying which file and why).
 
-A write that does not finish leaves its temporary (``.<name>.tmp-<host>-<pid>``): removed at once
-when the write fails (a full disk), and by :func:`remove_stray_temporaries` at the next start when
-the process was killed.
+A write that does not finish leaves its temporary (``.<name>.tmp-<host>-<pid>-<token>``): removed at
+once when the write fails (a full disk), and by :func:`remove_stray_temporaries` at the next start
+when the process was killed. A temporary's name ends in 64 random bits and it is created with
+``O_EXCL | O_NOFOLLOW``: whoever else may write the run directory cannot plant a file or a symbolic
+link where a write will go (a link at a known name once made a run overwrite the file it pointed to).
 """
 
 from __future__ import annotations
@@ -43,12 +45,14 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import numpy as np
 
@@ -97,20 +101,30 @@ def _host() -> str:
 
 
 def temporary_path(path: Path) -> Path:
-    """Where :func:`atomic_write` and :func:`carry_best` build ``path`` before renaming it:
-    ``.<name>.tmp-<host>-<pid>`` beside it (the host and process that write it: see
-    :func:`remove_stray_temporaries`)."""
-    return path.with_name(f".{path.name}.tmp-{_host()}-{os.getpid()}")
+    """A fresh name to build ``path`` under before renaming it: ``.<name>.tmp-<host>-<pid>-<token>`` beside
+    it, the host and process that write it (see :func:`remove_stray_temporaries`) and 64 random bits (16
+    hex digits), so that nobody can know the name before the writer creates it."""
+    return path.with_name(f".{path.name}.tmp-{_host()}-{os.getpid()}-{secrets.token_hex(8)}")
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` so that ``path`` holds either its old content or all of ``data``; a failed
-    write (a full disk) removes its temporary and raises."""
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+"""How evo creates a file: only if nothing, not even a symbolic link, is at its name."""
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[IO[bytes]]:
+    """A binary file that becomes ``path`` when the block ends: written under :func:`temporary_path`
+    (created with ``O_EXCL | O_NOFOLLOW``, so a file or link placed there by someone else is never
+    written through), fsynced and renamed over ``path`` (which replaces a link at ``path``, never
+    follows it). ``path`` holds either its old content or all of the new; an exception in the block or
+    a failed write (a full disk) removes the temporary and raises. Every file evo writes whole goes
+    through here."""
     path = Path(path)
     temporary = temporary_path(path)
+    descriptor = os.open(temporary, NEW_FILE, 0o666)  # the mode open() gives, less the umask
     try:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
+        with os.fdopen(descriptor, "wb") as handle:
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
@@ -120,9 +134,26 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-_TEMPORARY = re.compile(r"\.(?P<name>.+)\.tmp-(?:(?P<host>[A-Za-z0-9._-]+)-)?(?P<pid>\d+)")
-"""A temporary's name: ``.<name>.tmp-<host>-<pid>``, or ``.<name>.tmp-<pid>`` as evo wrote it before it
-named the host."""
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` so that ``path`` holds either its old content or all of ``data``
+    (:func:`atomic_file`)."""
+    with atomic_file(path) as handle:
+        handle.write(data)
+
+
+def open_appending(path: Path, **text: Any) -> IO[str]:
+    """``path`` opened to append text (created if missing; ``text``: open()'s ``newline`` and the like),
+    refused with ``OSError`` (ELOOP) where ``path`` is a symbolic link: records are never appended to a
+    file that someone linked in their place."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    return os.fdopen(descriptor, "a", **text)
+
+
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.tmp-(?P<host>[A-Za-z0-9._-]+)-(?P<pid>\d+)-[0-9a-f]{16}")
+"""A temporary's name: ``.<name>.tmp-<host>-<pid>-<token>``."""
+_FORMER_TEMPORARY = re.compile(r"\.(?P<name>.+)\.tmp-(?:(?P<host>[A-Za-z0-9._-]+)-)?(?P<pid>\d+)")
+"""A temporary's name as evo wrote it before the token (``.<name>.tmp-<host>-<pid>``) and before it
+named the host (``.<name>.tmp-<pid>``)."""
 
 
 def _running(pid: int) -> bool:
@@ -142,7 +173,8 @@ def remove_stray_temporaries(run_dir: Path) -> list[Path]:
     """Remove the temporaries that writes killed mid-way left anywhere under ``run_dir`` (the run
     directory, its checkpoints, the members' and best's folders); returns the paths removed.
 
-    Only files named as :func:`temporary_path` names them are candidates, and of those only the ones
+    Only files named as :func:`temporary_path` names them (or as evo named them before) are candidates,
+    and of those only the ones
     written on this host by a process that no longer runs: a running job's temporaries are never
     touched, and neither are another host's (this host cannot see its processes; call this on one rank
     per host to clear each host's). A temporary in the former form, without a host, counts as this
@@ -152,7 +184,7 @@ def remove_stray_temporaries(run_dir: Path) -> list[Path]:
     removed = []
     for folder, _, names in os.walk(run_dir):
         for name in names:
-            match = _TEMPORARY.fullmatch(name)
+            match = _TEMPORARY.fullmatch(name) or _FORMER_TEMPORARY.fullmatch(name)
             if match is None or match["host"] not in (None, host) or _running(int(match["pid"])):
                 continue
             path = Path(folder) / name
@@ -359,14 +391,13 @@ def carry_best(source: Path, directory: Path) -> None:
         return
     path = Path(directory) / BEST
     temporary = temporary_path(path)
-    temporary.unlink(missing_ok=True)
     try:
-        try:
-            os.link(source, temporary)
-        except OSError:
-            shutil.copyfile(source, temporary)
-            with open(temporary, "rb") as handle:
-                os.fsync(handle.fileno())
+        os.link(source, temporary)  # a new name, as O_EXCL makes one: whatever is at it fails the link
+    except OSError:  # no hard links on this file system: a copy
+        with open(source, "rb") as original, atomic_file(path) as copy:
+            shutil.copyfileobj(original, copy)
+        return
+    try:
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from evo.core.pareto import fronts
 from evo.core.plan import Exploit, weight_moves
 from evo.core.restart import Restart
 from evo.core.result import MemberResult
-from evo.rundir.checkpoint import atomic_write
+from evo.rundir.checkpoint import atomic_write, open_appending
 
 TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
 
@@ -262,19 +263,20 @@ class RunRecords:
         if continued is None:
             saved_config, command_line = new_run if new_run is not None else ({}, command_line)
             self.run_dir.mkdir(parents=True, exist_ok=True)  # the run's lock may have made it (evo.rundir.lock)
-            if (self.run_dir / "config.yaml").exists():
+            if os.path.lexists(self.run_dir / "config.yaml"):
                 raise FileExistsError(f"{self.run_dir} holds a run already (config.yaml): it is not overwritten")
-            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(saved_config, sort_keys=False))
-            (self.run_dir / "command.txt").write_text(command_line)
-            (self.run_dir / "versions.json").write_text(json.dumps(versions(), indent=2) + "\n")
-            with self.population_path.open("w", newline="") as handle:
-                csv.DictWriter(handle, self.fields, lineterminator=LINE_END).writeheader()
-            self.lineage_path.touch()
+            atomic_write(self.run_dir / "config.yaml", yaml.safe_dump(saved_config, sort_keys=False).encode())
+            atomic_write(self.run_dir / "command.txt", command_line.encode())
+            atomic_write(self.run_dir / "versions.json", (json.dumps(versions(), indent=2) + "\n").encode())
+            header = io.StringIO()
+            csv.DictWriter(header, self.fields, lineterminator=LINE_END).writeheader()
+            atomic_write(self.population_path, header.getvalue().encode())
+            atomic_write(self.lineage_path, b"")
         else:
             resumed = (
                 "each member's last checkpointed ready point" if asynchronous else f"generation {continued.generation}"
             )
-            with (self.run_dir / "command.txt").open("a") as handle:
+            with open_appending(self.run_dir / "command.txt") as handle:
                 handle.write(f"# resumed from {resumed}:\n{command_line}")
             if asynchronous:
                 self._rebuild(continued.ready_records or [])
@@ -333,7 +335,7 @@ class RunRecords:
         """The generation's rows in population.csv, and its restarts (first) and exploits in
         lineage.jsonl."""
         donors = weight_moves(exploits)
-        with self.population_path.open("a", newline="") as handle:
+        with open_appending(self.population_path, newline="") as handle:
             writer = csv.DictWriter(handle, self.fields, lineterminator=LINE_END)
             for result in population:
                 donor = donors.get(result.member, "")
@@ -359,7 +361,7 @@ class RunRecords:
         """A distillation's rung (stage ``self.stage``): each student's row under its own id, with its
         teacher; the rung's lineage lines; in TensorBoard the students' best and mean score and the
         stage."""
-        with self.population_path.open("a", newline="") as handle:
+        with open_appending(self.population_path, newline="") as handle:
             writer = csv.DictWriter(handle, self.fields, lineterminator=LINE_END)
             for result in students:
                 row = population_row(generation, result, "", self.space, self.names, self.objectives)
@@ -388,7 +390,7 @@ class RunRecords:
         """An asynchronous run's ready point (:func:`ready_record`): its row and lineage lines; in
         TensorBoard, the best, mean and lowest of every member's latest score (``latest``: each
         member's latest result) at the highest env-step count reached."""
-        with self.population_path.open("a", newline="") as handle:
+        with open_appending(self.population_path, newline="") as handle:
             csv.DictWriter(handle, self.fields, lineterminator=LINE_END).writerow(record["row"])
         self._append_lineage(record["lineage"])
         self.population_step = max(self.population_step, int(record["row"]["env_steps"]))
@@ -397,7 +399,7 @@ class RunRecords:
             self.writer.flush()
 
     def _append_lineage(self, entries: Sequence[dict]) -> None:
-        with self.lineage_path.open("a") as handle:
+        with open_appending(self.lineage_path) as handle:
             for entry in entries:
                 handle.write(json.dumps(entry) + "\n")
                 self.lineage.append(entry)
@@ -456,7 +458,7 @@ class RunRecords:
         rank's time training, scoring, waiting for the other ranks, and exchanging weights."""
         path = self.run_dir / "generations.csv"
         new = not path.exists()
-        with path.open("a", newline="") as handle:
+        with open_appending(path, newline="") as handle:
             writer = csv.DictWriter(handle, TIMING_FIELDS, lineterminator=LINE_END)
             if new:
                 writer.writeheader()

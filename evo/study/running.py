@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from evo.launch import stops_with
+from evo.rundir.checkpoint import atomic_write, open_appending
 from evo.rundir.lock import LOCK, RunDirError, RunLock, read_holder, stale
 from evo.study.jobs import CHECKOUT, WALL, Job, is_finished, python_command
 
@@ -100,7 +101,7 @@ def start(job: Job, mpiexec: str, logs: Path, cwd: Path) -> Running:
         else:
             shutil.rmtree(job.run_dir)  # stopped before its first checkpoint: nothing to keep
     logs.mkdir(parents=True, exist_ok=True)
-    log = (logs / job.log_name).open("a")
+    log = open_appending(logs / job.log_name)
     argv = [mpiexec, "-n", str(job.ranks), "--oversubscribe", *command] if job.mpi else command
     process = subprocess.Popen(
         argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=job_environment(cwd),
@@ -180,17 +181,17 @@ def _ended(job: Job, run: Running, status: int | None, out: Path) -> float:
     entry = {"job": job.name, "run_dir": str(job.run_dir), "started": round(run.wall_started, 1),
              "seconds": round(seconds, 1), "status": status}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    with (out / LAUNCHES).open("a") as handle:
+    with open_appending(out / LAUNCHES) as handle:
         handle.write(json.dumps(entry) + "\n")
     if not job.run_dir.is_dir():
         return seconds
     partial = job.run_dir / PARTIAL
     before = float(partial.read_text()) if partial.is_file() else 0.0
     if status == 0:
-        (job.run_dir / WALL).write_text(f"{before + seconds:.1f}\n")
+        atomic_write(job.run_dir / WALL, f"{before + seconds:.1f}\n".encode())
         partial.unlink(missing_ok=True)
     else:
-        partial.write_text(f"{before + seconds:.1f}\n")
+        atomic_write(partial, f"{before + seconds:.1f}\n".encode())
     return before + seconds
 
 

@@ -44,6 +44,7 @@ import argparse
 import logging
 import os
 import re
+import secrets
 import shutil
 import sys
 from collections.abc import Sequence
@@ -90,7 +91,9 @@ def export(run: SavedRun, chosen: MemberFile, out: Path, best: MemberFile | None
     algo = run.config.algo
     env_name = zoo_env_name(run.config.env_id)
     experiment = next_experiment(Path(out), algo, env_name)
-    building = experiment.with_name(f".{experiment.name}.partial-{os.getpid()}")
+    # a name nobody can know beforehand, made by mkdir (which never follows a link at it): a link planted at a
+    # known name once made the export write its files into the folder it pointed to
+    building = experiment.with_name(f".{experiment.name}.partial-{os.getpid()}-{secrets.token_hex(8)}")
     try:
         _write(run, chosen, best, building, env_name)
         building.rename(experiment)  # all or nothing: enjoy never sees half an export
@@ -105,8 +108,9 @@ def _write(run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: P
     from evo.sb3.stock import save_normalization, stock_model, zoo_config
     from evo.tools.saved import load
 
+    folder.mkdir(parents=True)  # its own name is new: mkdir fails on whatever is there, a link included
     stats_dir = folder / env_name
-    stats_dir.mkdir(parents=True)
+    stats_dir.mkdir()
     member = load(run, chosen, precision="fp32")
     try:
         stock_model(member).save(str(folder / f"{env_name}.zip"))

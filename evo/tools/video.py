@@ -34,11 +34,12 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 
 from evo.config.envnames import is_mujoco, procgen_game
+from evo.rundir.checkpoint import atomic_file
 
 logger = logging.getLogger(__name__)
 
@@ -234,8 +235,9 @@ def record_video(
     return (raw rewards).
 
     The file appears whole or not at all: it is written beside ``path`` under a temporary name
-    and renamed at the end. A GIF shows identical consecutive frames as one, shown longer (Pillow
-    merges them), so reading one back may give fewer frames than were written; an MP4 keeps them all."""
+    (``evo.rundir.checkpoint.atomic_file``) and renamed at the end. A GIF shows identical consecutive
+    frames as one, shown longer (Pillow merges them), so reading one back may give fewer frames than were
+    written; an MP4 keeps them all."""
     fmt = video_format(path)
     if env.num_envs != 1:
         raise ValueError(f"record_video plays one env, got a VecEnv of {env.num_envs}")
@@ -245,25 +247,20 @@ def record_video(
     procgen = _is_procgen(env)
     fps = float(fps or (PROCGEN_FPS if procgen else env.get_attr("metadata")[0].get("render_fps") or PROCGEN_FPS))
     scale = PROCGEN_SCALE if procgen else 1
-    partial = path.with_name(f".{path.stem}.partial{path.suffix}")
     frames, episode_return, ended = 0, 0.0, False
-    try:
-        with _writer(partial, fmt, fps) as write:
-            observation = env.reset()
-            while frames < max_steps and not ended:
-                write(_enlarged(_frame(env), scale))
-                frames += 1
-                action, _ = model.predict(observation, deterministic=deterministic)
-                observation, rewards, dones, infos = env.step(action)
-                episode_return += float(rewards[0])
-                # the episode is the Monitor's: a whole Atari game (not one of its lives, which ends the
-                # learner's episode), its return unclipped
-                ended = bool(dones[0]) and "episode" in infos[0]
-                if ended:
-                    episode_return = float(infos[0]["episode"]["r"])
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
+    with atomic_file(path) as handle, _writer(handle, fmt, fps) as write:
+        observation = env.reset()
+        while frames < max_steps and not ended:
+            write(_enlarged(_frame(env), scale))
+            frames += 1
+            action, _ = model.predict(observation, deterministic=deterministic)
+            observation, rewards, dones, infos = env.step(action)
+            episode_return += float(rewards[0])
+            # the episode is the Monitor's: a whole Atari game (not one of its lives, which ends the
+            # learner's episode), its return unclipped
+            ended = bool(dones[0]) and "episode" in infos[0]
+            if ended:
+                episode_return = float(infos[0]["episode"]["r"])
     recording = Recording(frames, episode_return, ended)
     logger.info("video at %g fps written to %s: %s", fps, path, recording)
     return recording
@@ -325,8 +322,8 @@ def _enlarged(frame: np.ndarray, scale: int) -> np.ndarray:
 
 
 @contextmanager
-def _writer(path: Path, fmt: str, fps: float) -> Iterator[Callable[[np.ndarray], None]]:
-    """A function writing one frame at a time to ``path``: MP4 frames streamed to the encoder;
+def _writer(file: IO[bytes], fmt: str, fps: float) -> Iterator[Callable[[np.ndarray], None]]:
+    """A function writing one frame at a time to ``file``: MP4 frames streamed to the encoder;
     a GIF's kept until the end (Pillow writes a GIF whole)."""
     import imageio.v3 as iio
 
@@ -334,11 +331,11 @@ def _writer(path: Path, fmt: str, fps: float) -> Iterator[Callable[[np.ndarray],
         frames: list[np.ndarray] = []
         yield frames.append
         if frames:
-            iio.imwrite(path, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
+            iio.imwrite(file, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
         return
-    with iio.imopen(path, "w", plugin="pyav", extension=".mp4") as file:
-        file.init_video_stream("libx264", fps=fps)
-        yield lambda frame: file.write_frame(_even(frame))
+    with iio.imopen(file, "w", plugin="pyav", extension=".mp4", container="mp4") as video:
+        video.init_video_stream("libx264", fps=fps)
+        yield lambda frame: video.write_frame(_even(frame))
 
 
 def _even(frame: np.ndarray) -> np.ndarray:

@@ -299,9 +299,10 @@ checkpoint.atomic_write(Path(sys.argv[1]), b"half")
 
 
 def test_stray_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
-    """A kill mid-write leaves ``.<name>.tmp-<host>-<pid>``; at the next start it is removed, wherever it is
-    in the run directory, unless its process still runs on this host (a job writing now) or it was
-    written on another host (whose processes this host cannot see). Nothing else is touched."""
+    """A kill mid-write leaves ``.<name>.tmp-<host>-<pid>-<token>``; at the next start it is removed, wherever
+    it is in the run directory, unless its process still runs on this host (a job writing now) or it was
+    written on another host (whose processes this host cannot see); so are the names of an evo before the
+    token. Nothing else is touched."""
     import socket
     import subprocess
     import sys
@@ -315,23 +316,72 @@ def test_stray_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_pa
         assert killed.returncode == 9
     dead = list(tmp_path.rglob(".*.tmp-*"))
     assert sorted(p.name.split(".tmp-")[0] for p in dead) == [".member_0.pt", ".population.csv"]
-    dead_pid = dead[0].name.rsplit("-", 1)[1]
+    dead_pid = dead[0].name.rsplit("-", 2)[1]
     host = socket.gethostname()
     kept = [
-        directory / f".best.pt.tmp-{host}-{os.getpid()}",  # this process: alive
-        directory / f".member_1.pt.tmp-another-host-{dead_pid}",  # another host's: unknowable here
+        directory / f".best.pt.tmp-{host}-{os.getpid()}-0123456789abcdef",  # this process: alive
+        directory / f".best.pt.tmp-{host}-{os.getpid()}",  # this process, as an evo before the token named it
+        directory / f".member_1.pt.tmp-another-host-{dead_pid}-0123456789abcdef",  # another host's: unknowable
+        directory / f".member_1.pt.tmp-another-host-{dead_pid}",
         directory / "member_1.pt.tmp-123",  # not a name atomic_write makes
         tmp_path / ".notes.tmp-abc",
     ]
-    legacy = tmp_path / f".lineage.jsonl.tmp-{dead_pid}"  # an evo before the host was in the name
-    for path in [*kept, legacy]:
+    legacy = [
+        tmp_path / f".lineage.jsonl.tmp-{dead_pid}",  # an evo before the host was in the name
+        tmp_path / f".front.json.tmp-{host}-{dead_pid}",  # and before the token
+    ]
+    for path in [*kept, *legacy]:
         path.write_bytes(b"x")
 
     removed = ckpt.remove_stray_temporaries(tmp_path)
-    assert sorted(removed) == sorted([*dead, legacy])
+    assert sorted(removed) == sorted([*dead, *legacy])
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == sorted(kept)
     assert ckpt.remove_stray_temporaries(tmp_path) == []
     assert ckpt.remove_stray_temporaries(tmp_path / "absent") == []
+
+
+def plant_links(folder, name, victim):
+    """Symbolic links to ``victim`` at every name a writer of ``folder / name`` could have been known to
+    use: its temporary as evo named it before (``.<name>.tmp-<host>-<pid>``, the PID published in
+    lock.json) and before that (``.<name>.tmp-<pid>``), and the name itself."""
+    host = ckpt._host()
+    for planted in (f".{name}.tmp-{host}-{os.getpid()}", f".{name}.tmp-{os.getpid()}", name):
+        (folder / planted).symlink_to(victim)
+
+
+def test_a_link_planted_where_a_write_goes_is_never_written_through(tmp_path, monkeypatch):
+    """Whoever may write the run directory plants symbolic links to a file of their choosing where a
+    manifest, a kept best and a record are written: the writes land in the run directory, the file
+    pointed to is untouched; a link at the temporary's exact name (were it known) fails the write."""
+    victim = tmp_path / "outside" / "victim"
+    victim.parent.mkdir()
+    victim.write_bytes(b"precious")
+    first = fake_checkpoint(tmp_path, 1)
+    with_best(first)
+    second = ckpt.generation_dir(tmp_path, 2)
+    second.mkdir()
+    plant_links(second, ckpt.MANIFEST, victim)
+    plant_links(second, ckpt.BEST, victim)
+
+    ckpt.write_manifest(second, {"format": 1, "run_id": "run-a", "generation": 2, "members": {}})
+    ckpt.carry_best(first / ckpt.BEST, second)
+    monkeypatch.setattr(os, "link", lambda *args: (_ for _ in ()).throw(OSError(1, "no hard links here")))
+    third = ckpt.generation_dir(tmp_path, 3)
+    third.mkdir()
+    plant_links(third, ckpt.BEST, victim)
+    ckpt.carry_best(first / ckpt.BEST, third)  # the copy where hard links fail
+    assert victim.read_bytes() == b"precious"
+    assert json.loads((second / ckpt.MANIFEST).read_text())["generation"] == 2
+    for directory in (second, third):
+        assert not (directory / ckpt.BEST).is_symlink()
+        assert (directory / ckpt.BEST).read_bytes() == (first / ckpt.BEST).read_bytes()
+
+    monkeypatch.setattr(ckpt.secrets, "token_hex", lambda size: "0123456789abcdef")  # the name, foreseen
+    exact = ckpt.temporary_path(tmp_path / "front.json")
+    exact.symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        ckpt.atomic_write(tmp_path / "front.json", b"{}")
+    assert victim.read_bytes() == b"precious" and exact.is_symlink() and not (tmp_path / "front.json").exists()
 
 
 def test_carrying_a_kept_best_that_is_gone_loses_the_best_not_the_run(tmp_path, caplog):

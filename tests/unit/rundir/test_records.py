@@ -1,6 +1,9 @@
 """The run directory's CSV files (evo.rundir.records), without MPI or training."""
 
 import csv
+import errno
+
+import pytest
 
 from evo.config import parse_config
 from evo.core.plan import Exploit
@@ -41,3 +44,35 @@ def test_csv_files_end_lines_with_newline_only_through_any_number_of_resumes(tmp
     assert generations_in(config.run_dir / "population.csv") == [g for g in range(1, 6) for _ in (0, 1)]
     assert generations_in(config.run_dir / "generations.csv") == [1, 2, 3, 4, 5]
     assert len((config.run_dir / "lineage.jsonl").read_text().splitlines()) == 5
+
+
+def test_records_are_never_written_through_a_link(tmp_path):
+    """Whoever may write the run directory links its records to a file of their choosing: the records a
+    new run writes replace the links (never written through), and appending to a record that became a
+    link is refused (ELOOP). The file pointed to is untouched throughout."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    run_dir = tmp_path / "run"
+    config = parse_config(["--run-dir", str(run_dir), "--tb-writer", "False"], world_size=1)
+    run_dir.mkdir()  # as the run's lock makes it, before the records
+    names = ("command.txt", "versions.json", "population.csv", "lineage.jsonl")
+    for name in names:
+        (run_dir / name).symlink_to(victim)
+    records = open_records(config)
+    assert victim.read_bytes() == b"precious"
+    assert not any((run_dir / name).is_symlink() for name in names)
+    assert (run_dir / "population.csv").read_text().startswith("generation,")
+
+    for name in ("population.csv", "lineage.jsonl", "generations.csv"):
+        (run_dir / name).unlink(missing_ok=True)
+        (run_dir / name).symlink_to(victim)
+        with pytest.raises(OSError) as refused:
+            write(records, 1)
+        assert refused.value.errno == errno.ELOOP, name
+        (run_dir / name).unlink()
+    with pytest.raises(OSError) as refused:  # a resume appends its command line
+        (run_dir / "command.txt").unlink()
+        (run_dir / "command.txt").symlink_to(victim)
+        open_records(config, continued=Continuation(0, []))
+    assert refused.value.errno == errno.ELOOP
+    assert victim.read_bytes() == b"precious"

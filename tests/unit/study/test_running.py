@@ -140,7 +140,8 @@ def test_each_run_starts_once_records_its_launch_and_a_finished_study_is_not_run
 
 def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoints(study, tmp_path, monkeypatch, capsys):
     """The run writes generation 1 and its checkpoint, then its study gets SIGTERM in generation 2; run
-    again, the study resumes it; its wall_s is the stopped launch's time and the second's."""
+    again, the study resumes it; its wall_s is the stopped launch's time and the second's. A link planted
+    at wall_s in between (whoever may write the run directory) is replaced, never written through."""
     path = study(generations=3)
     monkeypatch.setenv("STUB_STOP_AT", "2")
     assert study_main.main([str(path), "--methods", "pbt", "--seeds", "0"]) == study_main.EXIT_INTERRUPTED == 130
@@ -154,8 +155,13 @@ def test_an_interrupted_study_stops_its_runs_and_continues_from_their_checkpoint
     assert not (run_dir / "wall_s").exists() and partial >= 0
     assert [entry["status"] == 0 for entry in launches(tmp_path)] == [False]
 
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (run_dir / "wall_s").symlink_to(victim)
+
     monkeypatch.delenv("STUB_STOP_AT")
     assert study_main.main([str(path), "--methods", "pbt", "--seeds", "0"]) == 0
+    assert victim.read_text() == "precious" and not (run_dir / "wall_s").is_symlink()
     _, second = launched(tmp_path)
     assert second["command"][-2:] == [str(run_dir), "--resume"] and "partial" in second["left"]
     assert second["command"][:-1] == first["command"]

@@ -47,12 +47,19 @@ class Spy:
 
 
 def test_a_pendulum_member_as_a_gif_policy_on_normalised_observations_frames_raw(tmp_path):
+    """Also: a link planted at the name the video was once built under (``.<stem>.partial<suffix>``) is
+    never written through."""
     member = member_for("Pendulum-v1", "normalize:true")
     statistics = member.normalizer.obs_rms
     statistics.mean[:] = 100.0  # far outside Pendulum's observations (|x| <= 8): every one scales to -clip
     statistics.var[:] = 1.0
     spy, env = Spy(member.model), video_env("Pendulum-v1", 7, normalizer=member.normalizer)
-    path = tmp_path / "pendulum.gif"
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    path = tmp_path / "videos" / "pendulum.gif"
+    path.parent.mkdir()
+    planted = path.with_name(".pendulum.partial.gif")
+    planted.symlink_to(victim)
     assert record_video(spy, env, path, max_steps=24).frames == 24
     env.close()
 
@@ -62,7 +69,8 @@ def test_a_pendulum_member_as_a_gif_policy_on_normalised_observations_frames_raw
     assert np.all(np.concatenate(spy.observations) == -10.0)  # normalised by the member's statistics, clipped
     assert frames.std() > 0 and not np.array_equal(frames[0], frames[-1])  # the raw env is drawn, and moves
     assert statistics.mean.tolist() == [100.0] * 3 and member.normalizer.obs_rms is statistics  # untouched
-    assert [p.name for p in tmp_path.iterdir()] == ["pendulum.gif"]  # no partial file left
+    assert sorted(path.parent.iterdir()) == [planted, path]  # no partial file left
+    assert victim.read_bytes() == b"precious"
     member.close()
 
 
