@@ -30,7 +30,7 @@ from typing import Any
 from evo.config import checks, probe
 from evo.config.agent import CNN_POLICIES, AgentSettings, build_agent
 from evo.config.checks import TRANSPORTS, run_dir_problems
-from evo.config.envnames import env_shape, procgen_game, stacked_shape
+from evo.config.envnames import env_shape, procgen_game, stacked_shape, unbatchable_message
 from evo.config.hyperparams import (
     PARAM_SETS,
     agent_keys,
@@ -62,6 +62,7 @@ from evo.config.resume import (
     resume_dir,
 )
 from evo.core.envparams import is_env_param
+from evo.core.names import file_name
 from evo.learners import LearnerSpec, algo_problem, learner_spec
 
 __all__ = [
@@ -144,6 +145,8 @@ def parse_config(
     resolved.update(run_names(args, game, prog, now, check_run_dir, problems))
     ranges = {"learning_rate": args.learning_rate_range, "gamma": args.gamma_range}
     shape = env_shape(args.env_id, resolved["env_kwargs"])
+    if shape is not None and shape.unbatchable:
+        problems.append(unbatchable_message(args.env_id, shape.unbatchable))
     agent = build_agent(spec, settings, args.env_id, game, shape, args.num_envs, ranges, problems, sources)
     agent, resolved["objective"] = probed(args, agent, resolved["env_kwargs"], problems)
     if not args.resume:  # a resumed run's sizes were accepted when it started (and evo's tools open runs so)
@@ -283,7 +286,7 @@ def run_names(
     """The experiment name (default ``<script>-<env>-<time>``) and the run directory, new unless resumed."""
     stem = Path(prog).stem if prog else "evo"
     stamp = (now or _dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
-    exp_name = args.exp_name or f"{stem}-{(game or args.env_id).replace(':', '_').replace('/', '_')}-{stamp}"
+    exp_name = args.exp_name or f"{stem}-{file_name(game or args.env_id)}-{stamp}"
     run_dir = args.run_dir if args.run_dir is not None else Path("runs") / exp_name
     if check_run_dir and not args.resume:
         problems += run_dir_problems(run_dir)

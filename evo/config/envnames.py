@@ -13,6 +13,7 @@ import functools
 import importlib
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from evo.learners.spec import EnvShape
@@ -117,6 +118,10 @@ def atari_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**env_kwargs, "frameskip": 1}
 
 
+REGISTERED_BY = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
+"""Env id prefixes of packages that register their envs when imported (and are not gymnasium's own)."""
+
+
 def unknown_env_message(env_id: str) -> str | None:
     """None if ``env_id`` can be made, else a message with close matches."""
     if procgen_game(env_id) is not None:
@@ -146,6 +151,12 @@ def unknown_env_message(env_id: str) -> str | None:
     matches = difflib.get_close_matches(bare, candidates, n=5, cutoff=0.6)
     matches += [c for c in candidates if c.lower() == bare.lower() and c not in matches]
     hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+    package = next((name for prefix, name in REGISTERED_BY.items() if bare.startswith(prefix)), None)
+    if package is not None:
+        hint += f" {bare} is registered by the {package} package when it is imported: name it {package}:{bare}"
+        hint += f" (pip install {package} where it is missing)."
+    else:
+        hint += " An env that a package registers when it is imported is named module:EnvId (gymnasium's form)."
     return (
         f"--env-id {env_id!r} is neither a registered gymnasium env nor a Procgen game.{hint} "
         f"Procgen games: {', '.join(PROCGEN_GAMES)}."
@@ -218,9 +229,41 @@ def _shape_of(env_id: str, env_kwargs: tuple[tuple[str, Any], ...]) -> EnvShape 
         actions, observations = env.action_space, env.observation_space
         itemsize = observations.dtype.itemsize if observations.dtype is not None else 4
         shape = ATARI_SCREEN if is_atari(env_id) else tuple(int(n) for n in (observations.shape or ()))
-        return EnvShape(type(actions).__name__, tuple(int(n) for n in (actions.shape or ())), shape, int(itemsize))
+        actions_shape = tuple(int(n) for n in (actions.shape or ()))
+        return EnvShape(type(actions).__name__, actions_shape, shape, int(itemsize), unbatchable(observations))
     finally:
         env.close()
+
+
+BATCHABLE = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
+"""The observation spaces SB3's buffers hold, alone or as the fields of a (flat) Dict."""
+
+
+def unbatchable(space) -> tuple[str, ...]:
+    """The parts of an observation space SB3 cannot batch, each as ``name (Space)``: the space itself, or the
+    fields of a Dict that are not of :data:`BATCHABLE` (a Text, a Sequence, a nested Dict or Tuple)."""
+    kind = type(space).__name__
+    if kind == "Dict":
+        return tuple(
+            f"{key} ({type(sub).__name__})" for key, sub in space.spaces.items() if type(sub).__name__ not in BATCHABLE
+        )
+    return () if kind in BATCHABLE else (f"the observation ({kind})",)
+
+
+def unbatchable_message(env_id: str, parts: Sequence[str]) -> str:
+    """The refusal of an env whose observations hold ``parts`` that SB3 cannot batch, with what to do."""
+    minigrid = env_id.rpartition(":")[2].startswith(("MiniGrid-", "BabyAI-"))
+    wrapper = (
+        "minigrid.wrappers.ImgObsWrapper (the image alone) or FlatObsWrapper (the image and the mission, encoded)"
+        if minigrid
+        else "a gymnasium wrapper that drops or encodes them (gymnasium.wrappers.FilterObservation keeps the fields "
+        "you name)"
+    )
+    return (
+        f"--env-id {env_id}: its observations hold {', '.join(parts)}, which SB3 cannot put in a batch (it takes "
+        f"{', '.join(BATCHABLE)}, or a flat Dict of them). Wrap the env with {wrapper}, and register the wrapped env "
+        "in a module of yours as your own id, run as module:YourEnv-v0"
+    )
 
 
 def env_shape(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvShape | None:

@@ -291,6 +291,9 @@ class EnvShape:
     action_shape: tuple[int, ...] = ()
     observation_shape: tuple[int, ...] = ()
     observation_itemsize: int = 4
+    unbatchable: tuple[str, ...] = ()
+    """The parts of its observations SB3 cannot put in a batch, each as ``name (Space)`` (a Dict's Text field,
+    say: MiniGrid's ``mission``); none for a space SB3 takes."""
 
     @property
     def action_dims(self) -> int:

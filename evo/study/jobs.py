@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from evo.core.names import file_name
 from evo.study.spec import Method, Study, flag_value
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -58,7 +59,7 @@ class Job:
 
     @property
     def log_name(self) -> str:
-        return f"{self.env_id}-{self.method}-seed{self.seed}.log".replace("/", "_").replace(":", "_")
+        return f"{file_name(self.env_id)}-{self.method}-seed{self.seed}.log"
 
 
 def render(value) -> str:
@@ -86,8 +87,17 @@ def jobs_for(study: Study, runs: Path | None = None) -> list[Job]:
         for env_id in study.envs:
             for method in study.methods.values():
                 if method.runs_on(env_id):
-                    jobs.append(job_for(study, env_id, method, seed, runs / env_id / f"{method.name}-seed{seed}"))
+                    run_dir = env_runs(runs, env_id) / f"{method.name}-seed{seed}"
+                    jobs.append(job_for(study, env_id, method, seed, run_dir))
     return jobs
+
+
+def env_runs(runs: Path, env_id: str) -> Path:
+    """The folder of an env's runs: ``runs/<env>`` with the env id as a file name (``ALE_Pong-v5``,
+    ``module_EnvId``, as the entry scripts name run directories); a study begun before that named it
+    ``runs/<env id>`` (``ALE/Pong-v5`` two levels deep, ``module:EnvId`` with its colon), and goes on there."""
+    before = runs / env_id
+    return before if before != runs / file_name(env_id) and before.is_dir() else runs / file_name(env_id)
 
 
 def job_for(study: Study, env_id: str, method: Method, seed: int, run_dir: Path) -> Job:

@@ -77,6 +77,27 @@ def zoo_env_name(env_id: str) -> str:
     return env_id.replace("/", "-").split(":")[-1]
 
 
+def play_line(run: SavedRun, chosen: MemberFile, experiment: Path, out: Path) -> str:
+    """What to run to play an exported member: rl_zoo3's enjoy on the env's own id (``ALE/Pong-v5``: enjoy
+    names the folder with dashes itself and makes the env from the id), a user's ``module:Env`` as the env and
+    ``--gym-packages module`` (enjoy imports it, so run it where the module imports); Procgen, which zoo
+    cannot make, through SB3's load and evo-evaluate."""
+    env_id, algo = run.config.env_id, run.config.algo
+    if procgen_game(env_id):  # zoo has no Procgen envs: SB3 loads the zip, evo-evaluate plays it
+        return (
+            f"load it: stable_baselines3.{algo.upper()}.load('{experiment / (zoo_env_name(env_id) + '.zip')}') "
+            f"(rl_zoo3 cannot make Procgen envs); play it: evo-evaluate {run.run_dir} --member {chosen.member} "
+            f"--generation {chosen.generation}, --video FILE for a video"
+        )
+    module, colon, name = env_id.rpartition(":")
+    packages = f" --gym-packages {module}" if colon else ""
+    where = f" (from a folder where `import {module}` works)" if colon else ""
+    return (
+        f"play it{where}: python -m rl_zoo3.enjoy --algo {algo} --env {name}{packages} -f {out} --exp-id "
+        f"{experiment.name.rsplit('_', 1)[1]}"
+    )
+
+
 def next_experiment(folder: Path, algo: str, env_name: str) -> Path:
     """``folder/<algo>/<env>_<N>`` with N the next free id >= 1 (zoo's get_latest_run_id + 1)."""
     pattern = re.compile(re.escape(env_name) + r"_(\d+)")
@@ -218,17 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"note: {env_name}/vecnormalize.pkl holds {env_name}.zip's statistics (zoo reads it for best_model.zip "
             f"too); best_model.zip's own are {env_name}/best_model_vecnormalize.pkl, or export --member best-ever"
         )
-    if procgen_game(run.config.env_id):  # zoo has no Procgen envs: SB3 loads the zip, evo-evaluate plays it
-        print(
-            f"load it: stable_baselines3.PPO.load('{experiment / (env_name + '.zip')}') (rl_zoo3 cannot make "
-            f"Procgen envs); play it: evo-evaluate {run.run_dir} --member {chosen.member} --generation "
-            f"{chosen.generation}, --video FILE for a video"
-        )
-    else:
-        print(
-            f"play it: python -m rl_zoo3.enjoy --algo {run.config.algo} --env {env_name} -f {args.out} "
-            f"--exp-id {experiment.name.rsplit('_', 1)[1]}"
-        )
+    print(play_line(run, chosen, experiment, args.out))
     if args.video is not None:  # on evo-evaluate's fresh seed: the episode it plays first
         return record_saved("evo-export", run, chosen, args.video, evaluation_seed(run.config.seed), args.video_steps)
     return 0
@@ -274,6 +285,7 @@ def main_front(args: argparse.Namespace) -> int:
         objectives = history.row(member_file.generation, member_file.member).objectives
         shown = ", ".join(f"{name} {value:.4g}" for name, value in objectives.items())
         print(f"member {member_file.member} of generation {member_file.generation} ({shown}): {experiment}")
+        print(f"  {play_line(run, member_file, experiment, args.out)}")
     return 0
 
 

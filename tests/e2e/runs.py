@@ -4,6 +4,8 @@ python -m entry points, the line of a member's weights back through its exploits
 digest (to show nothing was written), the kept best checked against the records, and the
 evo-less virtualenv (.venv-zoo)."""
 
+import os
+import shlex
 import subprocess
 import sys
 import time
@@ -171,6 +173,20 @@ def zoo_venv_python() -> Path:
     )
     assert built.returncode == 0, built.stderr[-3000:]
     return ZOO_VENV / "bin" / "python"
+
+
+def play(zoo_python: Path, printed: str, steps: int, cwd: Path, env: dict | None = None, timeout: float = 300) -> str:
+    """Run the "play it" line evo-export ``printed`` as a user would (``python`` the evo-less virtualenv's, from
+    ``cwd``), for ``steps`` steps without rendering; asserts it succeeds; returns what it printed."""
+    (line,) = [line for line in printed.splitlines() if "play it" in line]
+    command = shlex.split(line.split(": ", 1)[1])
+    assert command[:3] == ["python", "-m", "rl_zoo3.enjoy"], line
+    result = subprocess.run(
+        [str(zoo_python), *command[1:], "--no-render", "-n", str(steps)],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    assert result.returncode == 0, line + "\n" + result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout
 
 
 def enjoy(zoo_python: Path, algo: str, env_id: str, folder: Path, steps: int, timeout: float = 300) -> str:

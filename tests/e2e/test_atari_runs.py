@@ -15,7 +15,7 @@ import logging
 import pytest
 import yaml
 
-from tests.e2e.runs import enjoy, zoo_venv_python
+from tests.e2e.runs import play, zoo_venv_python
 from tests.e2e.test_export import evaluated, exported
 from tests.e2e.test_resilience import WITHOUT_TORCH
 from tests.support import generations_recorded, mpiexec, need_atari, read_lineage, read_population, run_in_process
@@ -36,7 +36,7 @@ def flags(run_dir, *extra: str) -> list[str]:
     return [*flags, "--num-agents", str(MEMBERS), "--run-dir", str(run_dir), "--seed", "5", *extra]
 
 
-def test_pbt_on_an_atari_game_exploits_resumes_and_exports_for_zoo(tmp_path, caplog):
+def test_pbt_on_an_atari_game_exploits_resumes_and_exports_for_zoo(tmp_path, caplog, capsys):
     """One run serves the records, the exploits, the resume, evo-evaluate, the export and enjoy (700 steps of
     Breakout in .venv-zoo): about half a minute on 2 cores."""
     run_dir = tmp_path / "run"
@@ -63,7 +63,9 @@ def test_pbt_on_an_atari_game_exploits_resumes_and_exports_for_zoo(tmp_path, cap
     (member,) = evaluated(run_dir, tmp_path, "--member", "best", "--episodes", "2")["members"]
     assert len(member["returns"]) == 2 and all(value >= 0 for value in member["returns"])  # Breakout's scores
 
+    capsys.readouterr()
     experiment = exported(run_dir, tmp_path / "logs")
+    printed = capsys.readouterr().out
     assert experiment == tmp_path / "logs" / "ppo" / "ALE-Breakout-v5_1"  # zoo's name of the id: / as -
     stats = experiment / "ALE-Breakout-v5"
     assert (experiment / "ALE-Breakout-v5.zip").is_file()
@@ -75,8 +77,10 @@ def test_pbt_on_an_atari_game_exploits_resumes_and_exports_for_zoo(tmp_path, cap
         "env_kwargs": {"frameskip": 1, "repeat_action_probability": 0.0}
     }
     zoo_python = zoo_venv_python()
-    printed = enjoy(zoo_python, "ppo", GAME, tmp_path / "logs", 700, timeout=600)
-    assert "Stacking 4 frames" in printed and "Atari Episode Score" in printed
+    # the line evo-export printed, run as printed (issue 54: it said --env ALE-Breakout-v5, which zoo cannot make)
+    assert f"--env {GAME} -f {tmp_path / 'logs'} --exp-id 1" in printed
+    played = play(zoo_python, printed, 700, tmp_path, timeout=600)
+    assert "Stacking 4 frames" in played and "Atari Episode Score" in played
 
 
 def test_bad_atari_input_is_refused_on_every_rank_before_anything_is_written(tmp_path):

@@ -34,6 +34,17 @@ class ConstantReward(gym.Env):
 
 
 gym.register("ConstantRewardUnit-v0", entry_point=ConstantReward)
+
+
+class MissionObservation(ConstantReward):  # MiniGrid's shape of observation: an image and a Text mission
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Dict(
+            {"image": gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), "mission": gym.spaces.Text(20)}
+        )
+
+
+gym.register("MissionObservationUnit-v0", entry_point=MissionObservation)
 """
 """A user's env (tests/e2e/test_user_env.py's, without its log) in a module of its own."""
 TINY = ["--hyperparams", "n_envs:2", "n_steps:32", "batch_size:32", "n_epochs:1"]
@@ -56,6 +67,15 @@ def refusal(tmp_path, *argv: str) -> str:
             "unexpected keyword argument 'lenght'",
         ),
         (["--env-id", "not_my_unit_envs:ConstantRewardUnit-v0"], "cannot import module 'not_my_unit_envs'"),
+        (  # it crashed every rank (SB3 cannot batch a Text field), leaving two half-made run folders
+            ["--env-id", "my_unit_envs:MissionObservationUnit-v0"],
+            "its observations hold mission (Text), which SB3 cannot put in a batch",
+        ),
+        (  # MiniGrid's ids are registered when minigrid is imported, which evo does only when named so
+            ["--env-id", "MiniGrid-Empty-5x5-v0"],
+            "MiniGrid-Empty-5x5-v0 is registered by the minigrid package when it is imported: name it "
+            "minigrid:MiniGrid-Empty-5x5-v0",
+        ),
     ],
 )
 def test_bad_user_env_input_is_refused(tmp_path, monkeypatch, argv, expected):

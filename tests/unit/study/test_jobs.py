@@ -214,8 +214,10 @@ def test_a_users_study_names_its_env_methods_settings_and_budget(tmp_path):
     assert "n_steps:250" in mine.command and "learning_rate:0.001" in mine.command
     assert (
         mine.command[-4:-2] == ("--precision", "bf16")
-        and mine.run_dir == tmp_path / "runs" / ("mypackage.envs:Walker-v0") / "mine-seed3"
+        and mine.run_dir == tmp_path / "runs" / "mypackage.envs_Walker-v0" / "mine-seed3"  # as the scripts name it
     )
+    (tmp_path / "runs" / "mypackage.envs:Walker-v0").mkdir(parents=True)  # a study begun before: its folder kept
+    assert jobs_for(study)[1].run_dir == tmp_path / "runs" / "mypackage.envs:Walker-v0" / "mine-seed3"
     assert render(3e-4) == "0.0003" and yaml.safe_load(render({"a": [1, 2.0e-6]})) == {"a": [1, 2.0e-6]}
 
 

@@ -46,7 +46,7 @@ def study_with_code(tmp_path, monkeypatch, failures):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
 
-    def runs_while_the_code_changes(study, jobs, cores):
+    def runs_while_the_code_changes(study, jobs, cores, whole):
         (package / "module.py").write_text("x = 22\n")
         return failures
 
