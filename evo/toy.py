@@ -15,7 +15,6 @@ an argument (``main`` asks for ``COMM_WORLD``).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from evo.core.plan import Exploit, generation_rng, plan_generation
 from evo.core.result import MemberResult, Scores
 from evo.learners.interface import Layout, Payload, buffers_for
 from evo.mpi import exchange
+from evo.rundir.jsontext import dumps
 from evo.runner.loop import Hooks, LoopSettings, run_generations
 
 Q_MAX = 1.2
@@ -338,6 +338,6 @@ def main(argv=None) -> int:
     print(f"optimum Q = {Q_MAX}; figure: {args.out}")
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"seeds": args.seeds, "final_q": finals, "workers": settings.workers}, handle, indent=2)
+            handle.write(dumps({"seeds": args.seeds, "final_q": finals, "workers": settings.workers}, indent=2))
     sys.stdout.flush()
     return 0

@@ -82,7 +82,8 @@ def _plain(value: Any) -> Any:
 
 
 def _finite_or_none(value: float) -> float | None:
-    return None if value != value else float(value)
+    """A score as JSON holds it: NaN and ±inf, which JSON cannot, as null."""
+    return float(value) if math.isfinite(value) else None
 
 
 def generation_rng(seed: int, generation: int) -> np.random.Generator:

@@ -73,7 +73,7 @@ class Restart:
             "generation": self.generation,
             "member": self.member,
             "donor": self.donor,
-            "donor_score": None if math.isnan(self.donor_score) else float(self.donor_score),
+            "donor_score": float(self.donor_score) if math.isfinite(self.donor_score) else None,
             "failures": self.failures,
             "error": self.error,
             "old_hparams": json_hparams(self.old_hparams, space),

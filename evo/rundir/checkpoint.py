@@ -56,6 +56,8 @@ from typing import IO, Any, Protocol
 
 import numpy as np
 
+from evo.rundir.jsontext import dumps
+
 logger = logging.getLogger(__name__)
 
 FORMAT = 1
@@ -318,7 +320,7 @@ class Checkpoint:
 
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    atomic_write(directory / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+    atomic_write(directory / MANIFEST, (dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
 def check_file(path: Path, entry: Mapping[str, Any], named_by: str) -> None:

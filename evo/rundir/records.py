@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import platform
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,7 @@ from evo.core.plan import Exploit, weight_moves
 from evo.core.restart import Restart
 from evo.core.result import MemberResult
 from evo.rundir.checkpoint import atomic_write, open_appending
+from evo.rundir.jsontext import dumps
 
 TIMING_FIELDS = ["generation", "wall_s", "env_steps_per_s", "train_s", "score_s", "wait_s", "exchange_s"]
 
@@ -140,6 +142,9 @@ def ready_record(
     copies = exploit is not None and exploit.copies
     donor = exploit.exploit.donor if copies else ""
     row = population_row(point.interval, point.result, donor, space, names, objectives)
+    for name, value in row.items():  # as population.csv writes them (nan, inf): JSON has no word for them
+        if isinstance(value, float) and not math.isfinite(value):
+            row[name] = str(value)
     row["wall_s"] = f"{point.wall:.3f}"
     row["donor_interval"] = exploit.donor_interval if copies else ""
     lineage = []
@@ -298,7 +303,7 @@ class RunRecords:
         writer.writeheader()
         writer.writerows(record["row"] for record in ready_records)
         atomic_write(self.population_path, text.getvalue().encode())
-        lines = "".join(json.dumps(entry) + "\n" for entry in self.lineage)
+        lines = "".join(dumps(entry) + "\n" for entry in self.lineage)
         atomic_write(self.lineage_path, lines.encode())
 
     def _truncate(self, generation: int) -> None:
@@ -322,7 +327,7 @@ class RunRecords:
         # the lines the checkpoint's lineage holds, as written (the manifest's copy has its keys sorted)
         written = self.lineage_path.read_text().splitlines(keepends=True)[: len(self.lineage)]
         if [json.loads(line) for line in written] != self.lineage:
-            written = [json.dumps(entry) + "\n" for entry in self.lineage]
+            written = [dumps(entry) + "\n" for entry in self.lineage]
         atomic_write(self.lineage_path, "".join(written).encode())
 
     def write_generation(
@@ -401,7 +406,7 @@ class RunRecords:
     def _append_lineage(self, entries: Sequence[dict]) -> None:
         with open_appending(self.lineage_path) as handle:
             for entry in entries:
-                handle.write(json.dumps(entry) + "\n")
+                handle.write(dumps(entry) + "\n")
                 self.lineage.append(entry)
 
     def _population_scalars(self, results: Sequence[MemberResult]) -> None:
@@ -450,7 +455,7 @@ class RunRecords:
             for i in first
         ]
         document = {"objective": self.objective.text, "front": entries}
-        atomic_write(self.run_dir / "front.json", (json.dumps(document, indent=1) + "\n").encode())
+        atomic_write(self.run_dir / "front.json", (dumps(document, indent=1) + "\n").encode())
         return entries
 
     def write_timing(self, generation: int, wall: float, trained: int, per_rank: Sequence[RankTiming]) -> None:

@@ -33,6 +33,8 @@ from types import SimpleNamespace
 import numpy as np
 import yaml
 
+from evo.rundir.jsontext import dumps, number
+
 RESULT = "reevaluation.json"
 TOOL = "evo-evaluate"
 ENVS = 8
@@ -93,7 +95,10 @@ def read_cache(path: Path, wanted: dict | None = None) -> FreshReturns | None:
     if wanted is not None and not _same(how, wanted):
         return None
     members = {int(m): r for m, r in saved["members"].items()}
-    objectives = {int(m): o for m, o in (saved.get("objectives") or {}).items()}
+    objectives = {
+        int(m): {key: [number(v) for v in values] for key, values in o.items()}
+        for m, o in (saved.get("objectives") or {}).items()
+    }
     kept = saved.get("best_ever")
     if kept is None:
         return FreshReturns(members, how=how, objectives=objectives)
@@ -154,7 +159,7 @@ def reevaluated(
     record = {"how": fresh.how, "members": fresh.members, "best_ever": kept}
     if fresh.objectives:
         record["objectives"] = fresh.objectives
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    path.write_text(dumps(record, indent=1) + "\n")
     return fresh
 
 
@@ -214,7 +219,7 @@ def floors(run_dir: Path, episodes: int, levels: tuple[int, int] | None, path: P
     found = play_floors(run, seed, episodes, levels)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"how": how, "random": found.random, "constant": found.constant}
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    path.write_text(dumps(record, indent=1) + "\n")
     return Floors(found.random, found.constant, how)
 
 

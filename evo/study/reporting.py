@@ -4,13 +4,13 @@ caches), its numbers gathered, the floors played, and the files written (``resul
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from evo.rundir.jsontext import dumps
 from evo.study import report
 from evo.study.fresh import FreshReturns, floors, floors_path, reevaluated
 from evo.study.jobs import Job, has_result
@@ -227,7 +227,7 @@ def write_report(study: Study, jobs: Sequence[Job], foreign: Mapping | None = No
     out.mkdir(parents=True, exist_ok=True)
     results = [run.result for run in runs]
     with_stages = any(r.stages for r in results)
-    (out / "results.json").write_text(json.dumps([r.record(with_stages) for r in results], indent=1) + "\n")
+    (out / "results.json").write_text(dumps([r.record(with_stages) for r in results], indent=1) + "\n")
     text = markdown(study, runs, floor_values, thresholds, foreign or {})
     (out / "results.md").write_text(text)
     dump(out / "report.json", report_json(study, runs, floor_values, foreign or {}))
@@ -264,4 +264,4 @@ def to_json(value):
 
 
 def dump(path: Path, value) -> None:
-    path.write_text(json.dumps(to_json(value), indent=1) + "\n")
+    path.write_text(dumps(to_json(value), indent=1) + "\n")

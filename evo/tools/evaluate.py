@@ -35,7 +35,6 @@ warning.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import sys
@@ -46,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from evo.core.objective import parse_objective
+from evo.rundir.jsontext import dumps
 from evo.tools.saved import BEST, BEST_EVER, LostBest, MemberFile, SavedRun, SavedRunError
 from evo.tools.video import add_video_arguments, record_saved, video_problems
 
@@ -328,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         try:
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(record, indent=1) + "\n")
+            args.json.write_text(dumps(record, indent=1) + "\n")
         except OSError as error:
             message = f"--json {args.json}: cannot be written ({error}); give a path you may write to"
             print(f"evo-evaluate: error: {message}", file=sys.stderr)

@@ -321,7 +321,7 @@ class PB2(Explorer):
         if not state:
             return
         self.observations = [(int(t), [float(v) for v in x], float(dy)) for t, x, dy in state["observations"]]
-        self.baselines = {int(m): float(s) for m, s in state["baselines"].items()}
+        self.baselines = {int(m): math.nan if s is None else float(s) for m, s in state["baselines"].items()}
 
     @classmethod
     def from_state(cls, space: SearchSpace, state: Mapping[str, Any] | None, **settings: Any) -> PB2:
