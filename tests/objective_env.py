@@ -7,6 +7,11 @@ An episode lasts ``length`` steps (default 4), whatever the actions: a member's 
 env parameters alone, not from what it learned. Both are attributes the env reads at every step
 (``env.weight``, ``env.cost`` in a search space); a test reads them back from the info of the steps
 that followed a change.
+
+``odd_every`` N > 0 makes the 1st, (1 + N)th, (1 + 2N)th, ... episode of each copy of the env (every one
+with 1) end with ``merit`` as ``odd`` says instead: ``missing`` (the default) leaves it out of info, a
+number (``nan``, ``inf``, ``-inf``) puts that number there: an env that reports a key only in some
+episodes, or not finite in some or all of them.
 """
 
 import gymnasium as gym
@@ -16,7 +21,15 @@ import numpy as np
 class Objectives(gym.Env):
     metadata = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, length: int = 4, weight: float = 0.5, cost: float = 0.5, render_mode: str | None = None):
+    def __init__(
+        self,
+        length: int = 4,
+        weight: float = 0.5,
+        cost: float = 0.5,
+        odd_every: int = 0,
+        odd: str = "missing",
+        render_mode: str | None = None,
+    ):
         self.render_mode = render_mode
         self.length = int(length)
         self.weight = float(weight)
@@ -24,6 +37,8 @@ class Objectives(gym.Env):
         self.observation_space = gym.spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self.steps = 0
+        self.odd_every, self.odd = int(odd_every), str(odd)
+        self.episodes = 0
 
     def _info(self) -> dict:
         return {"merit": 1.0 - self.weight, "cost": self.cost, "weight": self.weight}
@@ -38,7 +53,16 @@ class Objectives(gym.Env):
 
     def step(self, action):
         self.steps += 1
-        return self._observation(), self.weight, self.steps >= self.length, False, self._info()
+        ended = self.steps >= self.length
+        info = self._info()
+        if ended:
+            self.episodes += 1
+            if self.odd_every > 0 and (self.episodes - 1) % self.odd_every == 0:
+                if self.odd == "missing":
+                    del info["merit"]
+                else:
+                    info["merit"] = float(self.odd)
+        return self._observation(), self.weight, ended, False, info
 
 
 if "Objectives-v0" not in gym.envs.registry:

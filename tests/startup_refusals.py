@@ -92,7 +92,10 @@ def bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
             ],
             "several objectives rank members by Pareto fronts, and pb2 its GP models how one score changes",
         ),
-        (["--objective", "info:is_success"], "ended without 'is_success' in its info; the keys it reported: no key"),
+        (
+            ["--objective", "info:is_success"],
+            "with 'is_success' in its info as a finite number; the keys they reported: no key",
+        ),
         (["--hyperparams", "search_space:{env.gravityy: {low: 9, high: 10}}"], "has no attribute 'gravityy'"),
         (
             ["--env-id", "bigfish", "--hyperparams", "search_space:{env.x: {low: 0.1, high: 1.0}}"],

@@ -5,15 +5,19 @@ apart from making the env (gymnasium only, as evo.config.envnames does to read i
   attribute (on the env or one of its wrappers, as gymnasium's ``get_wrapper_attr`` finds it), and it
   must not be a method; its value then is the parameter's default (``--initial-hparams defaults``).
   Procgen games take none: their C++ env fixes its settings when it is built.
-- **The objective** (``--objective info:<key>``): one episode of a probe env, random actions from a
-  fixed seed, must end with every key in its info. An episode that does not end within
-  :data:`PROBE_STEPS` steps proves nothing; the run then checks at its first generation
-  (evo.core.objective.unreported).
+- **The objective** (``--objective info:<key>``): episodes of a probe env, random actions from a fixed
+  seed, :data:`PROBE_STEPS` steps in all, must end at least once with each key in their info as a
+  finite number: a key they never report so is refused. One that some of them report is not (an env
+  may report a key only in some episodes: those are the ones scored), and the probe stops at the first
+  episode's end once each key has been seen. With no episode ended within those steps the probe proves
+  nothing; the run then checks at its first generation (evo.core.objective.unreported).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from evo.config.envnames import make_env_once, procgen_game, unknown_env_message
@@ -21,7 +25,7 @@ from evo.core.envparams import attribute
 from evo.core.objective import Objective
 
 PROBE_STEPS = 2000
-"""The most steps the objective's probe episode takes (fewer when the env's time limit says so)."""
+"""The most steps the objective's probe episodes take, all together."""
 PROCGEN_PARAMETERS = (
     "Procgen games take no env parameters: procgen's C++ env fixes its settings (the game, its distribution mode "
     "and levels) when it is built, and has no attribute a step reads; drop {names} from the search space"
@@ -86,8 +90,9 @@ def _plain(value: Any) -> Any:
 
 
 def objective_problems(env_id: str, env_kwargs: Mapping[str, Any], objective: Objective) -> list[str]:
-    """Why the env cannot give ``objective``'s info keys: a Procgen game (its adapter reports none), or one
-    probe episode that ended without them (naming the keys it did report)."""
+    """Why the env cannot give ``objective``'s info keys: a Procgen game (its adapter reports none), or
+    probe episodes that ended without a key as a finite number, every one of them (naming the keys they
+    did report)."""
     keys = objective.info_keys
     if not keys:
         return []
@@ -103,33 +108,62 @@ def objective_problems(env_id: str, env_kwargs: Mapping[str, Any], objective: Ob
     except Exception:  # reported by the env's own checks
         return []
     try:
-        ended, info, steps = _one_episode(env)
+        probe = _episodes(env, keys)
     finally:
         env.close()
-    if not ended:
+    missing = [key for key in keys if key not in probe.finite]
+    if not probe.episodes or not missing:
         return []
-    missing = [key for key in keys if key not in info]
-    if not missing:
-        return []
-    reported = ", ".join(sorted(map(str, info))) or "no key at all"
     named = ", ".join(repr(key) for key in missing)
+    unfit = [key for key in missing if key in probe.nonfinite]
+    reported = ", ".join(sorted(str(key) for key in probe.reported if key not in unfit)) or "no key at all"
+    how = f" (only as NaN or ±inf: {', '.join(repr(key) for key in unfit)})" if unfit else ""
+    ran = f"{probe.episodes} episode{'s' if probe.episodes > 1 else ''}"
     return [
-        f"--objective {objective.text}: one episode of {env_id} ({steps} steps of random actions) ended without "
-        f"{named} in its info; the keys it reported: {reported}. Give one of those, or make the env put {named} in "
-        "info at the end of every episode"
+        f"--objective {objective.text}: none of the {ran} of {env_id} the probe played ({probe.steps} steps of random "
+        f"actions) ended with {named} in its info as a finite number{how}; the keys they reported: {reported}. Give "
+        f"one of those, or make the env put {named} in info at the end of every episode (an env that reports it in "
+        "only some episodes is scored on those)"
     ]
 
 
-def _one_episode(env) -> tuple[bool, dict, int]:
-    """Random actions from a fixed seed until the episode ends: whether it ended within the probe's
-    steps, the last step's info and the steps taken."""
-    limit = PROBE_STEPS
-    if env.spec is not None and env.spec.max_episode_steps:
-        limit = min(limit, int(env.spec.max_episode_steps))
+@dataclass
+class _Probe:
+    """What the probe episodes showed: how many ended, the steps taken, every info key their ends
+    reported, and of the keys looked for those reported as a finite number and those only NaN or ±inf."""
+
+    episodes: int = 0
+    steps: int = 0
+    reported: set = field(default_factory=set)
+    finite: set[str] = field(default_factory=set)
+    nonfinite: set[str] = field(default_factory=set)
+
+
+def _episodes(env, keys: Sequence[str]) -> _Probe:
+    """Random actions from a fixed seed, episode after episode, until each of ``keys`` has ended an
+    episode as a finite number or :data:`PROBE_STEPS` steps are taken."""
+    probe = _Probe()
     env.action_space.seed(0)
-    _, info = env.reset(seed=0)
-    for step in range(1, limit + 1):
+    env.reset(seed=0)
+    while probe.steps < PROBE_STEPS:
         _, _, terminated, truncated, info = env.step(env.action_space.sample())
-        if terminated or truncated:
-            return True, dict(info), step
-    return False, dict(info), limit
+        probe.steps += 1
+        if not (terminated or truncated):
+            continue
+        probe.episodes += 1
+        probe.reported |= set(info)
+        for key in keys:
+            if key in info:
+                (probe.finite if _finite(info[key]) else probe.nonfinite).add(key)
+        if all(key in probe.finite for key in keys):
+            break
+        env.reset()
+    return probe
+
+
+def _finite(value: Any) -> bool:
+    """Whether an info value is a finite number (a value that is no number is left to the run's own check)."""
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return True

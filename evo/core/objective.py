@@ -11,13 +11,20 @@ last ``--score-window`` training episodes, or its ``--eval-episodes``). Each ter
 A member's ``score`` (population.csv's ``score``, the kept best, the log's best and mean, PB2's
 changes) is the first term, larger better: negated for a ``min`` term; its ``objectives`` are every
 term's value as measured.
+
+**Values that are not finite.** An episode whose ``info[key]`` is NaN or ±inf is left out of the key's
+mean, as one that did not report the key is (:func:`term_values`), and counted, so that the run names it
+at the generation it appears (:func:`nonfinite_warning`); a member with no finite value scores NaN and
+ranks last, and a key the env has only ever given as NaN or ±inf is a key it never reported
+(:func:`unreported`: the run stops). A term's value that is still not finite (a mean that overflowed) is
+no score: :meth:`Term.oriented` makes it NaN, so that +inf never wins an exploit nor becomes the kept best.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +56,9 @@ class Term:
         return self.name if self.direction == "max" else f"{self.name}:min"
 
     def oriented(self, value: float) -> float:
-        """``value`` with larger better (negated for ``min``; NaN stays NaN)."""
+        """``value`` with larger better (negated for ``min``); NaN for NaN and ±inf, which are no score."""
+        if not math.isfinite(value):
+            return math.nan
         return float(value) if self.direction == "max" else -float(value)
 
 
@@ -157,8 +166,9 @@ def _term(part: str, text: str, problems: list[str]) -> Term | None:
 
 def unreported(objective: Objective, population: Sequence[Any]) -> str | None:
     """Why the run cannot go on, or None: members of ``population`` (MemberResults) scored episodes,
-    and none of them reported a key of the objective when an episode ended. ``info_keys`` of a
-    result: the keys its scored env put in info at its episodes' ends (None: no episode ended yet)."""
+    and none of them reported a key of the objective when an episode ended (as a finite number: a key
+    only ever NaN or ±inf is not reported). ``info_keys`` of a result: the keys its scored env put in
+    info at its episodes' ends (None: no episode ended yet)."""
     seen = [result.info_keys for result in population if result.info_keys is not None]
     if not objective.info_keys or not seen:
         return None
@@ -167,11 +177,52 @@ def unreported(objective: Objective, population: Sequence[Any]) -> str | None:
     if not missing:
         return None
     named = ", ".join(repr(key) for key in missing)
+    nonfinite = [key for key in missing if any(result.nonfinite.get(key) for result in population)]
+    how = f" (only as NaN or ±inf: {', '.join(repr(key) for key in nonfinite)})" if nonfinite else ""
     said = ", ".join(reported) if reported else "no key at all"
     return (
-        f"--objective {objective.text}: the env never put {named} in info when an episode ended (members "
-        f"{', '.join(str(r.member) for r in population if r.info_keys is not None)} finished episodes); the keys it "
-        f"did report: {said}. Give one of those, or make the env report {named} at the end of every episode"
+        f"--objective {objective.text}: the env never put {named} in info as a finite number when an episode "
+        f"ended{how} (members {', '.join(str(r.member) for r in population if r.info_keys is not None)} finished "
+        f"episodes); the keys it did report: {said}. Give one of those, or make the env report {named} as a finite "
+        "number at the end of every episode"
+    )
+
+
+def term_values(
+    objective: Objective, episode_return: float, info_values: Mapping[str, Sequence[float]]
+) -> tuple[list[float], dict[str, int]]:
+    """Each term's value on a member's scored episodes (``episode_return``: their mean return;
+    ``info_values``: each info key's values at the ends of those that reported it): an info key's mean
+    over its finite values (NaN with none); and, per key, how many of its values were not finite (NaN,
+    ±inf: left out; keys with none are not listed)."""
+    values, nonfinite = [], {}
+    for term in objective.terms:
+        if term.key is None:
+            values.append(float(episode_return))
+            continue
+        given = [float(value) for value in info_values.get(term.key, ())]
+        finite = [value for value in given if math.isfinite(value)]
+        values.append(math.fsum(finite) / len(finite) if finite else math.nan)
+        if len(finite) < len(given):
+            nonfinite[term.key] = len(given) - len(finite)
+    return values, nonfinite
+
+
+def nonfinite_warning(objective: Objective, population: Sequence[Any]) -> str | None:
+    """What to warn of, or None: members of ``population`` (MemberResults) whose scored episodes ended
+    with an info key of the objective NaN or ±inf (``nonfinite``: per key, how many), each scored on its
+    finite values."""
+    found = []
+    for key in objective.info_keys:
+        counts = {result.member: result.nonfinite[key] for result in population if result.nonfinite.get(key)}
+        if counts:
+            each = ", ".join(f"member {member}: {count}" for member, count in counts.items())
+            found.append(f"info:{key} was NaN or ±inf at the end of {sum(counts.values())} scored episodes ({each})")
+    if not found:
+        return None
+    return (
+        f"{'; '.join(found)}: those values are left out, each member scored on its finite ones (with none, it "
+        "ranks last, as a member whose episodes did not report the key)"
     )
 
 

@@ -27,6 +27,9 @@ class Scores:
     info_keys: tuple[str, ...] | None = None
     """With an ``info:`` objective: the keys the scored env put in info when its episodes ended (None:
     none ended yet)."""
+    nonfinite: Mapping[str, int] = field(default_factory=dict)
+    """With an ``info:`` objective: per key, how many of the scored episodes ended with it NaN or ±inf
+    (left out of its mean: evo.core.objective.term_values); keys with none are not listed."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class MemberResult:
     """Each ``--objective`` term's value as measured (empty for the default, the return)."""
     info_keys: tuple[str, ...] | None = None
     """The keys the member's scored env put in info at its episodes' ends (see :class:`Scores`)."""
+    nonfinite: Mapping[str, int] = field(default_factory=dict)
+    """Per info key, how many of its scored episodes ended with it NaN or ±inf (see :class:`Scores`)."""
 
     @classmethod
     def of(cls, member: int, rank: int, env_steps: int, scores: Scores, hparams: Mapping[str, float]) -> MemberResult:
@@ -60,12 +65,14 @@ class MemberResult:
             scores.score_train_stale,
             tuple(scores.objectives),
             scores.info_keys,
+            dict(scores.nonfinite),
         )
 
     @property
     def scored(self) -> bool:
-        """False when the member finished no episode (a NaN score ranks last)."""
-        return not math.isnan(self.score)
+        """False when the member finished no episode (a NaN score ranks last), or its score is ±inf
+        (no score: it never becomes the kept best)."""
+        return math.isfinite(self.score)
 
 
 def by_member(population: Sequence[MemberResult]) -> list[MemberResult]:
@@ -80,7 +87,7 @@ def by_member(population: Sequence[MemberResult]) -> list[MemberResult]:
 def new_best(results: Sequence[MemberResult], best_score: float | None) -> MemberResult | None:
     """The result among ``results`` that beats ``best_score`` (the best selection score the run kept
     so far; None: none yet), or None. The highest score wins, a tie going to the lower member id (as
-    in selection); a NaN score never wins, and equalling the kept best does not beat it (the earlier
+    in selection); a NaN or ±inf score never wins, and equalling the kept best does not beat it (the earlier
     one stays)."""
     scored = [result for result in results if result.scored]
     if not scored:

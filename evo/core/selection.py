@@ -31,13 +31,13 @@ TIE_RULES = ("explore", "copy")
 
 
 def ranking(scores: Sequence[float] | Sequence[Sequence[float]]) -> np.ndarray:
-    """Member indices from best to worst (NaN last, ties by lower index first); with several
-    objectives (a row of scores per member), by Pareto fronts and the ε-net within each
+    """Member indices from best to worst (NaN and ±inf last: no score; ties by lower index first); with
+    several objectives (a row of scores per member), by Pareto fronts and the ε-net within each
     (evo.core.pareto.pareto_ranking)."""
     keyed = np.asarray(scores, dtype=float)
     if keyed.ndim == 2:
         return pareto_ranking(keyed)
-    keyed = np.where(np.isnan(keyed), -np.inf, keyed)
+    keyed = np.where(np.isfinite(keyed), keyed, -np.inf)
     return np.argsort(-keyed, kind="stable")
 
 

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping
 
 from evo.core.asynchronous import Latest, ReadyExploit, Schedule
-from evo.core.objective import ObjectiveNotReported, unreported
+from evo.core.objective import ObjectiveNotReported, nonfinite_warning, unreported
 from evo.core.restart import Failure, Restart, failures_by_member
 from evo.core.result import MemberResult
 from evo.learners.interface import Learner
@@ -165,6 +165,9 @@ def coordination(session: Session, best: KeptBest, checkpoint: ReadyCheckpoints 
         return None if problem is None else ObjectiveNotReported(f"{problem}; the run stops, its records kept")
 
     def on_ready(point: Latest, exploit: ReadyExploit | None, rank: int, record: dict) -> None:
+        warning = nonfinite_warning(rules.objective, [point.result])
+        if warning is not None:
+            logger.warning("member %d interval %d: %s", point.result.member, point.interval, warning)
         settled[point.result.member] = point
         records.write_ready(record, [p.result for p in settled.values()])
         state = explorer.state()

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from evo.core.explorers import Explorer
-from evo.core.objective import ObjectiveNotReported, unreported
+from evo.core.objective import ObjectiveNotReported, nonfinite_warning, unreported
 from evo.core.plan import Exploit
 from evo.core.progress import ProgressReporter
 from evo.core.restart import Restart, failures_by_member
@@ -65,6 +65,9 @@ def generation_hooks(
         problem = unreported(rules.objective, population)  # the probe env at start-up may not have told
         if problem is not None:
             return ObjectiveNotReported(f"generation {generation}: {problem}; the run stops, its records kept")
+        warning = nonfinite_warning(rules.objective, population)
+        if warning is not None:
+            logger.warning("generation %d: %s", generation, warning)
         return rules.plan(generation, population, explorer)
 
     return Hooks(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import warnings
 from typing import Any
 
@@ -134,9 +135,11 @@ class ProcgenVecEnv(VecEnv):
 
 class EpisodeInfo(gym.Wrapper):
     """Outside SB3's Monitor: at an episode's end, each of ``keys`` the env's info holds goes into the
-    episode's record (``info["episode"]``, as a float), and the keys the env reported are remembered
-    (``objective_keys_reported``, sorted; ``objective_episodes`` counts the episodes). Plain data only,
-    so a checkpoint captures it with the envs (evo/sb3/envstate.py)."""
+    episode's record (``info["episode"]``, as a float, NaN and ±inf as they are: scoring leaves them out
+    and counts them, evo.core.objective.term_values), and the keys the env reported are remembered
+    (``objective_keys_reported``, sorted; one of ``keys`` only when its value was finite, so that a key
+    only ever NaN or ±inf is one the env never reported; ``objective_episodes`` counts the episodes).
+    Plain data only, so a checkpoint captures it with the envs (evo/sb3/envstate.py)."""
 
     def __init__(self, env: gym.Env, keys: tuple[str, ...] = ()):
         super().__init__(env)
@@ -148,13 +151,13 @@ class EpisodeInfo(gym.Wrapper):
         observation, reward, terminated, truncated, info = self.env.step(action)
         if terminated or truncated:
             self.objective_episodes += 1
-            reported = set(self.objective_keys_reported) | {str(key) for key in info if key != "episode"}
-            self.objective_keys_reported = sorted(reported)
+            values = {key: _number(key, info[key]) for key in self.objective_keys if key in info}
+            unfit = {key for key, value in values.items() if not math.isfinite(value)}
+            reported = {str(key) for key in info if key != "episode" and key not in unfit}
+            self.objective_keys_reported = sorted(set(self.objective_keys_reported) | reported)
             episode = info.get("episode")
             if episode is not None:
-                for key in self.objective_keys:
-                    if key in info:
-                        episode[key] = _number(key, info[key])
+                episode.update(values)
         return observation, reward, terminated, truncated, info
 
 

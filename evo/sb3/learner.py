@@ -47,7 +47,7 @@ from torch import nn
 
 from evo.config.agent import AgentSettings
 from evo.core.envparams import attribute, is_env_param
-from evo.core.objective import DEFAULT, Objective, scores_of
+from evo.core.objective import DEFAULT, Objective, scores_of, term_values
 from evo.core.result import MemberResult, Scores
 from evo.core.streams import EVALUATION_ENV, eval_actions_seed, member_seed
 from evo.learners import LearnerSpec, Reach
@@ -506,15 +506,16 @@ class SB3Learner:
         member never trained on); NaN without evaluation."""
         return self.evaluation()[0]
 
-    def evaluation(self) -> tuple[float, dict[str, float]]:
-        """The mean return of ``eval_episodes`` episodes on the evaluation env, and the mean of each
-        info key the objective reads over those that reported it (NaN where none did, and without
-        evaluation). Their actions: the policy's argmax or mean, or with ``--eval-actions sampled``
-        drawn from it by torch generators seeded from (run seed, member, env steps trained) and
-        forked from the process's own, so that training draws the same numbers either way."""
+    def evaluation(self) -> tuple[float, dict[str, list[float]]]:
+        """The mean return of ``eval_episodes`` episodes on the evaluation env (NaN without evaluation),
+        and each info key the objective reads at the ends of those that reported it (as the env gave
+        it: :func:`evo.core.objective.term_values` averages the finite ones). Their actions: the policy's
+        argmax or mean, or with ``--eval-actions sampled`` drawn from it by torch generators seeded from
+        (run seed, member, env steps trained) and forked from the process's own, so that training draws
+        the same numbers either way."""
         infos: dict[str, list[float]] = {key: [] for key in self.objective.info_keys}
         if self.eval_episodes <= 0 or self.eval_env is None:
-            return float("nan"), {key: float("nan") for key in infos}
+            return float("nan"), infos
         if self.stats is not None:
             freeze_into(self.normalizer, self.eval_env)
 
@@ -535,25 +536,25 @@ class SB3Learner:
                 warn=False,
                 callback=collect if infos else None,
             )
-        return float(mean), {key: _mean(values) for key, values in infos.items()}
+        return float(mean), infos
 
-    def training_objectives(self, train: float) -> list[float]:
+    def training_objectives(self, train: float) -> tuple[list[float], dict[str, int]]:
         """Each objective term on the training score's episodes (``train``: their mean return): an info
-        key's mean over those that reported it; with none finished since the weights changed hands, the
+        key's mean over the finite values of those that reported it, and per key how many were NaN or ±inf
+        (:func:`evo.core.objective.term_values`); with none finished since the weights changed hands, the
         objectives carried with them (NaN if none were)."""
         episodes = list(self.model.ep_info_buffer or [])[-self.score_window :]
         if not episodes:
             carried = self.carried_objectives
             if len(carried) == len(self.objective.terms):
-                return [
+                values = [
                     train if term.key is None else value
                     for term, value in zip(self.objective.terms, carried, strict=True)
                 ]
-            return [train if term.key is None else float("nan") for term in self.objective.terms]
-        return [
-            train if term.key is None else _mean([info[term.key] for info in episodes if term.key in info])
-            for term in self.objective.terms
-        ]
+                return values, {}
+            return [train if term.key is None else float("nan") for term in self.objective.terms], {}
+        infos = {key: [info[key] for info in episodes if key in info] for key in self.objective.info_keys}
+        return term_values(self.objective, train, infos)
 
     def reported_keys(self, venv) -> tuple[str, ...] | None:
         """The info keys ``venv``'s envs reported when their episodes ended (None: none ended yet, or the
@@ -578,10 +579,10 @@ class SB3Learner:
         train = self.training_score()
         test, test_infos = self.evaluation()
         if self.select_on == "test":
-            values = [test if term.key is None else test_infos[term.key] for term in self.objective.terms]
+            values, nonfinite = term_values(self.objective, test, test_infos)
             keys = self.reported_keys(self.eval_env)
         else:
-            values = self.training_objectives(train)
+            values, nonfinite = self.training_objectives(train)
             keys = self.reported_keys(self.model.env)
         score, objectives = scores_of(self.objective, values)
         return Scores(
@@ -591,6 +592,7 @@ class SB3Learner:
             score_train_stale=self.score_train_stale,
             objectives=objectives,
             info_keys=keys,
+            nonfinite=nonfinite,
         )
 
     def score(self) -> float:
@@ -807,10 +809,6 @@ class SB3Learner:
         self.model.env.close()
         if self.eval_env is not None:
             self.eval_env.close()
-
-
-def _mean(values: Sequence[float]) -> float:
-    return float(np.mean(values)) if len(values) else float("nan")
 
 
 def learner_class(algo: str) -> type[SB3Learner]:

@@ -83,16 +83,34 @@ def test_several_objectives_are_refused_with_stages(tmp_path):
     ]
 
 
-def test_a_key_the_probe_episode_does_not_report_is_refused_naming_the_keys_it_did(tmp_path):
+def test_a_key_no_probe_episode_reports_is_refused_naming_the_keys_they_did_and_the_fix(tmp_path):
     assert problems(["--objective", "info:is_success"], tmp_path) == [
-        "--objective info:is_success: one episode of CartPole-v1 (18 steps of random actions) ended without "
-        "'is_success' in its info; the keys it reported: no key at all. Give one of those, or make the env put "
-        "'is_success' in info at the end of every episode"
+        "--objective info:is_success: none of the 92 episodes of CartPole-v1 the probe played (2000 steps of random "
+        "actions) ended with 'is_success' in its info as a finite number; the keys they reported: no key at all. Give "
+        "one of those, or make the env put 'is_success' in info at the end of every episode (an env that reports it "
+        "in only some episodes is scored on those)"
     ]
     found = problems([*EXAMPLE, "--objective", "return,info:succes,info:bonus:min"], tmp_path)
-    assert len(found) == 1 and "ended without 'succes' in its info" in found[0]
-    assert "the keys it reported: bonus, bonus_weight, success, task_return" in found[0]
+    assert len(found) == 1 and "ended with 'succes' in its info as a finite number" in found[0]
+    assert "the keys they reported: bonus, bonus_weight, success, task_return" in found[0]
     assert parse([*EXAMPLE, "--objective", "info:success"], tmp_path).objective.info_keys == ("success",)
+
+
+def test_a_key_some_episodes_report_passes_the_probe_one_only_nan_or_inf_does_not(tmp_path):
+    """Issue 54 N10: the env's first episode (the one the probe played) lacks the key, its second has it; as
+    the docs say, such an env is scored on the episodes that report the key (tests/unit/runner/
+    test_objective_runs.py runs it). N6: a key that is NaN (or ±inf) in every episode is a key never reported."""
+    sometimes = [*OBJECTIVES, "--env-kwargs", "odd_every:2", "--objective", "info:merit"]
+    assert parse(sometimes, tmp_path).objective.info_keys == ("merit",)
+    never = problems([*OBJECTIVES, "--env-kwargs", "odd_every:1", "--objective", "info:merit"], tmp_path)
+    assert len(never) == 1 and "ended with 'merit' in its info as a finite number; the keys they reported: " in never[0]
+    assert (
+        "cost, weight. Give one of those, or make the env put 'merit' in info at the end of every episode" in never[0]
+    )
+    nan = problems([*OBJECTIVES, "--env-kwargs", "odd_every:1", "odd:nan", "--objective", "info:merit"], tmp_path)
+    assert (
+        len(nan) == 1 and "as a finite number (only as NaN or ±inf: 'merit'); the keys they reported: cost, " in nan[0]
+    )
 
 
 def test_procgen_takes_no_info_objective_and_no_env_parameter(tmp_path):

@@ -157,6 +157,55 @@ def test_a_key_the_env_never_reports_stops_the_run_at_its_first_generation(tmp_p
     assert all(math.isnan(float(r["info:energy"])) for r in rows)
 
 
+def strict_json_files(run_dir):
+    """Every JSON record of the run read as JSON readers do (NaN, Infinity refused); how many files."""
+    files = [*run_dir.rglob("*.json"), *run_dir.rglob("*.jsonl")]
+    for path in files:
+        for line in path.read_text().splitlines() if path.suffix == ".jsonl" else [path.read_text()]:
+            json.loads(line, parse_constant=lambda token, path=path: pytest.fail(f"{path} holds {token}"))
+    return len(files)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_inf_in_some_episodes_is_named_left_out_and_no_record_holds_it(tmp_path, caplog, mode):
+    """Issue 54 N6: every member's 1st, 4th, 7th ... episode ends with merit = +inf, which won every exploit,
+    became the kept best and put Infinity in lineage.jsonl and the manifests. Now the run names it at the
+    generation (interval) it appears, scores each member on its finite episodes, and writes JSON."""
+    odd = ["--env-kwargs", "odd_every:3", "odd:inf", "--objective", "info:merit"]
+    with caplog.at_level(logging.INFO, logger="evo"):
+        run_dir, rows, lineage = run(tmp_path, "inf", *odd, *mode)
+    where = "generation 1: " if not mode else "member 0 interval 1: "
+    assert f"{where}info:merit was NaN or ±inf at the end of " in caplog.text
+    assert "those values are left out, each member scored on its finite ones" in caplog.text
+    for row in rows:  # the finite episodes' merit, 1 - the weight the envs ran with
+        assert float(row["info:merit"]) == float(row["score"]) == pytest.approx(1 - float(row["env.weight"])), row
+    assert copies(lineage) and strict_json_files(run_dir) >= 2
+    if not mode:
+        assert ckpt.latest(run_dir)[0].best["score"] == max(float(r["score"]) for r in rows)
+
+
+def test_a_key_only_ever_nan_stops_the_run_as_a_key_never_reported(tmp_path, monkeypatch):
+    """Issue 54 N6: a key NaN in every episode ended the run with exit 0, "scored nan". Past the probe (its
+    episode ends too late to tell), the run stops at its first generation, as for a key never reported."""
+    monkeypatch.setattr(evo.config.probe, "PROBE_STEPS", 2)
+    with pytest.raises(ObjectiveNotReported) as stopped:
+        run(tmp_path, "nan", "--env-kwargs", "odd_every:1", "odd:nan", "--objective", "info:merit")
+    said = str(stopped.value)
+    assert said.startswith("generation 1: --objective info:merit: the env never put 'merit' in info as a finite number")
+    assert "(only as NaN or ±inf: 'merit')" in said and "the keys it did report: cost, weight" in said
+    assert ckpt.latest(tmp_path / "nan")[0].generation == 0
+
+
+def test_an_env_reporting_the_key_in_only_some_episodes_runs_scored_on_those(tmp_path, caplog):
+    """Issue 54 N10: the probe's one episode (each env's 1st, 3rd, ... lacks the key) refused the run, though
+    docs/running.md says such an env is scored on the episodes that report it."""
+    with caplog.at_level(logging.INFO, logger="evo"):
+        _, rows, _ = run(tmp_path, "sometimes", "--env-kwargs", "odd_every:2", "--objective", "info:merit")
+    assert len(rows) == 12 and "NaN or ±inf" not in caplog.text
+    for row in rows:
+        assert float(row["info:merit"]) == float(row["score"]) == pytest.approx(1 - float(row["env.weight"])), row
+
+
 def test_tensorboard_carries_the_objectives_per_member_and_for_the_population(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
