@@ -26,6 +26,7 @@ from evo.core.objective import Objective, parse_objective
 from evo.core.schedule import load_schedule
 from evo.core.selection import NO_PBT, STRATEGIES
 from evo.learners import LearnerSpec, algos
+from evo.rundir.unstarted import unstarted
 
 TRANSPORTS = ("p2p", "collective")
 
@@ -271,10 +272,11 @@ def learner_options(spec: LearnerSpec, exploit_buffer: str, checkpoint_buffers: 
 
 
 def run_dir_problems(run_dir: Path) -> list[str]:
-    """Why a new run may not start in ``run_dir`` (it exists, or cannot be created)."""
+    """Why a new run may not start in ``run_dir`` (it exists, or cannot be created). One that a run left before
+    its first checkpoint may: the new run takes it over (evo.rundir.unstarted, under its lock)."""
     run_dir = Path(run_dir)
     try:
-        if run_dir.exists():
+        if run_dir.exists() and unstarted(run_dir) is None:
             return [
                 f"--run-dir {run_dir} already exists; evo will not overwrite a run. "
                 "Pick another --run-dir or --exp-name, or delete it."

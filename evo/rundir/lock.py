@@ -15,7 +15,9 @@ differs; or is a zombie nobody reaped), after a few seconds' wait when its job h
 process has not exited yet (its launcher gone: a rank that mpiexec is tearing down after another
 rank was killed); from another host, whose processes this one cannot see, when its heartbeat is older than
 :data:`STALE_S` (a job killed with its node). A take-over renames the stale file first, which only one
-of several racing takers can do, so no two runs take one lock.
+of several racing takers can do, so no two runs take one lock. A new run's directory that a run left
+before its first checkpoint (it failed while starting) is taken over the same way, under its lock, and
+cleared (:mod:`evo.rundir.unstarted`).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from evo.rundir.unstarted import LOCK, clear, unstarted
+
 logger = logging.getLogger(__name__)
 
-LOCK = "lock.json"
 HEARTBEAT_S = 30.0
 """How often the holder touches its lock."""
 STALE_S = 180.0
@@ -133,10 +136,7 @@ class RunLock:
             try:
                 run_dir.mkdir(parents=True, exist_ok=False)
             except FileExistsError:
-                raise RunDirLocked(
-                    f"--run-dir {run_dir} was created by another run starting at the same moment"
-                    f"{held_by(run_dir / LOCK)}; evo will not overwrite a run. Pick another --run-dir or --exp-name."
-                ) from None
+                return cls._take_over_unstarted(run_dir, heartbeat_s)
             except OSError as error:
                 raise RunDirError(
                     f"--run-dir {run_dir}: cannot create it ({error.strerror}); give a --run-dir in a folder you may "
@@ -184,6 +184,36 @@ class RunLock:
             taken.unlink(missing_ok=True)
             logger.warning("--run-dir %s: taking over the lock of %s: %s", run_dir, found.describe(), reason)
         raise RunDirLocked(f"--run-dir {run_dir}: its lock changed hands while this run tried to take it; try again")
+
+    @classmethod
+    def _take_over_unstarted(cls, run_dir: Path, heartbeat_s: float) -> RunLock:
+        """A new run's directory that exists: taken over if a run left it before its first checkpoint and no
+        live process holds it (evo.rundir.unstarted; checked again under its lock, then cleared, with a
+        warning); else refused, as a run started at the same moment."""
+        refusal = RunDirLocked(
+            f"--run-dir {run_dir} was created by another run starting at the same moment{held_by(run_dir / LOCK)}; "
+            "evo will not overwrite a run. Pick another --run-dir or --exp-name."
+        )
+        if unstarted(run_dir) is None:
+            raise refusal
+        try:
+            lock = cls.acquire(run_dir, create=False, heartbeat_s=heartbeat_s)
+        except RunDirLocked:  # a live run holds it: one starting at this moment
+            raise refusal from None
+        left = unstarted(run_dir)
+        if left is None:  # another run wrote it in between
+            lock.release()
+            raise refusal
+        clear(run_dir)
+        removed = [name for name in left if name != LOCK]
+        if removed:
+            logger.warning(
+                "--run-dir %s: a run left it before its first checkpoint (it failed while starting): its files (%s) "
+                "are removed and this run starts afresh in it",
+                run_dir,
+                ", ".join(removed),
+            )
+        return lock
 
     def _start(self, heartbeat_s: float) -> None:
         self._thread = threading.Thread(target=self._beat, args=(heartbeat_s,), name="run-dir lock", daemon=True)

@@ -46,7 +46,8 @@ def find_generation_checkpoint(run_dir: Path, run_id: str, num_agents: int) -> C
         raise ConfigError(
             [
                 f"--resume: no complete checkpoint in {checkpoints_dir(run_dir)}{detail}. "
-                "Start a new run with another --run-dir instead."
+                "Start a new run with another --run-dir instead, or with this one and without --resume where the "
+                "run failed before its first checkpoint (the new run takes its directory over)."
             ]
         )
     return checkpoint

@@ -199,7 +199,8 @@ def test_a_file_that_is_not_a_settings_file_is_refused_without_quoting_its_lines
 
 
 def test_existing_run_dir_is_refused(tmp_path):
-    (tmp_path / "run").mkdir()
+    (tmp_path / "run").mkdir()  # empty, it would be taken over (tests/unit/rundir/test_unstarted.py)
+    (tmp_path / "run" / "notes.txt").write_text("mine")
     (problem,) = problems([], tmp_path)
     assert "already exists; evo will not overwrite a run" in problem
 
