@@ -12,7 +12,6 @@ stream                   seeds
 =======================  =============================================================================
 ``MODEL`` (0)            a member's model (its networks' initialisation, its actions) and its training
                          envs
-``EVALUATION_ENV`` (1)   its evaluation env (``--eval-episodes``)
 ``RESUMED_ENVS`` (2)     + the generation (an asynchronous run: the interval) it resumes at: the fresh
                          training envs of a resumed member or student (envs that are not plain data
                          start anew)
@@ -52,6 +51,10 @@ constant                  keyed by                                              
                                                                                    member's sampled
                                                                                    evaluation actions
                                                                                    (``--eval-actions``)
+``EVAL_ENV_STREAM``       (seed, env steps trained)                                the evaluation env's
+                                                                                   seed, made anew for
+                                                                                   each evaluation
+                                                                                   (``--eval-episodes``)
 ========================  =======================================================  ====================
 
 **Adding a stream**: a named constant here, distinct from every other (tests/unit/core/test_streams.py
@@ -66,7 +69,6 @@ import numpy as np
 
 # --- member_seed's streams -------------------------------------------------------------------------
 MODEL = 0
-EVALUATION_ENV = 1
 RESUMED_ENVS = 2
 RESEEDED_RANK = 1000
 RESTARTED_ENVS = 5000
@@ -82,10 +84,10 @@ DRAC_STREAM = 23
 EVALUATION_STREAM = 0x7E57_2024
 FLOOR_STREAM = 0x466C6F6F72  # ASCII "Floor"
 EVAL_ACTIONS_STREAM = 0x4576416374  # ASCII "EvAct"
+EVAL_ENV_STREAM = 0x4576456E76  # ASCII "EvEnv"
 
 MEMBER_STREAMS = {
     "MODEL": MODEL,
-    "EVALUATION_ENV": EVALUATION_ENV,
     "RESUMED_ENVS": RESUMED_ENVS,
     "RESEEDED_RANK": RESEEDED_RANK,
     "RESTARTED_ENVS": RESTARTED_ENVS,
@@ -102,6 +104,7 @@ GENERATOR_STREAMS = {
     "EVALUATION_STREAM": EVALUATION_STREAM,
     "FLOOR_STREAM": FLOOR_STREAM,
     "EVAL_ACTIONS_STREAM": EVAL_ACTIONS_STREAM,
+    "EVAL_ENV_STREAM": EVAL_ENV_STREAM,
 }
 """The decision generators' constants by name."""
 
@@ -110,6 +113,16 @@ def eval_actions_seed(seed: int, member: int, env_steps: int) -> int:
     """torch's seed for ``member``'s sampled evaluation actions after ``env_steps`` env steps of training
     (``--eval-actions sampled``): a new draw each evaluation, the same on a resumed or moved member."""
     return int(np.random.default_rng([seed, member, env_steps, EVAL_ACTIONS_STREAM]).integers(2**63))
+
+
+def eval_env_seed(seed: int, env_steps: int) -> int:
+    """The seed of the evaluation env made for an evaluation after ``env_steps`` env steps of training
+    (``--eval-episodes``): the env is made anew from it for each evaluation, so what an evaluation plays
+    depends on the weights and this seed alone, never on the evaluations before it (a resumed, restarted or
+    moved member evaluates as it would have). Every member evaluated at the same env steps (a synchronous
+    generation) plays from the same starts: their scores differ by their policies, not by the luck of their
+    starts (common random numbers)."""
+    return int(np.random.default_rng([seed, env_steps, EVAL_ENV_STREAM]).integers(2**31 - 1))
 
 
 def member_seed(seed: int, member: int, stream: int = MODEL) -> int:

@@ -49,7 +49,7 @@ from evo.config.agent import AgentSettings
 from evo.core.envparams import attribute, is_env_param
 from evo.core.objective import DEFAULT, Objective, scores_of, term_values
 from evo.core.result import MemberResult, Scores
-from evo.core.streams import EVALUATION_ENV, eval_actions_seed, member_seed
+from evo.core.streams import eval_actions_seed, eval_env_seed, member_seed
 from evo.learners import LearnerSpec, Reach
 from evo.learners.interface import Layout, Payload, buffers_for
 from evo.learners.spec import resolved_net_arch
@@ -358,13 +358,17 @@ class SB3Learner:
         return {name: value for name, value in values.items() if name in accepted and name in self.spec.by_name}
 
     def make_eval_env(self):
+        """The evaluation env for an evaluation now (None without evaluation episodes): made anew from
+        :func:`eval_env_seed` of the env steps trained, with the member's env parameters. Nothing of an
+        earlier evaluation reaches it (an env's state cannot be checkpointed in general: MuJoCo's, Procgen's,
+        an emulator's), so a resumed run evaluates exactly as the uninterrupted one."""
         if self.eval_episodes <= 0:
             return None
         env = self.setup.env
         eval_env = make_env(
             env.env_id,
             min(self.eval_episodes, 8),
-            member_seed(self.setup.seed, self.member_id, stream=EVALUATION_ENV),
+            eval_env_seed(self.setup.seed, self.env_steps),
             env.distribution_mode,
             env.eval_num_levels,
             env.eval_start_level,
@@ -374,6 +378,7 @@ class SB3Learner:
         )
         if self.agent.normalize["norm_obs"]:
             eval_env = frozen(eval_env, self.agent.normalize)
+        self.set_env_params([eval_env])
         return eval_env
 
     # --- hyperparameters ------------------------------------------------------------------
@@ -414,12 +419,12 @@ class SB3Learner:
         follow_gamma(self.model)
         self.set_env_params()
 
-    def set_env_params(self) -> None:
-        """Each env parameter of :attr:`hparams` on every one of the member's envs, training and
-        evaluation, where the env reads it (evo.sb3.envs.set_env_param): its next step sees it."""
+    def set_env_params(self, venvs: Sequence | None = None) -> None:
+        """Each env parameter of :attr:`hparams` on ``venvs`` (default: every one of the member's envs,
+        training and evaluation), where the env reads it (evo.sb3.envs.set_env_param): its next step sees it."""
         for name, value in self.hparams.items():
             if is_env_param(name):
-                for venv in (self.model.env, self.eval_env):
+                for venv in venvs if venvs is not None else (self.model.env, self.eval_env):
                     if venv is not None:
                         set_env_param(venv, attribute(name), value)
 
@@ -516,6 +521,8 @@ class SB3Learner:
         infos: dict[str, list[float]] = {key: [] for key in self.objective.info_keys}
         if self.eval_episodes <= 0 or self.eval_env is None:
             return float("nan"), infos
+        self.eval_env.close()
+        self.eval_env = self.make_eval_env()
         if self.stats is not None:
             freeze_into(self.normalizer, self.eval_env)
 

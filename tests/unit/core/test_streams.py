@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from evo.core import streams
-from evo.core.streams import GENERATOR_STREAMS, MEMBER_STREAMS, eval_actions_seed, member_seed
+from evo.core.streams import GENERATOR_STREAMS, MEMBER_STREAMS, eval_actions_seed, eval_env_seed, member_seed
 from tests.support import ROOT
 
 
@@ -34,12 +34,11 @@ def test_member_streams_stay_apart_within_their_documented_spans():
         member_seed(7, 3, stream)
         for stream in (
             streams.MODEL,
-            streams.EVALUATION_ENV,
             *(streams.RESUMED_ENVS + g for g in range(50)),
             *(streams.RESTARTED_ENVS + f for f in range(10)),
         )
     }
-    assert len(seeds) == 2 + 50 + 10  # distinct seeds for distinct streams
+    assert len(seeds) == 1 + 50 + 10  # distinct seeds for distinct streams
     assert member_seed(7, 3) == int(np.random.SeedSequence([7, 3, 0]).generate_state(1)[0] % (2**31 - 1))
 
 
@@ -67,6 +66,12 @@ def test_each_evaluation_of_a_member_draws_its_sampled_actions_from_a_seed_of_it
     seeds = {eval_actions_seed(7, member, steps) for member in range(4) for steps in (0, 256, 512, 10_000)}
     assert len(seeds) == 16 and all(0 <= seed < 2**63 for seed in seeds)
     assert eval_actions_seed(7, 1, 256) != eval_actions_seed(8, 1, 256)
+
+
+def test_each_evaluation_env_is_seeded_by_the_env_steps_alone_and_every_member_shares_it():
+    seeds = {eval_env_seed(7, steps) for steps in (0, 256, 512, 10_000)}
+    assert len(seeds) == 4 and all(0 <= seed < 2**31 - 1 for seed in seeds)
+    assert eval_env_seed(7, 256) != eval_env_seed(8, 256) and eval_env_seed(7, 256) == eval_env_seed(7, 256)
 
 
 def test_the_seeds_are_the_same_in_another_process():

@@ -7,6 +7,7 @@ import csv
 import json
 import signal
 
+import pytest
 from mpi4py import MPI
 
 from evo.config import parse_config
@@ -18,9 +19,12 @@ from tests.golden import STAGE_SPACE, weights_digest
 from tests.support import budget, read_lineage, read_population, run_in_process, write_hyperparams
 
 
-def test_a_synchronous_run_resumed_after_a_generation_is_the_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("evaluation", [(), ("--eval-episodes", "2", "--select-on", "test")], ids=["train", "test"])
+def test_a_synchronous_run_resumed_after_a_generation_is_the_uninterrupted_run(tmp_path, evaluation):
+    """Also with evaluation episodes selecting (issue 54 N5: the evaluation env was made afresh on resume, so
+    score_test, and the exploits it decides, differed from the resumed generation on)."""
     tiny = write_hyperparams(tmp_path)
-    flags = ["--hyperparams", str(tiny), "--tb-writer", "False", "--seed", "4", *budget(3, 3, 128)]
+    flags = ["--hyperparams", str(tiny), "--tb-writer", "False", "--seed", "4", *budget(3, 3, 128), *evaluation]
     whole, part = tmp_path / "whole", tmp_path / "part"
     assert run_in_process([*flags, "--run-dir", str(whole)]) == 0
     assert run_in_process([*flags, "--run-dir", str(part), "--total-generations", "1"]) == 0

@@ -156,6 +156,8 @@ def test_evaluation_uses_the_statistics_frozen():
         assert statistics_bytes(member) == before  # evaluation updated nothing of the member's
         # it saw the member's observation statistics of this moment, and did not update its copy
         obs_rms = member.normalizer.obs_rms
+        evaluation = member.eval_env  # the one this evaluation made and played
+        assert isinstance(evaluation, VecNormalize) and not evaluation.training
         assert evaluation.obs_rms is not obs_rms
         assert (evaluation.obs_rms.mean.tobytes(), evaluation.obs_rms.var.tobytes(), evaluation.obs_rms.count) == (
             obs_rms.mean.tobytes(),
