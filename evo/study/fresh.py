@@ -33,6 +33,7 @@ from types import SimpleNamespace
 import numpy as np
 import yaml
 
+from evo.core.names import file_name
 from evo.rundir.jsontext import dumps, number
 
 RESULT = "reevaluation.json"
@@ -187,7 +188,7 @@ class Floors:
 
 
 def floors_path(out: Path, env_id: str, seed: int) -> Path:
-    return Path(out) / "floors" / f"{env_id.replace('/', '_').replace(':', '_')}-seed{seed}.json"
+    return Path(out) / "floors" / f"{file_name(env_id)}-seed{seed}.json"
 
 
 def env_settings(run_dir: Path):

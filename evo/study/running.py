@@ -1,13 +1,12 @@
-"""The study's runs under mpiexec: the unfinished ones, as many at a time as the cores allow; an
-interrupted run resumes from its checkpoint, one stopped before its first checkpoint starts again.
-Ctrl-C or SIGTERM stops the runs in progress (each keeps its last checkpoint) and the study exits
-130; run the same command again to continue. A study that runs its runs holds ``<out>/lock.json`` (the run
-directory's lock, :mod:`evo.rundir.lock`) while it does, so a second ``evo-study`` of the same study is
-refused; and no study starts, resumes or removes a run whose directory a live process holds (a ``--job N``
-of a SLURM array, or a run started by hand): that run is named as not started. A study killed outright (SIGKILL, the OOM killer) leaves
-no run training on as an orphan: on Linux each run gets SIGTERM when the study process dies. Every
-launch is one line of ``<out>/launches.jsonl`` (job, start, seconds, exit status), and a finished
-run's ``wall_s`` is the sum of its launches.
+"""The study's runs under mpiexec: the unfinished ones, as many at a time as the cores allow; an interrupted run
+resumes from its checkpoint, one stopped before its first checkpoint starts again. Ctrl-C or SIGTERM stops the runs
+in progress (each keeps its last checkpoint) and the study exits 130; run the same command again to continue. A
+study that runs its runs holds ``<out>/lock.json`` (the run directory's lock, :mod:`evo.rundir.lock`) while it does,
+so a second ``evo-study`` of the same study is refused; and no study starts, resumes or removes a run whose
+directory a live process holds (a ``--job N`` of a SLURM array, or a run started by hand): that run is named as not
+started. A study killed outright (SIGKILL, the OOM killer) leaves no run training on as an orphan: on Linux each run
+gets SIGTERM when the study process dies. Every launch is one line of ``<out>/launches.jsonl`` (job, start, seconds,
+exit status), and a finished run's ``wall_s`` is the sum of its launches.
 """
 
 from __future__ import annotations

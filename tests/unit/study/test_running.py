@@ -5,10 +5,10 @@ run started once with its command, every launch in launches.jsonl and a run's wa
 launches, a finished study not run again; a study stopped by SIGTERM stops its runs (exit 130), keeps each
 stopped run's time, and continues them with --resume (a run stopped before its first checkpoint starts
 again from nothing); a second study on the same folder refused while the first holds its lock, and a run
-whose directory a live process holds neither started nor removed; the SLURM listing, one job of it alone (its run, no report) and the report of what is
-finished; bad input refused before any run, every problem at once, and an ``out`` that cannot be made
-refused before any run or report. tests/e2e/test_study.py runs one real
-tiny study end to end, and a study killed outright (SIGKILL) taking its runs with it."""
+whose directory a live process holds neither started nor removed; the SLURM listing, one job of it alone (its
+run, no report) and the report of what is finished; bad input refused before any run, every problem at once,
+and an ``out`` that cannot be made refused before any run or report. tests/e2e/test_study.py runs one real tiny
+study end to end, and a study killed outright (SIGKILL) taking its runs with it."""
 
 import json
 import os
@@ -208,8 +208,8 @@ def test_a_second_study_is_refused_and_a_live_run_is_neither_started_nor_removed
     try:
         for job in ([], ["--job", "0"]):  # the whole study, and the run alone as a SLURM array's task
             assert study_main.main([str(path), "--methods", "pbt", "--seeds", "0", *job]) == 1
-            assert f"CartPole-v1 pbt seed 0: not started: its run directory {run_dir} is in use by the run of process " \
-                   f"{os.getpid()}" in capsys.readouterr().out
+            busy = f"CartPole-v1 pbt seed 0: not started: its run directory {run_dir} is in use by the run of process"
+            assert f"{busy} {os.getpid()}" in capsys.readouterr().out
             assert not launched(tmp_path) and (run_dir / "config.yaml").is_file()
     finally:
         live.release()
