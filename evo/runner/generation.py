@@ -182,14 +182,16 @@ def log_generation(
 ) -> None:
     scores = np.array([result.score for result in population], dtype=float)
     finite = np.isfinite(scores).any()
+    kept = sum(exploit.donor == exploit.recipient for exploit in exploits)
     logger.info(
-        "gen %d/%d  env steps/member %d  best %.2f  mean %.2f  exploits %d  %.1fs  %.0f env-steps/s",
+        "gen %d/%d  env steps/member %d  best %.2f  mean %.2f  copies %d%s  %.1fs  %.0f env-steps/s",
         generation,
         total_generations,
         max(result.env_steps for result in population),
         np.nanmax(scores) if finite else float("nan"),
         np.nanmean(scores) if finite else float("nan"),
-        len(exploits),
+        len(exploits) - kept,
+        f" (+{kept} tied: explored without a copy)" if kept else "",
         elapsed,
         trained / elapsed,
     )

@@ -217,7 +217,12 @@ def make_env(
     if atari:
         env_kwargs, sticky = sticky_actions(env_id, dict(env_kwargs or {}))
         wrapper = {"wrapper_class": atari_wrapper, "wrapper_kwargs": {"keys": tuple(info_keys), "sticky": sticky}}
-    env = make_vec_env(env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs, **wrapper)
+    with warnings.catch_warnings():  # SB3 asks every env for render_mode="rgb_array", which training never draws;
+        # gymnasium's warning that an env without that mode got it (a user's, on every rank) says nothing to act on
+        warnings.filterwarnings("ignore", message=r".*initialised with render_mode='rgb_array' that is not in the")
+        env = make_vec_env(
+            env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs, **wrapper
+        )  # fmt: skip
     return VecFrameStack(env, frame_stack) if frame_stack > 1 else env
 
 

@@ -49,6 +49,7 @@ def test_tied_members_keep_their_weights_unless_told_to_copy(tmp_path, caplog):
     first_rows = {row["member"]: row for row in rows if row["generation"] == "1"}
     assert first_rows["1"]["donor"] == ""  # population.csv agrees: member 1 copied nobody
     assert "  member 1 (-20.00) keeps its weights: " in log
+    assert "copies 0 (+1 tied: explored without a copy)" in log  # it said "exploits 1": nothing was copied
     assert "member 1 (-20.00) <- member 0 (-20.00)" not in log  # generation 1: nobody copied
 
     rows, lineage, log = wta(tmp_path, caplog, "--ties", "copy")
@@ -56,6 +57,7 @@ def test_tied_members_keep_their_weights_unless_told_to_copy(tmp_path, caplog):
     assert [(e["recipient"], e["donor"]) for e in copied] == [(1, 0)]  # the old rule: member 0, by index
     assert {row["member"]: row for row in rows if row["generation"] == "1"}["1"]["donor"] == "0"
     assert "  member 1 (-20.00) <- member 0 (-20.00): " in log
+    assert "copies 1  " in log
 
 
 def test_strategy_none_trains_the_same_population_without_pbt(tmp_path, caplog):
