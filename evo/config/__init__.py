@@ -12,7 +12,9 @@ every problem found, each with the bad value and how to fix it.
 - ``checks.py``: checks across options; ``agent.py``: the learner's settings for the env
   (AgentSettings, from the learner's declaration in evo/learners; every value within its declared
   domain); ``memory.py``: whether the members of a host's ranks fit in its memory; ``resume.py``: the
-  run's saved config and what a resume may change.
+  run's saved config and what a resume may change; ``imports.py``: which modules a name (``module:EnvId``,
+  ``--algo package.module:Class``) may have imported (none inside a run directory being read, none of the
+  standard library).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from evo.config.hyperparams import (
     load_hyperparams_file,
     resolve_agent,
 )
+from evo.config.imports import shipped_module_problems
 from evo.config.memory import RankHost, memory_problems, this_rank
 from evo.config.options import (
     OPTION_BY_FLAG,
@@ -113,6 +116,10 @@ def parse_config(
     args, problems = read_command_line(tokens, prog)
     given = explicit_flags(tokens)
     saved = restore_from_run(args, given) if args.resume else None
+    if saved is not None:  # before anything imports a module the run directory names
+        shipped = shipped_module_problems(saved, {"--env-id": args.env_id, "--algo": args.algo}, args.run_dir)
+        if shipped:
+            raise ConfigError(shipped)
     if saved is not None and (before := saved.get("algo", "ppo")) != args.algo:
         # the run's settings (its --hyperparams too) are another learner's: say only that
         raise ConfigError(

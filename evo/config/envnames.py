@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from evo.config.imports import stdlib_problem
 from evo.learners.spec import EnvShape
 
 logger = logging.getLogger(__name__)
@@ -129,6 +130,9 @@ def unknown_env_message(env_id: str) -> str | None:
     if ":" in env_id and not env_id.startswith("procgen:"):
         # gymnasium's "module:EnvId" form: importing the module registers the env.
         module = env_id.split(":", 1)[0]
+        problem = stdlib_problem("--env-id", env_id)  # refused before its import runs anything
+        if problem is not None:
+            return problem
         try:
             importlib.import_module(module)
         except ImportError as error:

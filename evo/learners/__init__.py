@@ -97,7 +97,12 @@ def user_learner(algo: str) -> tuple[type, LearnerSpec]:
     or lacks a method a run calls)."""
     if not OWN_LEARNER.fullmatch(algo):
         raise ValueError(f"--algo {algo}: a learner of your own is named package.module:ClassName ({EXAMPLE})")
+    from evo.config.imports import stdlib_problem  # here: evo.config imports this package
+
     module_name, _, class_name = algo.partition(":")
+    problem = stdlib_problem("--algo", algo)  # refused before its import runs anything
+    if problem is not None:
+        raise ValueError(problem)
     try:
         module = importlib.import_module(module_name)
     except Exception as error:  # whatever its import raises: the user's code
