@@ -34,6 +34,7 @@ import numpy as np
 import yaml
 
 from evo.core.names import file_name
+from evo.rundir.checkpoint import atomic_write
 from evo.rundir.jsontext import dumps, number
 
 RESULT = "reevaluation.json"
@@ -160,7 +161,7 @@ def reevaluated(
     record = {"how": fresh.how, "members": fresh.members, "best_ever": kept}
     if fresh.objectives:
         record["objectives"] = fresh.objectives
-    path.write_text(dumps(record, indent=1) + "\n")
+    atomic_write(path, (dumps(record, indent=1) + "\n").encode())
     return fresh
 
 
@@ -220,7 +221,7 @@ def floors(run_dir: Path, episodes: int, levels: tuple[int, int] | None, path: P
     found = play_floors(run, seed, episodes, levels)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"how": how, "random": found.random, "constant": found.constant}
-    path.write_text(dumps(record, indent=1) + "\n")
+    atomic_write(path, (dumps(record, indent=1) + "\n").encode())
     return Floors(found.random, found.constant, how)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from evo.rundir.checkpoint import atomic_write
 from evo.rundir.jsontext import dumps
 from evo.study import report
 from evo.study.fresh import FreshReturns, floors, floors_path, reevaluated
@@ -227,9 +228,9 @@ def write_report(study: Study, jobs: Sequence[Job], foreign: Mapping | None = No
     out.mkdir(parents=True, exist_ok=True)
     results = [run.result for run in runs]
     with_stages = any(r.stages for r in results)
-    (out / "results.json").write_text(dumps([r.record(with_stages) for r in results], indent=1) + "\n")
+    atomic_write(out / "results.json", (dumps([r.record(with_stages) for r in results], indent=1) + "\n").encode())
     text = markdown(study, runs, floor_values, thresholds, foreign or {})
-    (out / "results.md").write_text(text)
+    atomic_write(out / "results.md", text.encode())
     dump(out / "report.json", report_json(study, runs, floor_values, foreign or {}))
     plot(results, study.envs, list(study.methods), out / "compare.png", thresholds)
     written = ["results.md", "results.json", "report.json", "compare.png"]
@@ -264,4 +265,4 @@ def to_json(value):
 
 
 def dump(path: Path, value) -> None:
-    path.write_text(dumps(to_json(value), indent=1) + "\n")
+    atomic_write(path, (dumps(to_json(value), indent=1) + "\n").encode())

@@ -52,8 +52,12 @@ def test_sampled_actions_are_drawn_the_same_way_every_time(run_dir, tmp_path):
     again = reevaluated(run_dir, 8, deterministic=False, generation=2, seed=5)
     assert again.members == sampled.members  # the same draws: torch seeded by the evaluation seed
     cache_path(run_dir, 2).unlink()
+    victim = tmp_path / "victim"  # a link planted where the cache goes (anyone who may write the run directory)
+    victim.write_text('{"how": {"tool": "precious"}}')  # read as a cache made another way; not followed
+    cache_path(run_dir, 2).symlink_to(victim)
     argmax = reevaluated(run_dir, 8, generation=2, seed=5)
     assert argmax.members != sampled.members and "actions" not in argmax.how
+    assert victim.read_text() == '{"how": {"tool": "precious"}}' and not cache_path(run_dir, 2).is_symlink()
 
 
 def test_a_cache_without_actions_was_made_deterministically():
