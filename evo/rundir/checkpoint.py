@@ -71,6 +71,19 @@ BEST = "best.pt"
 """The kept best member's file in a checkpoint directory."""
 BEST_KEYS = ("member", "generation", "score", "env_steps")
 """What the ``best`` key of ``best.pt`` and the manifest's ``best`` entry say of the kept best."""
+FILE_VALUES: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "bytes": (int, "a whole number"),
+    "sha256": (str, "a SHA-256 in hex"),
+}
+"""What each value of a record's entry of a file must be, as evo writes it (the file's name: :func:`named_file`)."""
+BEST_VALUES: dict[str, tuple[type | tuple[type, ...], str]] = {
+    **FILE_VALUES,
+    "member": (int, "a member id"),
+    "generation": (int, "a generation (an interval)"),
+    "score": ((int, float, type(None)), "a number"),
+    "env_steps": (int, "a whole number"),
+}
+"""The same of the kept best's entry (a manifest's ``best``, an asynchronous run's ``best.json``)."""
 
 
 class CheckpointError(RuntimeError):
@@ -323,6 +336,37 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     atomic_write(directory / MANIFEST, (dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
+def shown(value: Any, most: int = 60) -> str:
+    """A value of a record as a message shows it: its repr, cut at ``most`` characters."""
+    text = repr(value)
+    return text if len(text) <= most else f"{text[: most - 3]}..."
+
+
+def entry_problem(entry: Any, values: Mapping[str, tuple[type | tuple[type, ...], str]]) -> str | None:
+    """What is wrong with a record's entry (not a mapping, a key missing, a value of another kind), or None."""
+    if not isinstance(entry, dict):
+        return f"an entry is {shown(entry)}, not a mapping"
+    missing = [key for key in ("file", *values) if key not in entry]
+    if missing:
+        return f"no {', '.join(missing)}"
+    for key, (kinds, what) in values.items():
+        if not isinstance(entry[key], kinds) or isinstance(entry[key], bool):
+            return f"{key} is {shown(entry[key])}, not {what}"
+    return None
+
+
+def named_file(record: Path, entry: Mapping[str, Any]) -> Path:
+    """The file a record (a manifest, ``best.json``, ``interval_*.json``) names: a file name beside the
+    record. A path (``/etc/passwd``, ``../x``, ``/dev/zero``) or anything but a name is a damaged or edited
+    record, never followed. Raises CheckpointError."""
+    name = entry.get("file")
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise CheckpointError(
+            f"{record}: unreadable (file is {shown(name)}, not the name of a file beside it; damaged or edited)"
+        )
+    return record.with_name(name)
+
+
 def check_file(path: Path, entry: Mapping[str, Any], named_by: str) -> None:
     """A file a record names (``entry``: its ``bytes`` and ``sha256``; ``named_by``: the record, for the
     message): present, with that size and SHA-256. Raises CheckpointError saying what is wrong."""
@@ -349,22 +393,44 @@ def verify(directory: Path, run_id: str | None = None) -> Checkpoint:
         raise CheckpointError(f"{directory}: incomplete (no {MANIFEST}; it is written last)") from None
     except (OSError, ValueError) as error:
         raise CheckpointError(f"{manifest_path}: unreadable ({error})") from error
+    if not isinstance(manifest, dict):
+        raise CheckpointError(f"{manifest_path}: unreadable (a {type(manifest).__name__}, not a manifest; damaged)")
     if manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{manifest_path}: unknown checkpoint format {manifest.get('format')!r}")
+        raise CheckpointError(f"{manifest_path}: unknown checkpoint format {shown(manifest.get('format'))}")
     if run_id is not None and manifest.get("run_id") != run_id:
         raise CheckpointError(
-            f"{manifest_path}: belongs to run {manifest.get('run_id')!r}, not to this run ({run_id!r}); "
+            f"{manifest_path}: belongs to run {shown(manifest.get('run_id'))}, not to this run ({run_id!r}); "
             "it was copied from another run directory"
         )
-    for _, entry in sorted(manifest["members"].items(), key=lambda item: int(item[0])):
-        check_file(directory / entry["file"], entry, "the manifest")
+    members = manifest.get("members")
+    problem = _manifest_problem(manifest.get("generation"), members)
+    if problem is not None:
+        raise CheckpointError(f"{manifest_path}: unreadable ({problem}; damaged or edited)")
+    for _, entry in sorted(members.items(), key=lambda item: int(item[0])):
+        check_file(named_file(manifest_path, entry), entry, "the manifest")
     best_lost = None
     if manifest.get("best") is not None:
         try:
-            check_file(directory / manifest["best"]["file"], manifest["best"], "the manifest")
+            if (problem := entry_problem(manifest["best"], BEST_VALUES)) is not None:
+                raise CheckpointError(f"{manifest_path}: its kept best is unreadable ({problem}; damaged or edited)")
+            check_file(named_file(manifest_path, manifest["best"]), manifest["best"], "the manifest")
         except CheckpointError as error:
             best_lost = str(error)
     return Checkpoint(directory, manifest, best_lost)
+
+
+def _manifest_problem(generation: Any, members: Any) -> str | None:
+    """What is wrong with a manifest's generation and members as evo writes them, or None."""
+    if not isinstance(generation, int) or isinstance(generation, bool):
+        return f"generation is {shown(generation)}, not a whole number"
+    if not isinstance(members, dict) or not members:
+        return f"members is {shown(members)}, not a mapping of member ids to files"
+    for key, entry in members.items():
+        if not key.isdigit():
+            return f"member {shown(key)} is not a member id"
+        if (problem := entry_problem(entry, FILE_VALUES)) is not None:
+            return f"member {key}: {problem}"
+    return None
 
 
 def file_entry(name: str, data: bytes) -> dict[str, Any]:

@@ -46,13 +46,15 @@ from pathlib import Path
 from typing import Any
 
 from evo.rundir.checkpoint import (
-    BEST_KEYS,
+    BEST_VALUES,
     CheckpointError,
     atomic_write,
     check_file,
     checkpoints_dir,
+    entry_problem,
     file_sha256,
     load_payload,
+    named_file,
     sha256,
 )
 from evo.rundir.jsontext import dumps
@@ -133,47 +135,14 @@ def read_best(run_dir: Path, run_id: str | None = None) -> dict[str, Any] | None
     if not path.exists():
         return None
     entry = _read(path)
-    missing = [
-        key for key in ("file", "bytes", "sha256", *BEST_KEYS) if not isinstance(entry, dict) or key not in entry
-    ]
-    if missing:
-        raise CheckpointError(f"{path}: unreadable (no {', '.join(missing)}; damaged)")
-    for key, (kinds, what) in BEST_VALUES.items():
-        if not isinstance(entry[key], kinds) or isinstance(entry[key], bool):
-            raise CheckpointError(f"{path}: unreadable ({key} is {_token(entry[key])}, not {what}; damaged or edited)")
-    file = _named_file(path, entry)
+    problem = entry_problem(entry, BEST_VALUES)
+    if problem is not None:
+        raise CheckpointError(f"{path}: unreadable ({problem}; damaged or edited)")
+    file = named_file(path, entry)
     check_file(file, entry, path.name)
     if run_id is not None and load_payload(file).get("run_id") != run_id:
         raise CheckpointError(f"{file}: belongs to another run")
     return entry
-
-
-BEST_VALUES: dict[str, tuple[type | tuple[type, ...], str]] = {
-    "bytes": (int, "a whole number"),
-    "sha256": (str, "a SHA-256 in hex"),
-    "member": (int, "a member id"),
-    "generation": (int, "an interval"),
-    "score": ((int, float, type(None)), "a number"),
-    "env_steps": (int, "a whole number"),
-}
-"""What each value of ``best.json`` must be, as the run writes it (the file's name: :func:`_named_file`)."""
-
-
-def _named_file(record: Path, entry: Mapping[str, Any]) -> Path:
-    """The member file a record (``best.json``, ``interval_*.json``) names: a file name beside the record.
-    A path (``/etc/passwd``, ``../x``) or anything but a name is a damaged or edited record, never followed."""
-    name = entry.get("file")
-    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise CheckpointError(
-            f"{record}: unreadable (file is {_token(name)}, not the name of a member file beside it; damaged or edited)"
-        )
-    return record.with_name(name)
-
-
-def _token(value: Any, most: int = 60) -> str:
-    """A value of a record as a message shows it: its repr, cut at ``most`` characters."""
-    text = repr(value)
-    return text if len(text) <= most else f"{text[: most - 3]}..."
 
 
 def best_path(run_dir: Path) -> Path | None:
@@ -251,7 +220,7 @@ def _verify(entry_path: Path, entry: dict, run_id: str, member: int, interval: i
             f"{entry_path}: belongs to run {entry.get('run_id')!r}, not to this run ({run_id!r}); "
             "it was copied from another run directory"
         )
-    path = _named_file(entry_path, entry)
+    path = named_file(entry_path, entry)
     if not path.exists():
         raise CheckpointError(f"{path}: missing (pruned or never written)")
     if path.stat().st_size != entry["bytes"] or file_sha256(path) != entry["sha256"]:

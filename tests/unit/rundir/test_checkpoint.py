@@ -400,3 +400,48 @@ def test_carrying_a_kept_best_that_is_gone_loses_the_best_not_the_run(tmp_path, 
     ckpt.write_manifest(second, {**manifest, "best": entry})
     found, _ = ckpt.latest(tmp_path, "run-a")
     assert found.generation == 2 and found.best is None and found.best_lost.startswith(f"{second / 'best.pt'}: missing")
+
+
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (lambda m: m["members"]["1"].update(file="/dev/zero"), "file is '/dev/zero', not the name of a file beside it"),
+        (lambda m: m["members"]["1"].update(file="../gen_000001/member_1.pt"), "file is '../gen_000001/member_1.pt'"),
+        (lambda m: m["members"]["1"].update(bytes="12"), "member 1: bytes is '12', not a whole number"),
+        (lambda m: m["members"].update(x=m["members"].pop("1")), "member 'x' is not a member id"),
+        (lambda m: m.update(members=[1, 2]), "members is [1, 2], not a mapping of member ids to files"),
+        (lambda m: m.update(generation="2"), "generation is '2', not a whole number"),
+    ],
+)
+def test_a_path_or_garbage_in_a_manifest_passes_the_checkpoint_over(tmp_path, edit, why):
+    """Issue 54 N11 (as best.json): a manifest naming a path was followed (/dev/zero: hashed for ever), a value of
+    another kind was a traceback; now the checkpoint is damaged, named with the value, and the previous one used."""
+    fake_checkpoint(tmp_path, 1)
+    directory = fake_checkpoint(tmp_path, 2)
+    manifest = json.loads((directory / ckpt.MANIFEST).read_text())
+    edit(manifest)
+    ckpt.write_manifest(directory, manifest)
+    found, skipped = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 1 and len(skipped) == 1, skipped
+    assert skipped[0].startswith(f"{directory / ckpt.MANIFEST}: unreadable (") and why in skipped[0]
+
+
+@pytest.mark.parametrize(
+    "key, value, why",
+    [
+        ("file", "/etc/passwd", "file is '/etc/passwd', not the name of a file beside it"),
+        ("member", "x", "member is 'x', not a member id"),
+        ("score", "high", "score is 'high', not a number"),
+    ],
+)
+def test_a_path_or_garbage_in_a_manifests_kept_best_is_a_lost_best(tmp_path, key, value, why):
+    """The kept best's entry of a manifest, as best.json's: the checkpoint stands, its kept best is lost, and
+    why names the value (the tools then refuse --member best-ever with it, exit 2, as a damaged best)."""
+    directory = fake_checkpoint(tmp_path, 1)
+    with_best(directory)
+    manifest = json.loads((directory / ckpt.MANIFEST).read_text())
+    manifest["best"][key] = value
+    ckpt.write_manifest(directory, manifest)
+    found, skipped = ckpt.latest(tmp_path, "run-a")
+    assert found.generation == 1 and skipped == [] and found.best is None
+    assert why in found.best_lost and "damaged or edited" in found.best_lost

@@ -164,11 +164,11 @@ def test_a_lost_kept_best_leaves_every_member_checkpoint_and_says_which_file_and
 @pytest.mark.parametrize(
     "key, value, why",
     [
-        ("file", "/etc/passwd", "file is '/etc/passwd', not the name of a member file beside it"),
-        ("file", "../../config.yaml", "file is '../../config.yaml', not the name of a member file beside it"),
-        ("file", ["x.pt"], "file is ['x.pt'], not the name of a member file beside it"),
+        ("file", "/etc/passwd", "file is '/etc/passwd', not the name of a file beside it"),
+        ("file", "../../config.yaml", "file is '../../config.yaml', not the name of a file beside it"),
+        ("file", ["x.pt"], "file is ['x.pt'], not the name of a file beside it"),
         ("member", "x", "member is 'x', not a member id"),
-        ("generation", None, "generation is None, not an interval"),
+        ("generation", None, "generation is None, not a generation (an interval)"),
         ("score", "high", "score is 'high', not a number"),
         ("bytes", "12", "bytes is '12', not a whole number"),
         ("env_steps", True, "env_steps is True, not a whole number"),

@@ -188,7 +188,7 @@ def test_best_ever_reaches_an_asynchronous_runs_kept_best(made, capsys, tmp_path
     record.write_text(json.dumps({**entry, "file": "/etc/passwd"}))
     status, _, err = tool(capsys, export_tool.main, run_dir, "--member", "best-ever", "--out", tmp_path / "other")
     assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    assert f"{record}: unreadable (file is '/etc/passwd', not the name of a member file beside it" in err
+    assert f"{record}: unreadable (file is '/etc/passwd', not the name of a file beside it" in err
     assert "give a member id (0, 1)" in err and not (tmp_path / "other").exists()
 
 
