@@ -52,6 +52,16 @@ class FloorValues:
         return self.random, self.random_se
 
 
+def decimals(*values: float) -> int:
+    """The decimals that show the largest of ``values`` (in magnitude) to three significant digits, one at
+    least: returns and most scores keep one (704.5, 2.7), a success rate below 1 gets three (0.0976 and 0.1002
+    read 0.098 and 0.100, where one decimal read 0.1 for both)."""
+    scale = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    if scale == 0 or scale >= 1:
+        return 1
+    return min(2 - math.floor(math.log10(scale)), 6)
+
+
 def _mean_std(values: list[float]) -> str:
     """Mean ± standard deviation of the values measured ("—" if none is: the rl_zoo3 cross-check has
     no selection scores)."""
@@ -59,8 +69,9 @@ def _mean_std(values: list[float]) -> str:
     if not values:
         return "—"
     if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+        return f"{values[0]:.{decimals(values[0])}f}"
+    mean, std = statistics.mean(values), statistics.stdev(values)
+    return f"{mean:.{decimals(mean)}f} ± {std:.{decimals(mean)}f}"
 
 
 def _label(env_id: str, threshold: float | None) -> str:
@@ -82,11 +93,14 @@ def table(results: list[Result], envs, methods, thresholds: Mapping[str, float |
                 continue
             reached = [r.steps_to_threshold for r in rows if r.steps_to_threshold is not None]
             steps = f"{statistics.median(reached):,.0f}" if reached else "—"
+            count = f"{len(reached)}/{len(rows)}"
+            if thresholds.get(env_id) is None:  # nothing declared to reach
+                steps, count = "—", "— (no threshold)"
             lines.append(
                 f"| {_label(env_id, thresholds.get(env_id))} | {method} | {rows[0].members} | {len(rows)} | "
                 f"{_mean_std([r.final_best for r in rows])} | {_mean_std([r.final_median for r in rows])} | "
                 f"{_mean_std([r.equal_total for r in rows])} | {_mean_std([r.auc for r in rows])} | "
-                f"{steps} | {len(reached)}/{len(rows)} | "
+                f"{steps} | {count} | "
                 f"{statistics.mean(r.wall_s for r in rows):.0f} | "
                 f"{statistics.mean(r.ties for r in rows):.1f} / {statistics.mean(r.copies for r in rows):.1f} |"
             )
@@ -94,7 +108,8 @@ def table(results: list[Result], envs, methods, thresholds: Mapping[str, float |
 
 
 def _ci(mean: float, low: float, high: float) -> str:
-    return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
+    d = decimals(mean, low, high)
+    return f"{mean:.{d}f} [{low:.{d}f}, {high:.{d}f}]"
 
 
 def method_rows(results: list[Result], envs, methods):
@@ -336,9 +351,10 @@ def verdict(comparison: Comparison, pair: Paired, planned: int, fresh: bool = Tr
     label = f"**{comparison.a} − {comparison.b}** at {percent(comparison.at)} of the budget{where}"
     if pair.n == 0:
         return f"{label}: no seed has both runs yet; nothing can be said."
-    interval = f" [{pair.low:.1f}, {pair.high:.1f}] (mean difference, 95 % t-interval)" if pair.n > 1 else ""
+    d = decimals(pair.mean, pair.low, pair.high)
+    interval = f" [{pair.low:.{d}f}, {pair.high:.{d}f}] (mean difference, 95 % t-interval)" if pair.n > 1 else ""
     text = (
-        f"{label}, {what} paired over {pair.n} seed{'s' if pair.n != 1 else ''}: {pair.mean:+.1f}{interval}; "
+        f"{label}, {what} paired over {pair.n} seed{'s' if pair.n != 1 else ''}: {pair.mean:+.{d}f}{interval}; "
         f"{comparison.a} higher in {pair.wins}, lower in {pair.losses} of {pair.n}"
     )
     if pair.n < planned:
@@ -378,9 +394,10 @@ def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison]
         for env_id in envs:
             a, b = both_by_seed(runs, env_id, comparison, fresh)
             same = same_episodes(runs, env_id, comparison) if fresh else []
+            d = decimals(*a.values(), *b.values())
             for seed in sorted(set(a) & set(b)):
-                difference = f"{a[seed] - b[seed]:+.1f}" + (" (the same on every episode)" if seed in same else "")
-                lines.append(f"| {env_id} | {comparison} | {seed} | {a[seed]:.1f} | {b[seed]:.1f} | {difference} |")
+                difference = f"{a[seed] - b[seed]:+.{d}f}" + (" (the same on every episode)" if seed in same else "")
+                lines.append(f"| {env_id} | {comparison} | {seed} | {a[seed]:.{d}f} | {b[seed]:.{d}f} | {difference} |")
     return "\n".join(lines) + "\n"
 
 
@@ -438,10 +455,12 @@ def selection_bias_table(runs: Sequence[Run], envs, methods) -> str:
                         if point.selection_score == point.selection_score:
                             by_fraction.setdefault(point.fraction, []).append(point)
             for fraction, points in sorted(by_fraction.items()):
+                selection, selected = (statistics.mean(p.selection_score for p in points),
+                                       statistics.mean(p.selected for p in points))  # fmt: skip
+                d = decimals(selection, selected)
                 lines.append(
-                    f"| {env_id} | {method} | {percent(fraction)} | {len(points)} | "
-                    f"{statistics.mean(p.selection_score for p in points):.1f} | "
-                    f"{statistics.mean(p.selected for p in points):.1f} | "
+                    f"| {env_id} | {method} | {percent(fraction)} | {len(points)} | {selection:.{d}f} | "
+                    f"{selected:.{d}f} | "
                     f"{_ci(*t_interval([p.selection_bias for p in points]))} |"
                 )
     return "\n".join(lines) + "\n"

@@ -65,6 +65,22 @@ def test_summary_and_table(tmp_path):
         "1/2 |"
     )
     assert "single" not in markdown  # no runs, no row
+    unset = report.table([a, b], ["CartPole-v1"], ["pbt"], {}).splitlines()[2]  # no threshold declared
+    assert unset.startswith("| CartPole-v1 | pbt |") and "| — | — (no threshold) |" in unset  # it said "0/2"
+
+
+def test_numbers_below_one_keep_three_significant_digits():
+    """A success rate's report read 0.1 for 0.0976 and 0.1002 alike (one decimal, whatever the scale)."""
+    assert [report.decimals(v) for v in (704.48, 2.7, 1.0, 0.0, 0.1002, 0.0976, 0.004, float("nan"))] == [
+        1, 1, 1, 1, 3, 4, 5, 1,
+    ]  # fmt: skip
+    comparison = Comparison("pbt", "single", 1.0)
+    rates = report.verdict(comparison, paired({0: 0.1002, 1: 0.12, 2: 0.11}, {0: 0.0976, 1: 0.1, 2: 0.1}), 3)
+    assert ": +0.0109 [" in rates  # the mean difference of 0.0026, 0.02 and 0.01
+    assert report._ci(0.1002, 0.0976, 0.11) == "0.100 [0.098, 0.110]" and report._ci(704.48, -1.0, 1500.0) == (
+        "704.5 [-1.0, 1500.0]"
+    )
+    assert report._mean_std([0.0976, 0.1002]) == "0.0989 ± 0.0018"
 
 
 def test_best_within_is_the_last_generation_inside_the_steps():
