@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evo.rundir.checkpoint import atomic_file
 from evo.study.records import Result, Run
 from evo.study.stats import t_interval
 
@@ -44,7 +45,8 @@ def plot(results: list[Result], envs, methods, path: Path, thresholds: Mapping[s
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, title="method (seeds)", title_fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
+    with atomic_file(path) as handle:
+        figure.savefig(handle, format="png", dpi=DPI)
     plt.close(figure)
 
 
@@ -79,5 +81,6 @@ def plot_anytime(runs: Sequence[Run], envs, methods, path: Path, floors: Mapping
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, title="method (seeds)", title_fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
+    with atomic_file(path) as handle:
+        figure.savefig(handle, format="png", dpi=DPI)
     plt.close(figure)

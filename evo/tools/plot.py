@@ -32,6 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from evo.rundir.checkpoint import atomic_file  # noqa: E402
 from evo.rundir.history import (  # noqa: E402
     RunDirError,
     RunHistory,
@@ -315,7 +316,8 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str
     for name, build in plots:
         fig = build(history)
         path = out / f"{name}.png"
-        fig.savefig(path, bbox_inches="tight")
+        with atomic_file(path) as handle:  # never through a link planted at the name (the run directory's plots/)
+            fig.savefig(handle, format="png", bbox_inches="tight")
         plt.close(fig)
         written[name] = path
     return written

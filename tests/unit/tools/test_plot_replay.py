@@ -63,11 +63,19 @@ def line_of(history, member) -> dict[int, int]:
 
 
 def test_plot_writes_three_readable_pngs(run, tmp_path, capsys):
+    """Also: a link planted at a plot's name (the run directory's plots/, by default) is replaced, never
+    written through."""
     run_dir, _ = run
-    status, out, err = tool(capsys, plot_tool.main, run_dir, "--out", tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    out_dir = tmp_path / "plots"
+    out_dir.mkdir()
+    (out_dir / "lineage.png").symlink_to(victim)
+    status, out, err = tool(capsys, plot_tool.main, run_dir, "--out", out_dir)
     assert status == 0, err
+    assert victim.read_bytes() == b"precious" and not (out_dir / "lineage.png").is_symlink()
     for name in ("scores", "hparams", "lineage"):
-        path = tmp_path / f"{name}.png"
+        path = out_dir / f"{name}.png"
         assert str(path) in out.split()
         assert path.read_bytes()[:8] == PNG
         assert 15_000 < path.stat().st_size < 1_500_000, (name, path.stat().st_size)
