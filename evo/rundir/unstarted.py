@@ -71,6 +71,12 @@ def _a_head(run_dir: Path, name: str) -> bool:
     return True
 
 
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` made a checkpoint that ``--resume`` continues (synchronous or
+    asynchronous)."""
+    return _complete_checkpoint(Path(run_dir) / "checkpoints")
+
+
 def _complete_checkpoint(checkpoints: Path) -> bool:
     """Whether ``checkpoints`` holds what a resume or a tool could read: a generation's manifest, a member's
     ready point record or a kept best's record (each is written last)."""

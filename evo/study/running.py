@@ -25,6 +25,7 @@ from typing import IO
 from evo.launch import stops_with
 from evo.rundir.checkpoint import atomic_write, open_appending
 from evo.rundir.lock import LOCK, RunDirError, RunLock, read_holder, stale
+from evo.rundir.unstarted import has_checkpoint
 from evo.study.jobs import CHECKOUT, WALL, Job, is_finished, python_command
 
 LAUNCHES = "launches.jsonl"
@@ -95,7 +96,7 @@ def start(job: Job, mpiexec: str, logs: Path, cwd: Path) -> Running:
         )
     command = python_command(job, CHECKOUT)
     if job.mpi and job.run_dir.exists():
-        if any((job.run_dir / "checkpoints").glob("gen_*/manifest.json")):
+        if has_checkpoint(job.run_dir):  # a generation's manifest, or an asynchronous run's ready point
             command.append("--resume")
         else:
             shutil.rmtree(job.run_dir)  # stopped before its first checkpoint: nothing to keep

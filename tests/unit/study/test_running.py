@@ -186,6 +186,19 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again_from_nothing(stu
     assert (run_dir / "wall_s").is_file() and not (run_dir / "partial").exists()
 
 
+def test_an_asynchronous_runs_ready_points_are_resumed_not_removed(study, tmp_path):
+    """An asynchronous run checkpoints each member's ready points (no generation manifest): a study
+    interrupted and run again removed it as one stopped before its first checkpoint."""
+    path = study()
+    run_dir = tmp_path / "out" / "runs" / "CartPole-v1" / "pbt-seed0"
+    ready = run_dir / "checkpoints" / "members" / "member_0" / "interval_000001.json"
+    ready.parent.mkdir(parents=True)
+    ready.write_text("{}")
+    assert study_main.main([str(path), "--methods", "pbt", "--seeds", "0"]) == 0
+    (one,) = launched(tmp_path)
+    assert one["command"][-2:] == [str(run_dir), "--resume"] and "checkpoints" in one["left"] and ready.is_file()
+
+
 def test_a_second_study_is_refused_and_a_live_run_is_neither_started_nor_removed(study, tmp_path, capsys):
     """Issue 54 N2: a second evo-study on one study removed the first's live run directory (it had no
     checkpoint yet) and started the run again under it. Here the first study is this process's lock on the
