@@ -118,6 +118,8 @@ def env_problems(study: Study) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:  # the evo-study command, not python -m:
+        sys.path.insert(0, str(Path.cwd()))  # a module:Env of this folder imports here, as in the runs
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         study = load(args)

@@ -76,3 +76,22 @@ def test_unchanged_code_reports_in_this_process(tmp_path, monkeypatch, capfd):
     assert study_main.main([str(tmp_path / "study.yml")]) == 1  # the stand-in report finds nothing
     out, err = capfd.readouterr()
     assert "evo's code changed" not in out and len(reports) == 1
+
+
+def test_a_studys_own_env_module_imports_from_the_folder_it_runs_in(tmp_path, monkeypatch, capsys):
+    """The evo-study command (whose sys.path holds its script's folder, not the working one) refused a study's
+    module:Env of the current folder as a module that does not import; its runs had the folder on PYTHONPATH."""
+    import sys
+
+    (tmp_path / "my_study_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('StudyLocal-v0', entry_point='gymnasium.envs.classic_control.cartpole:CartPoleEnv')\n"
+    )
+    (tmp_path / "local.yml").write_text(
+        "study: local\nout: out\nenvs: [my_study_envs:StudyLocal-v0]\nseeds: [0]\n"
+        "budget: {default: {generations: 1, steps: 64}}\nmethods: {pbt: {}}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert study_main.main(["local.yml", "--list"]) == 0, capsys.readouterr().err
+    assert "my_study_envs:StudyLocal-v0" in capsys.readouterr().out
