@@ -21,7 +21,7 @@ import numpy as np
 
 from evo.study.records import Point, Result, Run
 from evo.study.spec import Comparison, percent
-from evo.study.stats import Paired, paired, sign_flip_p, smallest_p, standard_error, t_interval
+from evo.study.stats import Paired, bonferroni, paired, sign_flip_p, smallest_p, standard_error, t_interval
 
 SEPARATION_SE = 3.0
 """How many standard errors above the floor an agent must be to count as having left it (the pilot)."""
@@ -343,9 +343,14 @@ def compared(runs: Sequence[Run], env_id: str, comparison: Comparison, fresh: bo
     return paired(*both_by_seed(runs, env_id, comparison, fresh))
 
 
-def verdict(comparison: Comparison, pair: Paired, planned: int, fresh: bool = True, env_id: str = "") -> str:
+def verdict(
+    comparison: Comparison, pair: Paired, planned: int, fresh: bool = True, env_id: str = "", family: int = 1
+) -> str:
     """The comparison in words: the mean paired difference, its 95 % t-interval, the seeds each way,
-    and which is better only where the interval excludes 0 ("not separated" otherwise)."""
+    and which is better only where the interval excludes 0 ("not separated" otherwise). A secondary
+    comparison is one of ``family`` the report makes (:func:`family_size`): it is judged on its Bonferroni
+    interval (:func:`corrected`), which the words give beside the 95 % one; the primary (``family`` 1)
+    is the question the study was declared for and keeps its 95 %."""
     what = "fresh returns" if fresh else "selection scores (biased upwards: they chose the members)"
     where = f" on {env_id}" if env_id else ""
     label = f"**{comparison.a} − {comparison.b}** at {percent(comparison.at)} of the budget{where}"
@@ -362,15 +367,36 @@ def verdict(comparison: Comparison, pair: Paired, planned: int, fresh: bool = Tr
     if pair.n < 2:
         return text + ". **Not separated**: one seed gives no interval."
     text += f"; sign-flip p = {pair.p:.3f} (it cannot go below {smallest_p(pair.n):.3f} with {pair.n} seeds). "
-    if pair.low > 0:
-        return text + f"**{comparison.a} is better**: the interval lies above 0."
-    if pair.high < 0:
-        return text + f"**{comparison.b} is better**: the interval lies below 0."
-    return text + "**Not separated**: the interval includes 0, so these seeds cannot tell which is better."
+    low, high, which = pair.low, pair.high, "the interval"
+    if family > 1:
+        confidence, low, high = corrected(pair, family)
+        text += (
+            f"Corrected for the {family} comparisons declared (Bonferroni: a {confidence * 100:.3g} % t-interval): "
+            f"[{low:.{d}f}, {high:.{d}f}]. "
+        )
+        which = "the corrected interval"
+    if low > 0:
+        return text + f"**{comparison.a} is better**: {which} lies above 0."
+    if high < 0:
+        return text + f"**{comparison.b} is better**: {which} lies below 0."
+    return text + f"**Not separated**: {which} includes 0, so these seeds cannot tell which is better."
+
+
+def family_size(comparisons_: Sequence[Comparison], envs) -> int:
+    """How many comparisons the report makes: every declared one on every env (the number a secondary
+    comparison's correction is for)."""
+    return len(comparisons_) * len(envs)
+
+
+def corrected(pair: Paired, family: int) -> tuple[float, float, float]:
+    """A secondary comparison's confidence and its t-interval at it: Bonferroni's for ``family`` comparisons."""
+    confidence = bonferroni(family)
+    _, low, high = t_interval(pair.differences, confidence)
+    return confidence, low, high
 
 
 def verdicts(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], planned: int, fresh: bool) -> str:
-    """The declared comparisons in words, the primary first."""
+    """The declared comparisons in words, the primary first, the secondary ones corrected for their number."""
     if not comparisons_:
         return ""
     lines = []
@@ -378,7 +404,8 @@ def verdicts(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], plan
         for env_id in envs:
             kind = "Primary" if index == 0 else "Secondary"
             pair = compared(runs, env_id, comparison, fresh)
-            text = verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else "")
+            family = 1 if index == 0 else family_size(comparisons_, envs)
+            text = verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else "", family)
             if fresh:
                 text += same_episodes_words(same_episodes(runs, env_id, comparison))
             lines.append(f"- {kind}: " + text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -170,21 +171,29 @@ def report_json(study: Study, runs: Sequence[Run], floor_values, foreign: Mappin
     """Every number of the report, for plots and for docs that quote it."""
     fresh = study.fresh is not None
     comparisons = []
-    for comparison in study.comparisons:
+    for index, comparison in enumerate(study.comparisons):
+        family = 1 if index == 0 else report.family_size(study.comparisons, study.envs)
         for env_id in study.envs:
             pair = report.compared(runs, env_id, comparison, fresh)
+            correction = None
+            if family > 1 and pair.n > 1:
+                confidence, low, high = report.corrected(pair, family)
+                correction = {"comparisons": family, "confidence": confidence, "low": low, "high": high}
             comparisons.append(
                 {
                     "env_id": env_id, "a": comparison.a, "b": comparison.b, "at": comparison.at,
                     "primary": comparison == study.primary, "measure": "fresh" if fresh else "selection score",
                     "seeds": pair.seeds, "differences": pair.differences, "mean": pair.mean, "low": pair.low,
                     "high": pair.high, "wins": pair.wins, "losses": pair.losses, "p_sign_flip": pair.p,
-                    "verdict": report.verdict(comparison, pair, len(study.seeds), fresh),
+                    "correction": correction,
+                    "verdict": report.verdict(
+                        comparison, pair, len(study.seeds), fresh, env_id if len(study.envs) > 1 else "", family
+                    ),
                 }
             )  # fmt: skip
     return {
         "study": study.name,
-        "source": str(study.source) if study.source else None,
+        "source": where_ran(study.source),
         "seeds_planned": list(study.seeds),
         "actions": {env: "deterministic" if deterministic(study, env) else "sampled" for env in study.envs}
         if fresh
@@ -202,6 +211,14 @@ def report_json(study: Study, runs: Sequence[Run], floor_values, foreign: Mappin
         "launches": read_launches(study.out),
         "other_settings": dict(foreign),
     }
+
+
+def where_ran(source: Path | None) -> str | None:
+    """The study file as report.json names it: relative to the folder evo-study ran in (``../x.yml`` where it
+    lies outside), never the machine's absolute path."""
+    if source is None:
+        return None
+    return Path(os.path.relpath(Path(source).absolute(), Path.cwd())).as_posix()
 
 
 def _point(point) -> dict:

@@ -46,10 +46,10 @@ def bootstrap_mean_ci(
     return float(data.mean()), float(low), float(high)
 
 
-def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
-    """The mean and Student's t 95 % interval over seeds (one value: that value, no interval).
-    Percentile bootstraps over 3-5 seeds cover the mean far less often than they claim; the
-    t-interval assumes roughly normal seed means, and says so by its width."""
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """The mean and Student's t interval over seeds, 95 % unless ``confidence`` says otherwise (one
+    value: that value, no interval). Percentile bootstraps over 3-5 seeds cover the mean far less often
+    than they claim; the t-interval assumes roughly normal seed means, and says so by its width."""
     from scipy.stats import t
 
     data = np.asarray(values, dtype=float)
@@ -58,8 +58,14 @@ def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
     mean = float(data.mean())
     if data.size == 1:
         return mean, mean, mean
-    half = float(t.ppf((1 + CONFIDENCE) / 2, data.size - 1) * data.std(ddof=1) / math.sqrt(data.size))
+    half = float(t.ppf((1 + confidence) / 2, data.size - 1) * data.std(ddof=1) / math.sqrt(data.size))
     return mean, mean - half, mean + half
+
+
+def bonferroni(comparisons: int, confidence: float = CONFIDENCE) -> float:
+    """The confidence each of ``comparisons`` intervals needs for all of them together to keep
+    ``confidence`` (Bonferroni: 97.5 % each for two at 95 %)."""
+    return 1 - (1 - confidence) / max(comparisons, 1)
 
 
 def sign_flip_p(differences: Sequence[float]) -> float:

@@ -19,6 +19,7 @@ from evo.study.stats import paired
 from tests.support import PPO_SIX, ROOT
 
 T_975_2 = 4.302652729911275  # Student's t, 0.975 quantile, 2 degrees of freedom
+T_9875_2 = 6.205346816570706  # ... its 0.9875 quantile (a 97.5 % interval: Bonferroni's for two comparisons)
 
 
 def write_run(run_dir, scores_by_generation, steps=100, donors=None, wall=12.5):
@@ -287,10 +288,23 @@ def test_the_report_of_a_tiny_study_against_values_computed_by_hand(tmp_path, ca
     # at 50 %: pbt's 9, 8 (member 3, score 4), 7 (member 0: every score 3, the lower id) minus 3, 5, 1
     secondary = next(c for c in record["comparisons"] if not c["primary"])
     assert secondary["differences"] == [6.0, 3.0, 6.0] and secondary["wins"] == 3
-    assert "**pbt is better**: the interval lies above 0" in secondary["verdict"]
+    # 5 ± t(0.975, 2) · √3 / √3 lies above 0, but a secondary comparison is one of two: Bonferroni's 97.5 %
+    # interval, 5 ± t(0.9875, 2) = 5 ± 6.205, includes 0 (the verdict said "pbt is better")
+    assert secondary["low"] == pytest.approx(5 - T_975_2) and secondary["low"] > 0
+    correction = secondary["correction"]
+    assert (correction["comparisons"], correction["confidence"]) == (2, pytest.approx(0.975))
+    assert correction["low"] == pytest.approx(5 - T_9875_2) and correction["high"] == pytest.approx(5 + T_9875_2)
+    assert secondary["verdict"].endswith(
+        "Corrected for the 2 comparisons declared (Bonferroni: a 97.5 % t-interval): [-1.2, 11.2]. **Not separated**: "
+        "the corrected interval includes 0, so these seeds cannot tell which is better."
+    )
+    assert primary["correction"] is None and "Corrected" not in primary["verdict"]
+    assert record["source"] is None  # a study from no file names none
     markdown = (out / "results.md").read_text()
     assert markdown.index("Declared comparisons") < markdown.index("| env | method | members |")
     assert "- Primary: **pbt − zoo-total** at 100 % of the budget, fresh returns paired over 3 seeds: +0.9" in markdown
+    assert "- Secondary: **pbt − zoo-total** at 50 % of the budget" in markdown
+    assert "[-1.2, 11.2]. **Not separated**" in markdown
     # the anytime table: every point by total env steps, the two methods side by side at 400 and 800
     anytime = [line for line in markdown.splitlines() if line.startswith("| CartPole-v1 | 400 |")]
     assert [line.split(" | ")[2] for line in anytime] == ["pbt", "zoo-total"]
@@ -302,6 +316,41 @@ def test_the_report_of_a_tiny_study_against_values_computed_by_hand(tmp_path, ca
     results = json.loads((out / "results.json").read_text())
     assert [r["method"] for r in results] == ["pbt", "zoo-total"] * 3 and "stages" not in results[0]
     assert results[0]["fresh_selected"] == 9.75 and results[0]["fresh_median"] == (9.75 + 18) / 2
+
+
+def test_report_json_names_its_study_file_relative_to_where_the_study_ran(tmp_path, monkeypatch):
+    """docs/results/horizon/report.json named /work/main/experiments/studies/horizon.yml: the machine's path."""
+    from evo.study.reporting import report_json
+
+    (tmp_path / "studies").mkdir()
+    study = replace(tiny_study(tmp_path), source=tmp_path / "studies" / "tiny.yml")
+    monkeypatch.chdir(tmp_path)
+    assert report_json(study, [], {}, {})["source"] == "studies/tiny.yml"
+    monkeypatch.chdir(tmp_path / "studies")
+    assert report_json(replace(study, source=Path("tiny.yml")), [], {}, {})["source"] == "tiny.yml"
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert report_json(study, [], {}, {})["source"] == "../studies/tiny.yml"
+    committed = sorted((ROOT / "docs" / "results").glob("*/report.json"))
+    assert committed and not [
+        path for path in committed if Path(json.loads(path.read_text())["source"] or "").is_absolute()
+    ]
+
+
+def test_the_committed_horizon_reports_secondary_comparison_is_corrected_for_the_two():
+    """report.json called pbt − random "pbt is better" (+704 [66, 1343] at 95 %) where docs/results.md says
+    not separated once corrected for the study's two comparisons: Bonferroni's 97.5 % gives [−63, 1472]."""
+    record = json.loads((ROOT / "docs" / "results" / "horizon" / "report.json").read_text())
+    primary, secondary = record["comparisons"]
+    assert (primary["b"], secondary["b"]) == ("zoo-total", "random") and primary["correction"] is None
+    assert (round(secondary["mean"]), round(secondary["low"]), round(secondary["high"])) == (704, 66, 1343)
+    correction = secondary["correction"]
+    assert (correction["comparisons"], round(correction["low"]), round(correction["high"])) == (2, -63, 1472)
+    assert secondary["verdict"].endswith(
+        "**Not separated**: the corrected interval includes 0, so these seeds cannot tell which is better."
+    )
+    differences = paired(dict(enumerate(secondary["differences"])), dict.fromkeys(range(8), 0.0))
+    assert report.verdict(Comparison("pbt", "random"), differences, 8, family=2) == secondary["verdict"]
 
 
 def test_the_fresh_table_has_floor_rows_paired_with_the_reference():
