@@ -146,13 +146,31 @@ def zoo_job(study: Study, env_id: str, method: Method, seed: int, run_dir: Path)
     return Job(env_id, method.name, seed, 1, command, run_dir, budget.generations, False, 1, budget.steps, 0)
 
 
-def listing(jobs: Sequence[Job]) -> str:
-    """One line per job, as a SLURM array reads it: index, ranks, the command."""
-    lines = []
-    for index, job in enumerate(jobs):
-        command = ["python", *job.command] if job.mpi else list(job.command)
-        lines.append(f"{index}\t{job.ranks}\t{shlex.join(command)}")
+def listing(jobs: Sequence[Job], cwd: Path, mpiexec: str | None) -> str:
+    """One line per job, as a SLURM array reads it: index, ranks, and the run's command as a user can paste it
+    into a shell (:func:`pasteable`)."""
+    lines = [f"{index}\t{job.ranks}\t{pasteable(job, cwd, mpiexec)}" for index, job in enumerate(jobs)]
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def pasteable(job: Job, cwd: Path, mpiexec: str | None) -> str:
+    """The command the study starts for ``job`` (:func:`launch_argv`), as one shell line: from the folder the
+    study runs in (``cwd``: its flags' relative paths), with that folder on PYTHONPATH where the env id or
+    ``--algo`` names a module of the user's (every rank imports it, as the study's runs do)."""
+    from evo.config.imports import named_module
+
+    line = f"cd {shlex.quote(str(cwd))} && "
+    if any(named_module(name) for name in (job.env_id, flag_value(job.command, "--algo")) if name):
+        path = os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH", "")) if p)
+        line += f"PYTHONPATH={shlex.quote(path)} "
+    return line + shlex.join(launch_argv(job, mpiexec or "mpiexec"))
+
+
+def launch_argv(job: Job, mpiexec: str) -> list[str]:
+    """The process the study starts for ``job``: an evo run under ``mpiexec -n RANKS --oversubscribe`` (the
+    study places its runs on the cores itself), the rl_zoo3 cross-check as it is."""
+    command = python_command(job, CHECKOUT)
+    return [mpiexec, "-n", str(job.ranks), "--oversubscribe", *command] if job.mpi else command
 
 
 def last_generation(run_dir: Path) -> int:

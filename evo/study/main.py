@@ -1,7 +1,7 @@
 """``evo-study STUDY.yml``: run a study (or continue it), list its runs for a SLURM array, or report.
 
     evo-study experiments/studies/horizon.yml              # run what is missing, then report
-    evo-study my-study.yml --list                          # index, ranks and command of every run
+    evo-study my-study.yml --list                          # index, ranks and command of every run (to paste)
     evo-study my-study.yml --job $SLURM_ARRAY_TASK_ID      # one run (of a SLURM array)
     evo-study my-study.yml --report-only                   # the report from the finished runs
     evo-study my-study.yml --report-only --runs other/runs # ... of runs kept elsewhere (same layout)
@@ -49,7 +49,9 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("study", help="a study file (YAML), or a built-in study's name (experiments/studies/)")
     what = parser.add_argument_group("what to do (default: run what is missing, then report)")
-    what.add_argument("--list", action="store_true", help="print the runs (index, ranks, command) and exit")
+    what.add_argument(
+        "--list", action="store_true", help="print the runs (index, ranks, a command to paste: cd, mpiexec) and exit"
+    )
     what.add_argument("--job", type=int, help="run only run N of --list (a SLURM array's task), no report")
     what.add_argument("--report-only", action="store_true", help="only build the report from the finished runs")
     where = parser.add_argument_group("where")
@@ -133,7 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return EXIT_BAD_INPUT
     if args.list:
-        sys.stdout.write(listing(jobs))
+        from evo.launch import find_mpiexec
+
+        sys.stdout.write(listing(jobs, Path.cwd(), find_mpiexec()))
         return 0
     foreign = {job.name: found for job in jobs if (found := mismatch(job))}
     if foreign and not args.report_only:

@@ -26,7 +26,7 @@ from evo.launch import stops_with
 from evo.rundir.checkpoint import atomic_write, open_appending
 from evo.rundir.lock import LOCK, RunDirError, RunLock, read_holder, stale
 from evo.rundir.unstarted import has_checkpoint
-from evo.study.jobs import CHECKOUT, WALL, Job, is_finished, python_command
+from evo.study.jobs import WALL, Job, is_finished, launch_argv
 
 LAUNCHES = "launches.jsonl"
 PARTIAL = "wall_s.partial"
@@ -94,15 +94,14 @@ def start(job: Job, mpiexec: str, logs: Path, cwd: Path) -> Running:
             f"{job.name}: not started: its run directory {job.run_dir} is in use by the run of {holder}, a --job "
             "of this study or a run started by hand. It is left as it is; run the study again once that run ends"
         )
-    command = python_command(job, CHECKOUT)
+    argv = launch_argv(job, mpiexec)
     if job.mpi and job.run_dir.exists():
         if has_checkpoint(job.run_dir):  # a generation's manifest, or an asynchronous run's ready point
-            command.append("--resume")
+            argv.append("--resume")
         else:
             shutil.rmtree(job.run_dir)  # stopped before its first checkpoint: nothing to keep
     logs.mkdir(parents=True, exist_ok=True)
     log = open_appending(logs / job.log_name)
-    argv = [mpiexec, "-n", str(job.ranks), "--oversubscribe", *command] if job.mpi else command
     process = subprocess.Popen(
         argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=job_environment(cwd),
         preexec_fn=stops_with(os.getpid()),

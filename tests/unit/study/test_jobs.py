@@ -5,6 +5,7 @@ real studies under mpiexec are in tests/e2e/test_study.py."""
 
 import json
 import shlex
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import yaml
 
 from evo.config import parse_config
 from evo.runner.session import member_factory
-from evo.study.jobs import Job, has_result, is_finished, jobs_for, listing, mismatch, render
+from evo.study.jobs import ZOO_SCRIPT, Job, has_result, is_finished, jobs_for, listing, mismatch, render
 from evo.study.main import BUILT_IN
 from evo.study.spec import load_study, parse_study
 from evo.tools.saved import evaluation_seed
@@ -221,15 +222,28 @@ def test_a_users_study_names_its_env_methods_settings_and_budget(tmp_path):
     assert render(3e-4) == "0.0003" and yaml.safe_load(render({"a": [1, 2.0e-6]})) == {"a": [1, 2.0e-6]}
 
 
-def test_the_listing_is_what_a_slurm_array_reads(tmp_path):
+def test_the_listing_is_what_a_slurm_array_reads_and_a_user_pastes(tmp_path, monkeypatch):
+    """Each line: index, ranks, and the command the study starts for the run as one shell line (it printed
+    `python pbt_rl_truct.py ...`: no mpiexec, and a script found only from the checkout's folder)."""
     study, jobs = built_in("continuous", tmp_path)
-    lines = listing(jobs).splitlines()
+    folder = tmp_path / "my study"
+    lines = listing(jobs, folder, "/opt/mpi/bin/mpiexec").splitlines()
     assert len(lines) == len(jobs) == 65
     index, ranks, command = lines[0].split("\t")
-    assert (index, ranks) == ("0", "2") and shlex.split(command)[:2] == ["python", "pbt_rl_truct.py"]
-    assert shlex.split(command)[1:] == list(jobs[0].command)  # the job's command, quoted for a shell
-    zoo = next(line for line in lines if "rl-zoo3" in line)
-    assert zoo.split("\t")[1] == "1" and "zoo_crosscheck.py" in zoo and not zoo.split("\t")[2].startswith("python ")
+    words = shlex.split(command)
+    assert (index, ranks) == ("0", "2")
+    assert words[:3] == ["cd", str(folder), "&&"]  # where the study runs: its flags' relative paths
+    assert words[3:7] == ["/opt/mpi/bin/mpiexec", "-n", "2", "--oversubscribe"]
+    assert words[7:] == [sys.executable, str(ROOT / "pbt_rl_truct.py"), *jobs[0].command[1:]]
+    zoo = next(line for line in lines if "rl-zoo3" in line).split("\t")
+    assert zoo[1] == "1" and "mpiexec" not in zoo[2] and shlex.split(zoo[2])[4] == str(ROOT / ZOO_SCRIPT)
+    assert shlex.split(listing(jobs[:1], folder, None))[5] == "mpiexec"  # none found here: the user's
+    # a user's module:Env is imported on every rank from the study's folder, as the study's runs import it
+    monkeypatch.setenv("PYTHONPATH", "/mine")
+    mine = parse_study({"envs": ["mypackage.envs:Walker-v0"], "budget": {"default": {"generations": 1, "steps": 8}},
+                        "methods": ["pbt"]}, out=tmp_path)  # fmt: skip
+    words = shlex.split(listing(jobs_for(mine), folder, "mpiexec").split("\t")[2])
+    assert words[3:5] == [f"PYTHONPATH={folder}:/mine", "mpiexec"]
 
 
 def write_run(run_dir, scores_by_generation, steps=100, wall=12.5):

@@ -13,6 +13,8 @@ study end to end, and a study killed outright (SIGKILL) taking its runs with it.
 import json
 import os
 import shlex
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -237,18 +239,22 @@ def test_the_slurm_listing_one_job_of_it_and_the_report_after(study, tmp_path, c
     lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [line[:2] for line in lines] == [["0", "2"], ["1", "1"], ["2", "2"], ["3", "1"]]
     command = shlex.split(lines[3][2])
-    assert command[:2] == ["python", "pbt_rl_truct.py"] and command[command.index("--seed") + 1] == "1"
+    assert command[command.index("--seed") + 1] == "1"
     assert command[-1] == str(tmp_path / "out" / "runs" / "CartPole-v1" / "zoo-total-seed1")
     assert not launched(tmp_path)  # listing starts nothing
+    subprocess.run(["bash", "-c", lines[3][2]], cwd="/", check=True, timeout=60)  # pasted, in another folder
+    (pasted,) = launched(tmp_path)
+    shutil.rmtree(tmp_path / "out" / "runs" / "CartPole-v1" / "zoo-total-seed1")
     assert study_main.main([str(path), "--job", "3"]) == 0  # as `--job $SLURM_ARRAY_TASK_ID`
-    (one,) = launched(tmp_path)
-    assert (one["ranks"], one["command"][2:]) == (int(lines[3][1]), command[2:])  # the listing's run
+    one = launched(tmp_path)[1]
+    assert (one["ranks"], one["command"]) == (int(lines[3][1]), command[7:])  # the listing's run
+    assert pasted | {"pid": one["pid"]} == one  # the pasted line started it alike
     assert not (tmp_path / "out" / "results.md").exists()  # a job alone writes its run, not the report
     assert study_main.main([str(path), "--report-only"]) == 0  # after the array: what is finished
     records = json.loads((tmp_path / "out" / "results.json").read_text())
     assert [(r["method"], r["seed"]) for r in records] == [("zoo-total", 1)]
     assert "no seed has both runs yet; nothing can be said" in (tmp_path / "out" / "results.md").read_text()
-    assert len(launched(tmp_path)) == 1  # the report started no run
+    assert len(launched(tmp_path)) == 2  # the report started no run
     assert study_main.main([str(path), "--job", "4"]) == 2
     assert "--job 4: this study has runs 0 to 3 (see --list)" in capsys.readouterr().err
 
