@@ -45,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
         prog="evo-study",
         description="Did PBT help on your task? Run a study file's methods over seeds on the same budget, "
         "re-evaluate the selected agents on fresh episodes and report paired comparisons.",
-        epilog="The study file's format: python -c 'import evo.study.spec as s; help(s)' or docs/results.md.",
+        epilog="The study file's format, every key: docs/studies.md; what the report holds: docs/results.md.",
     )
     parser.add_argument("study", help="a study file (YAML), or a built-in study's name (experiments/studies/)")
     what = parser.add_argument_group("what to do (default: run what is missing, then report)")

@@ -34,7 +34,9 @@ and ``rl-zoo3`` (rl-baselines3-zoo's own ``train`` in the evo-less virtualenv, a
 method's ``flags``, ``space`` (per env) and ``generations`` go to its runs only; ``envs`` limits it
 to some envs.
 
-Every problem of a file is reported at once, each with its fix (:class:`StudyError`).
+Every key, and what "defaults" means for a ``single`` method on an env of your own: docs/studies.md (a
+test keeps that page and the keys below equal). Every problem of a file is reported at once, each with its
+fix (:class:`StudyError`).
 """
 
 from __future__ import annotations

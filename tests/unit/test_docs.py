@@ -8,7 +8,7 @@ from tests.support import ROOT
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-PAGES = ("running.md", "hyperparameters.md", "records.md", "architecture.md", "testing.md")
+PAGES = ("running.md", "hyperparameters.md", "records.md", "architecture.md", "testing.md", "studies.md")
 LINK = re.compile(r"\]\(([^)\s#]+)(#[^)\s]*)?\)")
 
 

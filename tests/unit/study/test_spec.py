@@ -163,3 +163,29 @@ def test_a_study_file_that_is_not_a_settings_file_is_refused_before_it_is_read(t
     assert refused.value.problems == [why] and refused.value.source == str(path)
     assert study_main.main([str(path), "--list"]) == 2
     assert capsys.readouterr().err == f"evo-study: error: {path}:\n  - {why}\n"
+
+
+def test_every_key_of_the_study_file_is_in_its_docs_page():
+    """docs/studies.md is the format (the spec's docstring only showed an example): each section's table has
+    a row for each key the parser takes, and the page names every kind, preset, explorer and way of acting, and
+    what "defaults" means for a single agent on an env without a block of its own."""
+    import re
+
+    from evo.study import spec
+    from tests.support import ROOT
+
+    text = (ROOT / "docs" / "studies.md").read_text()
+    sections = {title: body for title, body in re.findall(r"^##+ (.+?)\n(.*?)(?=^##+ |\Z)", text, re.M | re.S)}
+
+    def rows(title: str) -> list[str]:
+        return re.findall(r"^\| `([a-z_]+)` \|", sections[title], re.M)
+
+    assert rows("Top-level keys") == list(spec.TOP_KEYS)
+    assert rows("A method") == list(spec.METHOD_KEYS)
+    assert rows("`fresh`: the re-evaluation") == list(spec.FRESH_KEYS)
+    assert rows("`compare`: the comparisons, declared before the runs") == list(spec.COMPARE_KEYS)
+    named = set(re.findall(r"`([^`\s]+)`", text))
+    for words in (spec.BUDGET_KEYS, spec.KINDS, spec.PRESETS, spec.EXPLORE_NAMES, spec.ACTIONS):
+        assert not set(words) - named, set(words) - named
+    defaults = sections['What "defaults" means for a `single` agent on your own env']
+    assert "--initial-hparams defaults" in defaults and "`default` block" in defaults
