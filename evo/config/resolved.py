@@ -437,8 +437,9 @@ class Config:
         check=must(lambda n: n >= 0, "must be >= 0 (0: the first failure ends the job)"),
     )
     step_timeout: float = option(
-        "a member that makes no env step for this many seconds while it trains (its env hangs) fails, and is "
-        "restarted as a member whose env raises (--max-member-failures); 0: off",
+        "a member that waits this many seconds for one env step, in its training or its evaluation episodes "
+        "(its env hangs), fails, and is restarted as a member whose env raises (--max-member-failures); only env "
+        "steps are timed: the time in the learner's updates is not counted, however long; 0: off",
         RESTORED,
         group="checkpoints",
         default=0.0,
@@ -446,8 +447,9 @@ class Config:
         check=must(lambda s: s >= 0 and s == s, "must be >= 0 seconds (0 turns it off)"),
     )
     stall_timeout: float | None = option(
-        "seconds a member may train without an env step before its rank logs which member and env it is stuck "
-        "in (default: 10 x the longest a member's training has taken on the rank, at least 600)",
+        "seconds a member may go without an env step, in its training or its evaluation episodes, or spend in "
+        "one update, before its rank logs which member and env it is stuck in (default: 10 x the longest a "
+        "member's training or evaluation has taken on the rank, at least 600)",
         RESTORED,
         group="checkpoints",
         type=float,

@@ -79,6 +79,19 @@ class Exchangeable(Protocol):
         ...
 
 
+@runtime_checkable
+class UpdateMarks(Protocol):
+    """What the ``should_stop`` a run passes to :meth:`Learner.train` also has (evo.runner.watchdog's
+    Heartbeat): the learner calls ``updating()`` when its update begins (after a rollout) and
+    ``stepping()`` when its env steps begin again, so that the run's ``--step-timeout`` times env steps
+    only, not updates (evo.sb3.callbacks does it for SB3's algorithms). A learner that does not call them
+    has its updates timed as if they were env steps."""
+
+    def updating(self) -> None: ...
+
+    def stepping(self) -> None: ...
+
+
 class TrainingHooks(Protocol):
     """What runs while a member trains: the stop check, a replayed schedule, the progress report."""
 
@@ -102,12 +115,16 @@ class Learner(Exchangeable, Protocol):
         progress: Any = None,
     ) -> None:
         """Train for ``steps`` env steps (rounded up to the learner's units), checking
-        ``should_stop`` every env step, following a replayed ``schedule`` if given and reporting
-        env steps to ``progress`` (a :class:`evo.core.progress.ProgressReporter`) if given."""
+        ``should_stop`` every env step (and calling its :class:`UpdateMarks`, if it has them), following
+        a replayed ``schedule`` if given and reporting env steps to ``progress`` (a
+        :class:`evo.core.progress.ProgressReporter`) if given."""
         ...
 
-    def evaluate(self) -> Scores:
-        """Its scores now: training episodes, evaluation episodes, and the one selection uses."""
+    def evaluate(self, on_step: Callable[[], object] | None = None) -> Scores:
+        """Its scores now: training episodes, evaluation episodes, and the one selection uses. ``on_step``,
+        if given, is called at every env step of the evaluation episodes (what it returns needs no
+        action): the run's watchdog times the steps by it, and a stop request ends the episodes by
+        raising from it."""
         ...
 
     def carry_score(self, score: float, objectives: Sequence[float] = ()) -> None:

@@ -334,8 +334,9 @@ class WorkerHooks:
     """What a run plugs into the workers.
 
     ``train(member, should_stop)`` trains one interval; ``score(member)`` returns its
-    :class:`Scores`; ``pack(member)`` is its migration payload and ``adopt(member_id, payload)``
-    the member rebuilt from it on the rank it moved to. Optional: ``settled(member, point, exploit,
+    :class:`Scores` (None: a stop request ended its scoring, and the interval is dropped);
+    ``pack(member)`` is its migration payload and ``adopt(member_id, payload)`` the member rebuilt
+    from it on the rank it moved to. Optional: ``settled(member, point, exploit,
     restarts, snapshot)`` after a ready point's decision is applied (checkpoint, TensorBoard): the
     ready point (a :class:`Latest`), the exploit as applied (naming the snapshot actually copied),
     the interval's restarts (:class:`Applied`) and the member's own snapshot of the ready point
@@ -345,7 +346,7 @@ class WorkerHooks:
     restart)`` once a donor's weights are in (as in evo.runner.loop)."""
 
     train: Callable[[Any, Callable[[], bool]], None]
-    score: Callable[[Any], Scores]
+    score: Callable[[Any], Scores | None]
     pack: Callable[[Any], Any]
     adopt: Callable[[int, Any], Any]
     settled: Callable[[Any, Latest, ReadyExploit | None, tuple[Applied, ...], Snapshot], Any] | None = None
@@ -458,8 +459,10 @@ def train_interval(comm, members, hooks: WorkerHooks, task: Task, should_stop, c
             hooks.train(member, should_stop)
             if should_stop():
                 return None
-            result = MemberResult.of(task.member, rank, member.env_steps, hooks.score(member), member.hparams)
-            return result, restarts
+            scores = hooks.score(member)
+            if scores is None:  # a stop request ended its evaluation episodes
+                return None
+            return MemberResult.of(task.member, rank, member.env_steps, scores, member.hparams), restarts
         except Exception as error:
             if not catch:
                 raise

@@ -36,7 +36,7 @@ from evo.rundir.ready import (
 )
 from evo.rundir.records import ready_record, result_of_row
 from evo.runner.best import KeptBest
-from evo.runner.generation import front_text, log_restarts, score
+from evo.runner.generation import front_text, log_restarts
 from evo.runner.session import Session
 from evo.runner.stopping import EXIT_STOPPED
 
@@ -216,7 +216,7 @@ def worker_hooks(session: Session, best: KeptBest, last: dict[int, MemberResult]
 
     return WorkerHooks(
         train=lambda member, should_stop: session.train(member, should_stop),
-        score=score,
+        score=session.score,
         pack=pack,
         keep_best=lambda member, point: best.keep_ready(target.run_dir, member, point.result, point.interval),
         adopt=factory.moved,

@@ -17,7 +17,7 @@ from evo.core.objective import ObjectiveNotReported, nonfinite_warning, unreport
 from evo.core.plan import Exploit
 from evo.core.progress import ProgressReporter
 from evo.core.restart import Restart, failures_by_member
-from evo.core.result import MemberResult, Scores
+from evo.core.result import MemberResult
 from evo.learners.interface import Learner
 from evo.mpi import exchange
 from evo.rundir.checkpoint import write_checkpoint
@@ -27,13 +27,6 @@ from evo.runner.loop import GenerationReport, Hooks, StepTimes
 from evo.runner.session import Session
 
 logger = logging.getLogger("evo")
-
-
-def score(member: Learner) -> Scores:
-    """``member``'s scores now, its selection score kept in its history."""
-    scores = member.evaluate()
-    member.scores.append(scores.score)
-    return scores
 
 
 def generation_hooks(
@@ -72,7 +65,7 @@ def generation_hooks(
 
     return Hooks(
         train=train,
-        score=score,
+        score=session.score,
         plan=plan,
         records=records,
         snapshot=lambda generation, run_state: (generation, factory.files(members, generation), run_state),

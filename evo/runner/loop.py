@@ -10,7 +10,9 @@ Every generation, on every rank, in this order:
    (nothing is scored, planned or exchanged), the last boundary's checkpoint is written if
    ``checkpoint_every`` had skipped it, and the loop reports ``stopped``;
 3. **score**: each local member becomes a :class:`~evo.core.result.MemberResult` (its id,
-   rank, env steps, scores and the hyperparameters it trained with);
+   rank, env steps, scores and the hyperparameters it trained with); a stop request that ends
+   a member's evaluation episodes (``hooks.score`` returns None) leaves the rest unscored, and
+   the ranks **agree** on stop again: the generation is abandoned as in step 2;
 4. **gather**: rank 0 gets the whole population, sorted by member id; if the run keeps its best
    (``hooks.best``), rank 0 names the member whose score beats the best so far and the rank
    holding it captures it (``hooks.keep_best``) while its weights are still those it was scored
@@ -64,7 +66,8 @@ class Hooks:
     """What a run plugs into the loop.
 
     ``train(member, should_stop)`` trains one member for one generation, polling
-    ``should_stop``; ``score(member)`` returns its :class:`Scores`; ``plan(generation,
+    ``should_stop``; ``score(member)`` returns its :class:`Scores`, or None if a stop request
+    ended its scoring (the generation is then dropped); ``plan(generation,
     population)`` (rank 0 only) returns the exploits. Optional: ``records(report)``, called
     on every rank after the exchange, returns the run state to checkpoint (on rank 0);
     ``snapshot(generation, run_state)`` captures the members at a generation boundary and
@@ -79,7 +82,7 @@ class Hooks:
     """
 
     train: Callable[[Any, Callable[[], bool]], None]
-    score: Callable[[Any], Scores]
+    score: Callable[[Any], Scores | None]
     plan: Callable[[int, list[MemberResult]], list[Exploit]]
     records: Callable[[GenerationReport], Any] | None = None
     snapshot: Callable[[int, Any], Any] | None = None
@@ -203,6 +206,8 @@ def run_generation(
     agreed = time.perf_counter()
     results = score(comm.Get_rank(), members, hooks.score, generation, failed if catch else None)
     scored = time.perf_counter()
+    if stopper is not None and stopper.agree():  # a stop came during the evaluation episodes
+        return None
     population = gather(comm, results)
     failures = gather_failures(comm, members, failed) if catch else None
     gathered = time.perf_counter()
@@ -325,16 +330,20 @@ def train(
 
 
 def score(
-    rank: int, members: Mapping[int, Any], score_one: Callable[[Any], Scores], generation: int = 0, failed=None
+    rank: int, members: Mapping[int, Any], score_one: Callable[[Any], Scores | None], generation: int = 0, failed=None
 ) -> list[MemberResult]:
-    """Each member's result, under its own id (the mapping's key). With ``failed`` (a dict of the
+    """Each member's result, under its own id (the mapping's key); a stop request that ends a member's
+    scoring (``score_one`` returns None) leaves it and the rest unscored. With ``failed`` (a dict of the
     members that failed), a member that fails to be scored is added to it and has no result."""
     results = []
     for member_id, member in members.items():
         if failed is not None and member_id in failed:
             continue
         try:
-            results.append(MemberResult.of(member_id, rank, member.env_steps, score_one(member), member.hparams))
+            scores = score_one(member)
+            if scores is None:  # the generation is dropped: the caller's next agree on stop says so
+                break
+            results.append(MemberResult.of(member_id, rank, member.env_steps, scores, member.hparams))
         except Exception as error:
             if failed is None:
                 raise

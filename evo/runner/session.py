@@ -35,7 +35,7 @@ from evo.config import Config
 from evo.core.devices import device_for, local_rank
 from evo.core.kinds import SearchSpace
 from evo.core.progress import Progress, ProgressReporter
-from evo.core.result import MemberResult
+from evo.core.result import MemberResult, Scores
 from evo.core.rules import PBTRules
 from evo.learners.interface import Learner
 from evo.logs import output_is_terminal
@@ -157,6 +157,18 @@ class Session:
         honoured even if the member hangs (its training then ends early, as at any stop)."""
         with self.watchdog.watching(f"member {member.member_id} ({self.about.env_id})"):
             self.budget.train(member, self.watchdog.beating(should_stop), progress)
+
+    def score(self, member: Learner) -> Scores | None:
+        """``member``'s scores now, its selection score kept in its history; its evaluation episodes are
+        played under the watchdog as its training is (each env step noted, a hung env said and, with
+        ``--step-timeout``, a failure). None: a stop request ended the episodes (at their next env step,
+        or past the grace if the env hangs), and the generation (the interval) is dropped."""
+        scores = None
+        with self.watchdog.watching(f"member {member.member_id} ({self.about.env_id}) in its evaluation episodes"):
+            scores = member.evaluate(self.watchdog.beating(self.stopper.poll, ends=True))
+        if scores is not None:
+            member.scores.append(scores.score)
+        return scores
 
     def close(self) -> None:
         """The stop request's handlers restored and the watchdog ended (the end of the run, or a test's)."""

@@ -51,7 +51,7 @@ from evo.learners.interface import Distiller, Learner
 from evo.mpi import exchange
 from evo.rundir.checkpoint import Checkpoint, write_checkpoint
 from evo.runner.best import KeptBest
-from evo.runner.generation import log_restarts, rank_timing, score, write_timing
+from evo.runner.generation import log_restarts, rank_timing, write_timing
 from evo.runner.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, run_generations
 from evo.runner.session import Session
 
@@ -255,7 +255,7 @@ class Stages:
 
         return Hooks(
             train=train,
-            score=score,
+            score=session.score,
             plan=lambda generation, population: [],
             records=lambda report: self.after_rung(members, students, report),
             snapshot=lambda generation, run_state: (

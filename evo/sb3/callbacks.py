@@ -15,7 +15,7 @@ from stable_baselines3.common.logger import Logger, TensorBoardOutputFormat
 
 from evo.core.distill import distillation_weight
 from evo.core.schedule import hparams_at
-from evo.learners.interface import Exchangeable
+from evo.learners.interface import Exchangeable, UpdateMarks
 
 
 class ResumableTensorBoard(TensorBoardOutputFormat):
@@ -36,11 +36,23 @@ def member_logger(tb_dir: Path | None, purge_step: int | None = None) -> Logger:
 
 
 class StopCallback(BaseCallback):
-    """Stops ``learn()`` at the next env step once ``should_stop()`` is true."""
+    """Stops ``learn()`` at the next env step once ``should_stop()`` is true; a run's ``should_stop``
+    (:class:`~evo.learners.interface.UpdateMarks`) is also told when an update begins (a rollout's end)
+    and when env steps begin again (the next rollout's start), so that ``--step-timeout`` does not count
+    the update."""
 
     def __init__(self, should_stop):
         super().__init__()
         self.should_stop = should_stop
+        self.marks = should_stop if isinstance(should_stop, UpdateMarks) else None
+
+    def _on_rollout_start(self) -> None:
+        if self.marks is not None:
+            self.marks.stepping()
+
+    def _on_rollout_end(self) -> None:
+        if self.marks is not None:
+            self.marks.updating()
 
     def _on_step(self) -> bool:
         return not self.should_stop()

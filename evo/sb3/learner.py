@@ -506,18 +506,19 @@ class SB3Learner:
         self.carried_score = float(score)
         self.carried_objectives = tuple(float(value) for value in objectives)
 
-    def test_score(self) -> float:
+    def test_score(self, on_step=None) -> float:
         """Mean return of ``eval_episodes`` episodes on the evaluation env (for Procgen, levels the
-        member never trained on); NaN without evaluation."""
-        return self.evaluation()[0]
+        member never trained on); NaN without evaluation. ``on_step``: as :meth:`evaluation` takes it."""
+        return self.evaluation(on_step)[0]
 
-    def evaluation(self) -> tuple[float, dict[str, list[float]]]:
+    def evaluation(self, on_step=None) -> tuple[float, dict[str, list[float]]]:
         """The mean return of ``eval_episodes`` episodes on the evaluation env (NaN without evaluation),
         and each info key the objective reads at the ends of those that reported it (as the env gave
         it: :func:`evo.core.objective.term_values` averages the finite ones). Their actions: the policy's
         argmax or mean, or with ``--eval-actions sampled`` drawn from it by torch generators seeded from
         (run seed, member, env steps trained) and forked from the process's own, so that training draws
-        the same numbers either way."""
+        the same numbers either way. ``on_step``, if given, is called at every step of the evaluation env
+        (the run's watchdog: evo.runner.watchdog)."""
         infos: dict[str, list[float]] = {key: [] for key in self.objective.info_keys}
         if self.eval_episodes <= 0 or self.eval_env is None:
             return float("nan"), infos
@@ -526,7 +527,9 @@ class SB3Learner:
         if self.stats is not None:
             freeze_into(self.normalizer, self.eval_env)
 
-        def collect(found: dict, _) -> None:  # each step of an episode evaluate_policy counts
+        def collect(found: dict, _) -> None:  # each env's step of an episode evaluate_policy counts
+            if on_step is not None:
+                on_step()
             episode = found["info"].get("episode") if found["done"] else None
             for key in infos if episode is not None else ():
                 if key in episode:
@@ -541,7 +544,7 @@ class SB3Learner:
                 n_eval_episodes=self.eval_episodes,
                 deterministic=not sampled,
                 warn=False,
-                callback=collect if infos else None,
+                callback=collect if infos or on_step is not None else None,
             )
         return float(mean), infos
 
@@ -572,11 +575,12 @@ class SB3Learner:
             return None
         return tuple(sorted({key for keys in venv.get_attr("objective_keys_reported") for key in keys}))
 
-    def evaluate(self) -> Scores:
+    def evaluate(self, on_step=None) -> Scores:
         """Both scores, and ``score``: the one selection uses (``select_on``); with an objective of its
-        own (``--objective``), the objective on those episodes (evo.core.objective)."""
+        own (``--objective``), the objective on those episodes (evo.core.objective). ``on_step``: called at
+        every step of the evaluation episodes (evo.learners.interface.Learner.evaluate)."""
         if self.objective.default:
-            train, test = self.training_score(), self.test_score()
+            train, test = self.training_score(), self.test_score(on_step)
             return Scores(
                 score=test if self.select_on == "test" else train,
                 score_train=train,
@@ -584,7 +588,7 @@ class SB3Learner:
                 score_train_stale=self.score_train_stale,
             )
         train = self.training_score()
-        test, test_infos = self.evaluation()
+        test, test_infos = self.evaluation(on_step)
         if self.select_on == "test":
             values, nonfinite = term_values(self.objective, test, test_infos)
             keys = self.reported_keys(self.eval_env)

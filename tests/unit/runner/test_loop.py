@@ -71,9 +71,11 @@ class FakeStopper:
         return False
 
 
-def fake_run(events: list, stop_at: int | None = None, stop_flag: list | None = None):
+def fake_run(events: list, stop_at: int | None = None, stop_flag: list | None = None, stop_scoring: bool = False):
     """Members 0 and 1 (member m gains m + 1 per generation, so member 1 is always best and
-    member 0 copies it under winner-takes-all) and hooks that note every call."""
+    member 0 copies it under winner-takes-all) and hooks that note every call. ``stop_at``: a stop
+    arrives in member 0's training of that generation (``stop_scoring``: in its evaluation episodes,
+    which it ends: its score hook returns None)."""
     members = {m: FakeMember(m, events) for m in (0, 1)}
     assert all(isinstance(member, Exchangeable) for member in members.values())
     explorer = make_explorer("perturb", SPACE_X)
@@ -82,7 +84,7 @@ def fake_run(events: list, stop_at: int | None = None, stop_flag: list | None = 
     def train(member, should_stop):
         events.append(("train", member.member_id))
         trained[member.member_id] += 1
-        if stop_at is not None and member.member_id == 0 and trained[0] == stop_at:
+        if stop_at is not None and member.member_id == 0 and trained[0] == stop_at and not stop_scoring:
             stop_flag.append(True)  # a signal arrives during member 0's training
             if should_stop():
                 return
@@ -91,6 +93,9 @@ def fake_run(events: list, stop_at: int | None = None, stop_flag: list | None = 
 
     def score(member):
         events.append(("score", member.member_id))
+        if stop_scoring and member.member_id == 0 and trained[0] == stop_at:
+            stop_flag.append(True)  # a signal arrives during member 0's evaluation episodes, which end
+            return None
         return Scores(float(member.buffer[0]))
 
     def plan(generation, population):
@@ -115,6 +120,7 @@ def steps_of(generation: int) -> list[tuple]:
         ("agree",),
         ("score", 0),
         ("score", 1),
+        ("agree",),
         ("gather",),
         ("plan", (0, 1)),
         ("exploit_state", 1),
@@ -170,6 +176,27 @@ def test_a_stop_during_training_skips_the_rest_of_the_generation_and_writes_the_
     assert [e[1] for e in events if e[0] == "save"] == saved
     stop_training = len(events) - 1 - events[::-1].index(("train", 0))
     assert events[stop_training + 1 :] == at_stop
+
+
+@pytest.mark.parametrize("every, saved", [(2, [2, 3]), (1, [1, 2, 3])])
+def test_a_stop_during_scoring_drops_the_generation_and_writes_the_last_boundary(every, saved):
+    """A stop request ends member 0's evaluation episodes in generation 4: member 1 is not scored, the ranks
+    agree to stop, and nothing of generation 4 is gathered, planned, exchanged or recorded; its boundary is
+    generation 3's (a resume trains and scores generation 4 again). Before, the generation went on."""
+    events, flag = [], []
+    members, hooks = fake_run(events, stop_at=4, stop_flag=flag, stop_scoring=True)
+    stopper = StopNotifier(MPI.COMM_SELF, lambda: bool(flag))
+    outcome = run_generations(MPI.COMM_SELF, members, lambda m: 0, hooks, LoopSettings(0, 6, "p2p", every), stopper)
+    assert outcome.stopped and outcome.completed == 3 and outcome.last.generation == 3
+    after = events[events.index(("records", 3)) :]
+    assert [e for e in after if e[0] in ("train", "score", "plan", "exploit_state", "load", "records")] == [
+        ("records", 3),
+        ("train", 0),
+        ("train", 1),
+        ("score", 0),
+    ]
+    assert [e[1] for e in events if e[0] == "save"] == saved
+    assert not [e for e in events if e[0] == "snapshot" and e[1] == 4]
 
 
 def test_the_toy_reaches_the_optimum_on_comm_self():

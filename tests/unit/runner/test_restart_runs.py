@@ -81,15 +81,27 @@ def test_members_failing_past_the_limit_end_the_run_with_its_checkpoint(tmp_path
     assert [(e["generation"], e["member"]) for e in lineage if e.get("event") == "restart"] == [(3, 0), (3, 1)]
 
 
-def test_a_member_hung_past_the_step_timeout_is_restarted_and_the_run_completes(tmp_path):
-    """The first env to pass its step 100 (member 0's, in generation 2) never returns (tests/hanging_env.py);
-    after --step-timeout 2 the member fails, is restarted with new envs (which do not hang), and the run
-    completes. (A stop honoured while an env hangs, under mpiexec: tests/e2e/test_hung_env.py.)"""
+@pytest.mark.parametrize("where", ["training", "evaluation"])
+def test_a_member_hung_past_the_step_timeout_is_restarted_and_the_run_completes(tmp_path, monkeypatch, where):
+    """Training: the first env to pass its step 100 (member 0's, in generation 2) never returns
+    (tests/hanging_env.py). Evaluation: member 0's env hangs at the first step of its evaluation episodes in
+    generation 2 (the process's 5th evaluation: 4 members a generation); before, nothing watched them and the
+    run hung for ever. After --step-timeout 2 the member fails, is restarted with new envs (which do not hang),
+    and the run completes. (A stop honoured while an env hangs, under mpiexec: tests/e2e/test_hung_env.py.)"""
+    import tests.hanging_env
+
+    monkeypatch.setattr(tests.hanging_env, "_evaluations", [None, 0])  # the evaluations this process played
     run_dir = tmp_path / "run"
-    hanging = ["--env-id", "tests.hanging_env:HangingCartPole-v0"]
-    hanging += ["--env-kwargs", "hang_rank:0", "hang_after:100", f"hang_dir:{tmp_path}", "--step-timeout", "2"]
-    assert run_in_process([*hanging, *budget(4, 3, 128), *flags(tmp_path, run_dir)]) == 0
+    hang = {"training": ["hang_after:100"], "evaluation": ["hang_evaluation:5"]}[where]
+    hanging = ["--env-id", "tests.hanging_env:HangingCartPole-v0", "--step-timeout", "2"]
+    hanging += ["--env-kwargs", "hang_rank:0", *hang, f"hang_dir:{tmp_path}"]
+    hanging += ["--eval-episodes", "2"] if where == "evaluation" else []
+    status, log = logged([*hanging, *budget(4, 3, 128), *flags(tmp_path, run_dir)])
+    assert status == 0, log[-4000:]
+    doing, what = {"training": ("training", ""), "evaluation": ("scoring", " in its evaluation episodes")}[where]
+    assert f"member 0 failed in generation 2 while {doing}" in log
     (restart,) = [e for e in read_lineage(run_dir) if e.get("event") == "restart"]
     assert (restart["member"], restart["generation"]) == (0, 2)
-    assert restart["error"].startswith("MemberHung: member 0 (tests.hanging_env:HangingCartPole-v0) made no env step")
+    member = "member 0 (tests.hanging_env:HangingCartPole-v0)"
+    assert restart["error"].startswith(f"MemberHung: {member}{what} made no env step")
     assert generations_recorded(run_dir) == {g: [0, 1, 2, 3] for g in (1, 2, 3)}
