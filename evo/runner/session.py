@@ -20,6 +20,7 @@ or the few plain values they use. Tools and tests that build members of a config
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import shlex
@@ -49,6 +50,15 @@ from evo.sb3.cputune import tune_allocator
 from evo.sb3.learner import EnvSettings, MemberSetup
 
 logger = logging.getLogger("evo")
+
+
+def takes_on_step(member: Learner) -> bool:
+    """Whether ``member.evaluate`` takes the watchdog's ``on_step`` (evo.learners.interface.Learner.evaluate)."""
+    try:
+        parameters = inspect.signature(member.evaluate).parameters
+    except (TypeError, ValueError):  # a callable without a signature: give it the argument
+        return True
+    return "on_step" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 @dataclass(frozen=True)
@@ -165,7 +175,9 @@ class Session:
         or past the grace if the env hangs), and the generation (the interval) is dropped."""
         scores = None
         with self.watchdog.watching(f"member {member.member_id} ({self.about.env_id}) in its evaluation episodes"):
-            scores = member.evaluate(self.watchdog.beating(self.stopper.poll, ends=True))
+            on_step = self.watchdog.beating(self.stopper.poll, ends=True)
+            # a learner of one's own written before evaluate took on_step: scored as before, its episodes untimed
+            scores = member.evaluate(on_step=on_step) if takes_on_step(member) else member.evaluate()
         if scores is not None:
             member.scores.append(scores.score)
         return scores

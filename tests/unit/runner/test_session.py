@@ -54,6 +54,33 @@ def test_a_session_without_records_writes_nothing_and_reads_the_config_once(tmp_
         session.close()
 
 
+def test_a_learner_whose_evaluate_takes_no_step_callback_is_scored_as_before(tmp_path):
+    """Learner.evaluate gained ``on_step`` (the watchdog's, issue 54 N3); a learner of one's own written to the
+    interface before it is scored without it (its evaluation untimed), not failed with a TypeError."""
+    from evo.core.result import Scores
+
+    class Old:
+        member_id, scores = 0, []
+
+        def evaluate(self):
+            return Scores(score=3.0)
+
+    class New(Old):
+        def evaluate(self, on_step=None):
+            on_step()  # a step of its evaluation: the watchdog notes it
+            return Scores(score=4.0)
+
+    tiny = write_hyperparams(tmp_path)
+    config = parse_config(["--hyperparams", str(tiny), "--run-dir", str(tmp_path / "run"), "--num-agents", "1"])
+    session = open_session(config, MPI.COMM_SELF, records=False)
+    try:
+        old, new = Old(), New()
+        assert session.score(old).score == 3.0 and old.scores == [3.0]
+        assert session.score(new).score == 4.0
+    finally:
+        session.close()
+
+
 def test_a_run_whose_members_never_pass_learning_starts_is_warned(tmp_path, caplog):
     """TD3's Pendulum settings start learning at env step 10,000: 200 env steps a member learn nothing."""
     argv = ["--algo", "td3", "--env-id", "Pendulum-v1", "--num-agents", "1", "--run-dir", str(tmp_path / "run")]
