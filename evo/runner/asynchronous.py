@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping
 
 from evo.core.asynchronous import Latest, ReadyExploit, Schedule
+from evo.core.evaluation import uninformative_scores
 from evo.core.objective import ObjectiveNotReported, nonfinite_warning, unreported
 from evo.core.restart import Failure, Restart, failures_by_member
 from evo.core.result import MemberResult
@@ -154,6 +155,7 @@ def coordination(session: Session, best: KeptBest, checkpoint: ReadyCheckpoints 
     done = checkpoint.intervals if checkpoint is not None else {}
     failures = failures_by_member(records.lineage)
     settled = dict(latest)  # every member's last settled ready point, for the population's scalars
+    said = []  # whether the evaluation scores were said to rank no one (said once)
 
     def restart(interval: int, failure: Failure, latest: Mapping[int, Latest]) -> Restart:
         planned = rules.ready_restart(interval, failure, latest, failures)
@@ -170,6 +172,12 @@ def coordination(session: Session, best: KeptBest, checkpoint: ReadyCheckpoints 
             logger.warning("member %d interval %d: %s", point.result.member, point.interval, warning)
         settled[point.result.member] = point
         records.write_ready(record, [p.result for p in settled.values()])
+        if not said and len(settled) == placement.num_agents:  # every member's latest score, once each has one
+            warning = uninformative_scores([p.result for p in settled.values()], session.members.setup.eval_actions)
+            if warning is not None:
+                logger.warning("at member %d's interval %d, every member's latest scores: %s", point.result.member,
+                               point.interval, warning)  # fmt: skip
+                said.append(point.interval)
         state = explorer.state()
         if state is not None:
             write_explorer_state(run_dir, explorer.name, state)

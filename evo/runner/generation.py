@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from evo.core.evaluation import uninformative_scores
 from evo.core.explorers import Explorer
 from evo.core.objective import ObjectiveNotReported, nonfinite_warning, unreported
 from evo.core.plan import Exploit
@@ -44,6 +45,7 @@ def generation_hooks(
     comm, rules, factory = session.comm, session.rules, session.members
     first = min(members)
     failures = failures_by_member(session.records.lineage) if session.records is not None else {}  # rank 0's
+    said = []  # whether the evaluation scores were said to rank no one (said once)
 
     def train(member: Learner, should_stop) -> None:
         if reporter is not None and member.member_id == first:
@@ -61,6 +63,9 @@ def generation_hooks(
         warning = nonfinite_warning(rules.objective, population)
         if warning is not None:
             logger.warning("generation %d: %s", generation, warning)
+        if not said and (warning := uninformative_scores(population, factory.setup.eval_actions)) is not None:
+            logger.warning("generation %d: %s", generation, warning)
+            said.append(generation)
         return rules.plan(generation, population, explorer)
 
     return Hooks(
