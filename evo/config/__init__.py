@@ -32,7 +32,14 @@ from typing import Any
 from evo.config import checks, probe
 from evo.config.agent import CNN_POLICIES, AgentSettings, build_agent
 from evo.config.checks import TRANSPORTS, run_dir_problems
-from evo.config.envnames import env_shape, procgen_game, stacked_shape, unbatchable_message
+from evo.config.envnames import (
+    env_shape,
+    is_atari,
+    procgen_game,
+    stacked_shape,
+    unbatchable_message,
+    wrapper_problems,
+)
 from evo.config.hyperparams import (
     PARAM_SETS,
     agent_keys,
@@ -151,7 +158,12 @@ def parse_config(
     resolved = cross_option_checks(args, spec, settings, game, world_size, problems)
     resolved.update(run_names(args, game, prog, now, check_run_dir, problems))
     ranges = {"learning_rate": args.learning_rate_range, "gamma": args.gamma_range}
-    shape = env_shape(args.env_id, resolved["env_kwargs"])
+    wrappers = [(path, kwargs) for path, kwargs in settings.get("env_wrapper", ())]
+    if game or is_atari(args.env_id):
+        wrappers = []  # a Procgen game takes none, an Atari game zoo's own (build_agent says so)
+    wrapping = wrapper_problems(wrappers)
+    problems += wrapping
+    shape = env_shape(args.env_id, resolved["env_kwargs"], () if wrapping else wrappers)
     if shape is not None and shape.unbatchable:
         problems.append(unbatchable_message(args.env_id, shape.unbatchable))
     agent = build_agent(spec, settings, args.env_id, game, shape, args.num_envs, ranges, problems, sources)
@@ -276,9 +288,9 @@ def probed(
     env parameters (evo.config.probe): the agent's settings with each env parameter's default."""
     objective = checks.objective(args.objective, args.explore, args.max_distillations, problems)
     names = [name for name in agent.search_space if is_env_param(name)]
-    defaults = probe.env_parameters(args.env_id, env_kwargs, names, problems)
+    defaults = probe.env_parameters(args.env_id, env_kwargs, names, problems, agent.env_wrapper)
     checks.env_defaults(args.initial_hparams, agent.search_space, defaults, problems)
-    problems += probe.objective_problems(args.env_id, env_kwargs, objective)
+    problems += probe.objective_problems(args.env_id, env_kwargs, objective, agent.env_wrapper)
     return dataclasses.replace(agent, env_params=defaults), objective
 
 

@@ -7,11 +7,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evo.config.envnames import is_atari
+from evo.config.zoo import recorded_wrappers
 from evo.core.envparams import is_env_param
 from evo.core.kinds import Kind, kind_from_entry, kind_from_spec
 from evo.learners import LearnerSpec, learner_spec
 from evo.learners.spec import CNN_POLICIES, EnvShape, Setting
 
+ATARI_WRAPPER = "stable_baselines3.common.atari_wrappers.AtariWrapper"
+"""zoo's ``env_wrapper`` of its ``atari`` entries (evo.sb3.envs.atari_wrapper applies it to every Atari game)."""
 POLICY_ALIASES = {"mlppolicy": "mlp", "cnnpolicy": "nature", "impalacnn": "impala"}
 
 
@@ -34,6 +38,9 @@ class AgentSettings:
     the env has when it is made (read at start-up): their defaults."""
     frame_stack: int = 0
     """Frames stacked into each observation (zoo's ``frame_stack``: SB3's VecFrameStack); 0: none."""
+    env_wrapper: tuple[tuple[str, dict[str, Any]], ...] = ()
+    """zoo's ``env_wrapper``: each wrapper's class path and keyword arguments, in the order they wrap every env
+    of a member (evo.config.zoo)."""
 
     @property
     def spec(self) -> LearnerSpec:
@@ -80,6 +87,9 @@ class AgentSettings:
             "search_space": {name: kind.spec() for name, kind in self.search_space.items()},
             **({"env_params": dict(self.env_params)} if self.env_params else {}),
             **({"frame_stack": self.frame_stack} if self.frame_stack else {}),
+            **(
+                {"env_wrapper": [{path: dict(kwargs)} for path, kwargs in self.env_wrapper]} if self.env_wrapper else {}
+            ),
         }
 
     @classmethod
@@ -97,6 +107,7 @@ class AgentSettings:
             normalize=dict(saved["normalize"]),
             env_params=dict(saved.get("env_params") or {}),
             frame_stack=int(saved.get("frame_stack") or 0),
+            env_wrapper=recorded_wrappers(saved.get("env_wrapper")),
         )
 
 
@@ -154,6 +165,7 @@ def build_agent(
     if frame_stack < 0:
         problems.append(f"frame_stack {frame_stack}: must be 0 (no stacking) or the number of frames to stack, e.g. 4")
         frame_stack = 0
+    env_wrapper = _env_wrapper(merged.get("env_wrapper", ()), env_id, game, problems)
     space = _search_space(spec, merged.get("search_space", {}), ranges, problems, sources)
     if shape is not None:
         _action_space(spec, env_id, shape, problems)
@@ -180,7 +192,32 @@ def build_agent(
         search_space=space,
         normalize=_normalize(merged, env_id, game, problems),
         frame_stack=frame_stack,
+        env_wrapper=env_wrapper,
     )
+
+
+def _env_wrapper(
+    entries: Sequence[Sequence[Any]], env_id: str, game: str | None, problems: list[str]
+) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """zoo's ``env_wrapper`` for this env: none for a Procgen game (its envs are one C++ vector env) or an Atari
+    game beyond zoo's own AtariWrapper, which evo applies to every Atari game itself."""
+    wrappers = tuple((str(path), dict(kwargs)) for path, kwargs in entries)
+    if not wrappers:
+        return ()
+    if game:
+        problems.append(
+            f"env_wrapper: {game} is a Procgen game, whose envs are one vector env in C++ that a gymnasium wrapper "
+            "cannot wrap; drop env_wrapper"
+        )
+        return ()
+    if is_atari(env_id):
+        if wrappers != ((ATARI_WRAPPER, {}),):
+            problems.append(
+                f"env_wrapper: evo preprocesses every Atari game with zoo's own {ATARI_WRAPPER} (its defaults, sticky "
+                "actions as the game's), and takes no other wrapper for it; drop env_wrapper"
+            )
+        return ()  # zoo's atari entry: what evo does anyway
+    return wrappers
 
 
 def _stand_in(setting: Setting) -> Any:

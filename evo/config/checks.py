@@ -130,18 +130,26 @@ def population(num_agents: int | None, world_size: int, problems: list[str]) -> 
 
 
 def budget(args: Any, settings: dict[str, Any], problems: list[str]) -> tuple[int, int]:
-    """Generations and env steps per member per generation: the flags, else the YAML."""
-    found = []
-    for name in ("total_generations", "agent_training_steps"):
+    """Generations and env steps per member per generation: the flags, else the YAML; where the YAML gives
+    zoo's ``n_timesteps`` (one agent's budget) instead of ``total_generations``, each member trains that many
+    env steps in all: ``n_timesteps / agent_training_steps`` generations, rounded up."""
+    found = {}
+    for name in ("agent_training_steps", "total_generations"):
         flag = "--" + name.replace("_", "-")
         value = getattr(args, name)
         value = settings.get(name) if value is None else value
+        if value is None and name == "total_generations" and settings.get("n_timesteps") is not None:
+            if settings["n_timesteps"] < 1:
+                problems.append(f"n_timesteps {settings['n_timesteps']}: must be a positive whole number")
+                value = 1
+            else:
+                value = -(-settings["n_timesteps"] // max(found["agent_training_steps"], 1))
         if value is None:
             problems.append(f"{flag} is not set, on the command line or in the YAML")
         elif value < 1:
             problems.append(f"{flag} {value}: must be a positive whole number")
-        found.append(int(value or 0))
-    return found[0], found[1]
+        found[name] = int(value or 0)
+    return found["total_generations"], found["agent_training_steps"]
 
 
 def env_kwargs(env_id: str, tokens: list[str] | None, problems: list[str]) -> dict[str, Any]:

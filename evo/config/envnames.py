@@ -13,7 +13,7 @@ import functools
 import importlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evo.config.imports import stdlib_problem
@@ -219,14 +219,61 @@ def _spelled(env_kwargs: dict[str, Any]) -> str:
     return " ".join(f"{key}:{value}" for key, value in env_kwargs.items())
 
 
+Wrappers = Sequence[tuple[str, Mapping[str, Any]]]
+"""zoo's ``env_wrapper`` as evo keeps it: each wrapper's class path and keyword arguments (evo.config.zoo)."""
+
+
+def wrapper_class(path: str) -> Any:
+    """The class (any callable of an env) a wrapper's path names: ``package.module.Class``."""
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def wrapped(env, wrappers: Wrappers):
+    """``env`` in each of ``wrappers`` in turn, the first innermost (as zoo's list)."""
+    for path, kwargs in wrappers:
+        env = wrapper_class(path)(env, **dict(kwargs))
+    return env
+
+
+def wrapper_problems(wrappers: Wrappers) -> list[str]:
+    """Each wrapper whose module does not import or has no such callable, naming it and the fix."""
+    problems = []
+    for path, _ in wrappers:
+        module, _, name = path.rpartition(".")
+        problem = stdlib_problem("env_wrapper", f"{module}:{name}")
+        if problem is not None:
+            problems.append(problem)
+            continue
+        try:
+            found = wrapper_class(path)
+        except ImportError as error:
+            problems.append(f"env_wrapper {path}: cannot import {module} ({error}); install it, or fix the path")
+            continue
+        except AttributeError:
+            problems.append(f"env_wrapper {path}: {module} has no {name}; check the class's name")
+            continue
+        if not callable(found):
+            problems.append(f"env_wrapper {path}: {name} is not a class or function of an env")
+    return problems
+
+
+def _hashable(wrappers: Wrappers) -> tuple:
+    return tuple((path, tuple(sorted(dict(kwargs).items()))) for path, kwargs in wrappers)
+
+
 @functools.lru_cache(maxsize=64)
-def _shape_of(env_id: str, env_kwargs: tuple[tuple[str, Any], ...]) -> EnvShape | None:
+def _shape_of(env_id: str, env_kwargs: tuple[tuple[str, Any], ...], wrappers: tuple = ()) -> EnvShape | None:
     if procgen_game(env_id) is not None:
         return EnvShape("Discrete", (), (64, 64, 3), 1)  # Procgen's 15 buttons; 64 x 64 RGB frames
     if unknown_env_message(env_id) is not None:
         return None  # reported as the env id's own problem
     try:
-        env = make_env_once(env_id.split(":", 1)[-1] if ":" in env_id else env_id, dict(env_kwargs))
+        env = make_env_once(
+            env_id.split(":", 1)[-1] if ":" in env_id else env_id,
+            dict(env_kwargs),
+            [(path, dict(kwargs)) for path, kwargs in wrappers],
+        )
     except Exception:  # a user's env may raise anything; --env-kwargs' check reports it
         return None
     try:
@@ -270,14 +317,16 @@ def unbatchable_message(env_id: str, parts: Sequence[str]) -> str:
     )
 
 
-def env_shape(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvShape | None:
+def env_shape(env_id: str, env_kwargs: dict[str, Any] | None = None, wrappers: Wrappers = ()) -> EnvShape | None:
     """The env's action space (its class and shape) and observations (their shape and bytes per
-    element; an Atari game's: the preprocessed frame, :data:`ATARI_SCREEN`), made once with ``env_kwargs``;
-    None if it cannot be made (the reason is the env id's or the keyword arguments' own problem)."""
+    element; an Atari game's: the preprocessed frame, :data:`ATARI_SCREEN`), made once with ``env_kwargs``
+    and in zoo's ``wrappers`` (what the members see); None if it cannot be made (the reason is the env id's,
+    the keyword arguments' or the wrappers' own problem)."""
+    kwargs = tuple(sorted((env_kwargs or {}).items()))
     try:
-        return _shape_of(env_id, tuple(sorted((env_kwargs or {}).items())))
+        return _shape_of(env_id, kwargs, _hashable(wrappers))
     except TypeError:  # a keyword argument that cannot be hashed (a list): make it uncached
-        return _shape_of.__wrapped__(env_id, tuple(sorted((env_kwargs or {}).items())))
+        return _shape_of.__wrapped__(env_id, kwargs, _hashable(wrappers))
 
 
 def is_mujoco(env_id: str) -> bool:
@@ -314,12 +363,12 @@ def stacked_shape(shape: EnvShape | None, frame_stack: int) -> EnvShape | None:
     return EnvShape(shape.action_space, shape.action_shape, (*rest, last * frame_stack), shape.observation_itemsize)
 
 
-def make_env_once(env_id: str, env_kwargs: dict[str, Any]):
-    """``gymnasium.make`` of a registered id, for a check at start-up (MuJoCo's warnings logged,
-    never written to MUJOCO_LOG.TXT in the working directory)."""
+def make_env_once(env_id: str, env_kwargs: dict[str, Any], wrappers: Wrappers = ()):
+    """``gymnasium.make`` of a registered id, in zoo's ``wrappers``, for a check at start-up (MuJoCo's
+    warnings logged, never written to MUJOCO_LOG.TXT in the working directory)."""
     import gymnasium
 
     is_atari(env_id)  # registers ale-py's games for an Atari id
     if is_mujoco(env_id):
         log_mujoco_warnings()
-    return gymnasium.make(env_id, **env_kwargs)
+    return wrapped(gymnasium.make(env_id, **env_kwargs), wrappers)

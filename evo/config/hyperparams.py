@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from evo.config import zoo
 from evo.config.envnames import is_atari, procgen_game
 from evo.core.envparams import is_env_param, name_problem
 from evo.learners import LearnerSpec, learner_spec, specs
@@ -85,6 +86,8 @@ COMMON_KEYS: dict[str, type | tuple[type, ...]] = {
     "policy_kwargs": dict,
     "search_space": dict,
     "frame_stack": int,
+    "env_wrapper": list,
+    "n_timesteps": int,
 }
 COMMON_POLICY_KWARGS: dict[str, type | tuple[type, ...]] = {
     "net_arch": (list, dict),
@@ -194,10 +197,12 @@ def _check_keys(
 
 
 def _check_block(block: Any, where: str, problems: list[str], spec: LearnerSpec) -> dict[str, Any]:
-    """Validate and coerce one env block of a hyperparameter file."""
+    """Validate and coerce one env block of a hyperparameter file (zoo's own keys read as zoo means them, or
+    refused saying what evo does instead: evo.config.zoo)."""
     if not isinstance(block, dict):
         problems.append(f"{where} must be a mapping of settings, got {type(block).__name__}")
         return {}
+    block = _zoo_keys(block, where, problems)
     out = _check_keys(block, agent_keys(spec), where, problems, spec)
     if "policy_kwargs" in out:
         out["policy_kwargs"] = _check_policy_kwargs(out["policy_kwargs"], f"{where}.policy_kwargs", problems, spec)
@@ -206,6 +211,30 @@ def _check_block(block: Any, where: str, problems: list[str], spec: LearnerSpec)
     if "normalize" in out:
         out["normalize"] = _check_normalize(out["normalize"], f"{where}.normalize", problems)
     return out
+
+
+def _zoo_keys(block: dict, where: str, problems: list[str]) -> dict:
+    """``block`` with zoo's forms read (``normalize`` and ``policy_kwargs`` as strings of Python,
+    ``env_wrapper`` as a path or a list) and zoo's keys that evo does not run left out, each said."""
+    block = dict(block)
+    for key in ("normalize", "policy_kwargs"):
+        if isinstance(block.get(key), str):
+            block[key] = zoo.python_literal(block[key], f"{where}.{key}", problems)
+            if block[key] is None:
+                del block[key]
+    for key, why in zoo.REFUSED.items():
+        if key in block:
+            problems.append(f"{where}.{key} {why}")
+            del block[key]
+    for key, value in list(block.items()):
+        if (problem := zoo.schedule_problem(str(key), value, where)) is not None:
+            problems.append(problem)
+            del block[key]
+    if "env_wrapper" in block:
+        block["env_wrapper"] = [
+            list(entry) for entry in zoo.wrappers(block["env_wrapper"], f"{where}.env_wrapper", problems)
+        ]
+    return block
 
 
 def _check_normalize(value: bool | dict, where: str, problems: list[str]) -> dict[str, bool]:
@@ -444,10 +473,11 @@ def _layers(
 ) -> list:
     """The blocks of ``data`` that apply, each with where it is (``ppo.yml[CartPole-v1]``): ``default``, then
     ``procgen`` and ``procgen-<param set>`` for a Procgen game or ``atari`` for an Atari game (zoo's key), then
-    the env's own."""
+    the env's own (a ``module:EnvId``'s: ``EnvId``'s, as zoo keys it, then ``module:EnvId``'s)."""
     procgen_names = ["procgen"] + ([f"procgen-{param_set}"] if param_set else [])
     family = procgen_names if game else ["atari"] if is_atari(env_key) else []
-    names = ["default", *family, env_key]
+    registered = env_key.rpartition(":")[2]  # a module:EnvId's block may be keyed by the registered id, as zoo's
+    names = list(dict.fromkeys(["default", *family, registered, env_key]))
     found = []
     for name in names:
         if name in data:
@@ -470,7 +500,7 @@ def _file_layers(
             f"'{env_key}: {{learning_rate: 1.0e-3}}'), or drop {flag}"
         )
     family = "procgen" if game else "atari" if is_atari(env_key) else None
-    if data and not ({"default", family, env_key} & set(data)):
+    if data and not ({"default", family, env_key, env_key.rpartition(":")[2]} & set(data)):
         use = f"'default'{f', {family!r}' if family else ''} or {env_key!r}"
         problems.append(f"{flag} {path}: no block applies to {env_id!r}; {_blocks_named(data)} (use {use})")
     return _layers(data, env_key, game, str(path), problems, spec, param_set)
@@ -544,7 +574,8 @@ def resolve_agent(
         layers += _file_layers(hyperparams_file, file_flag, env_id, problems, spec, param_set)
     if overrides:
         layers.append(("--hyperparams", overrides))
-    return _merge(layers, spec.exclusive, sources)
+    # zoo's n_timesteps and evo's total_generations say the budget: the later layer's wins
+    return _merge(layers, (*spec.exclusive, ("n_timesteps", "total_generations")), sources)
 
 
 def is_file_form(tokens: Sequence[str] | None) -> bool:

@@ -113,13 +113,18 @@ def stdlib_problem(flag: str, name: str) -> str | None:
 
 def shipped_module_problems(saved: Mapping[str, Any], given: Mapping[str, str], run_dir: Path) -> list[str]:
     """The modules named by a run directory's ``config.yaml`` (``saved``: its env id and learner, at the top,
-    under ``cli`` and under ``agent``) or by the command (``given``: {flag: name}) that would be imported from
-    inside ``run_dir``: each refused, naming the module, the file and the fix; none of them is imported."""
+    under ``cli`` and under ``agent``, and zoo's ``env_wrapper`` under ``agent``) or by the command (``given``:
+    {flag: name}) that would be imported from inside ``run_dir``: each refused, naming the module, the file and
+    the fix; none of them is imported."""
     cli = saved.get("cli") if isinstance(saved.get("cli"), Mapping) else {}
     agent = saved.get("agent") if isinstance(saved.get("agent"), Mapping) else {}
+    wrappers = agent.get("env_wrapper") if isinstance(agent.get("env_wrapper"), list) else []
     names = {
         "--env-id": [given.get("--env-id"), saved.get("env_id"), cli.get("env_id")],
         "--algo": [given.get("--algo"), saved.get("algo"), cli.get("algo"), agent.get("algo")],
+        "env_wrapper": [  # zoo's class paths (package.module.Class), as module:Class
+            ":".join(str(path).rsplit(".", 1)) for entry in wrappers if isinstance(entry, Mapping) for path in entry
+        ],
     }
     folders = _forms(Path(run_dir))
     problems = []

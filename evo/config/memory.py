@@ -151,7 +151,6 @@ def memory_problems(
     ]
 
 
-
 def _host_line(load: HostLoad, member: int) -> str:
     """'host h: 2 ranks x 18 members = 36 members need at least 43.2 GB, it has 21.0 GB available'."""
     members = f"{load.members} member{'s' if load.members > 1 else ''}"

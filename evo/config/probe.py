@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evo.config.envnames import make_env_once, procgen_game, unknown_env_message
+from evo.config.envnames import Wrappers, make_env_once, procgen_game, unknown_env_message
 from evo.core.envparams import attribute
 from evo.core.objective import Objective
 
@@ -42,7 +42,7 @@ def _class_of(env) -> str:
 
 
 def env_parameters(
-    env_id: str, env_kwargs: Mapping[str, Any], names: Sequence[str], problems: list[str]
+    env_id: str, env_kwargs: Mapping[str, Any], names: Sequence[str], problems: list[str], wrappers: Wrappers = ()
 ) -> dict[str, Any]:
     """The value the env has for each env parameter of ``names`` (its default), each problem appended
     (an attribute the env lacks, with the env's class; a method; a Procgen game). An env that cannot
@@ -55,7 +55,7 @@ def env_parameters(
     if unknown_env_message(env_id) is not None:
         return {}
     try:
-        env = make_env_once(_registered(env_id), dict(env_kwargs))
+        env = make_env_once(_registered(env_id), dict(env_kwargs), wrappers)
     except Exception:  # a user's env may raise anything; reported by the --env-kwargs check
         return {}
     found = {}
@@ -89,7 +89,9 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, (bool, int, float, str)) else None
 
 
-def objective_problems(env_id: str, env_kwargs: Mapping[str, Any], objective: Objective) -> list[str]:
+def objective_problems(
+    env_id: str, env_kwargs: Mapping[str, Any], objective: Objective, wrappers: Wrappers = ()
+) -> list[str]:
     """Why the env cannot give ``objective``'s info keys: a Procgen game (its adapter reports none), or
     probe episodes that ended without a key as a finite number, every one of them (naming the keys they
     did report)."""
@@ -104,7 +106,7 @@ def objective_problems(env_id: str, env_kwargs: Mapping[str, Any], objective: Ob
     if unknown_env_message(env_id) is not None:
         return []
     try:
-        env = make_env_once(_registered(env_id), dict(env_kwargs))
+        env = make_env_once(_registered(env_id), dict(env_kwargs), wrappers)
     except Exception:  # reported by the env's own checks
         return []
     try:

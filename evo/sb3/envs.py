@@ -35,7 +35,16 @@ import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecFrameStack, VecMonitor
 
-from evo.config.envnames import is_atari, is_mujoco, log_mujoco_warnings, procgen_game, register_atari, sticky_actions
+from evo.config.envnames import (
+    Wrappers,
+    is_atari,
+    is_mujoco,
+    log_mujoco_warnings,
+    procgen_game,
+    register_atari,
+    sticky_actions,
+    wrapped,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +202,7 @@ def make_env(
     env_kwargs: dict[str, Any] | None = None,
     info_keys: tuple[str, ...] = (),
     frame_stack: int = 0,
+    wrappers: Wrappers = (),
 ) -> VecEnv:
     """A monitored VecEnv for one member (episode returns reach ``model.ep_info_buffer``).
 
@@ -201,7 +211,8 @@ def make_env(
     ``env_kwargs`` go to ``gym.make`` for every copy of the env. ``info_keys``: the keys of info the
     objective reads, recorded with each episode (:class:`EpisodeInfo`); none: no such wrapper.
     An Atari game gets zoo's preprocessing (:func:`atari_wrapper`); ``frame_stack`` > 1 stacks that many
-    frames (SB3's VecFrameStack, as zoo's ``frame_stack``).
+    frames (SB3's VecFrameStack, as zoo's ``frame_stack``); zoo's ``env_wrapper`` (``wrappers``: class paths and
+    keyword arguments) wraps each env outside SB3's Monitor, in order, as zoo's ``make_vec_env`` does.
     """
     game = procgen_game(env_id)
     if game is not None:
@@ -213,7 +224,9 @@ def make_env(
         raise RuntimeError(f"{env_id} needs ale-py on every rank ({missing}): make install EXTRAS=atari")
     if is_mujoco(env_id):
         log_mujoco_warnings()
-    wrapper = {"wrapper_class": EpisodeInfo, "wrapper_kwargs": {"keys": tuple(info_keys)}} if info_keys else {}
+    wrapper = {}
+    if info_keys or wrappers:
+        wrapper = {"wrapper_class": own_wrappers, "wrapper_kwargs": {"keys": tuple(info_keys), "wrappers": wrappers}}
     if atari:
         env_kwargs, sticky = sticky_actions(env_id, dict(env_kwargs or {}))
         wrapper = {"wrapper_class": atari_wrapper, "wrapper_kwargs": {"keys": tuple(info_keys), "sticky": sticky}}
@@ -224,6 +237,11 @@ def make_env(
             env_id, n_envs=num_envs, seed=seed, vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs, **wrapper
         )  # fmt: skip
     return VecFrameStack(env, frame_stack) if frame_stack > 1 else env
+
+
+def own_wrappers(env: gym.Env, keys: tuple[str, ...] = (), wrappers: Wrappers = ()) -> gym.Env:
+    """Over the Monitor: :class:`EpisodeInfo` for the objective's ``keys`` (if any), then zoo's ``env_wrapper``."""
+    return wrapped(EpisodeInfo(env, keys) if keys else env, wrappers)
 
 
 def atari_wrapper(env: gym.Env, keys: tuple[str, ...] = (), sticky: float = 0.0) -> gym.Env:

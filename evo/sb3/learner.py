@@ -267,6 +267,7 @@ class SB3Learner:
             env_kwargs=dict(setup.env.env_kwargs),
             info_keys=self.objective.info_keys,
             frame_stack=self.agent.frame_stack,
+            wrappers=self.agent.env_wrapper,
         )
         if self.agent.normalizes:
             env = normalized(env, self.agent.normalize, values["gamma"])
@@ -375,6 +376,7 @@ class SB3Learner:
             env_kwargs=dict(env.env_kwargs),
             info_keys=self.objective.info_keys,
             frame_stack=self.agent.frame_stack,
+            wrappers=self.agent.env_wrapper,
         )
         if self.agent.normalize["norm_obs"]:
             eval_env = frozen(eval_env, self.agent.normalize)

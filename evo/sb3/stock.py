@@ -29,6 +29,7 @@ from stable_baselines3.common.save_util import recursive_getattr
 from stable_baselines3.common.torch_layers import NatureCNN
 from stable_baselines3.common.vec_env import VecNormalize
 
+from evo.config.agent import ATARI_WRAPPER
 from evo.config.envnames import is_atari, sticky_actions
 from evo.core.envparams import attribute, is_env_param
 from evo.sb3.learner import constructor_parameters
@@ -169,14 +170,12 @@ def zoo_config(member) -> OrderedDict:
     values.update(atari_entries(member.setup.env.env_id, dict(member.setup.env.env_kwargs)))
     if agent.frame_stack:
         values["frame_stack"] = agent.frame_stack
+    if agent.env_wrapper:  # as zoo writes it: enjoy wraps the env the same way
+        values["env_wrapper"] = [{path: dict(kwargs)} if kwargs else path for path, kwargs in agent.env_wrapper]
     env_params = {attribute(name): value for name, value in member.hparams.items() if is_env_param(name)}
     if env_params:  # the member's env parameters (attributes the env reads as it steps), to set on the env
         values["env_params"] = env_params
     return OrderedDict((name, _plain(values[name])) for name in sorted(values))
-
-
-ATARI_WRAPPER = "stable_baselines3.common.atari_wrappers.AtariWrapper"
-"""zoo's ``env_wrapper`` of its ``atari`` entries, which evo's Atari envs are (evo.sb3.envs.atari_wrapper)."""
 
 
 def atari_entries(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from types import SimpleNamespace
 import numpy as np
 import yaml
 
+from evo.config.zoo import recorded_wrappers
 from evo.core.names import file_name
 from evo.rundir.checkpoint import atomic_write
 from evo.rundir.jsontext import dumps, number
@@ -198,7 +199,11 @@ def env_settings(run_dir: Path):
     from evo.tools.saved import SavedRun
 
     saved = yaml.safe_load((Path(run_dir) / "config.yaml").read_text()) or {}
-    agent = SimpleNamespace(frame_stack=int((saved.get("agent") or {}).get("frame_stack") or 0))
+    recorded = saved.get("agent") or {}
+    agent = SimpleNamespace(
+        frame_stack=int(recorded.get("frame_stack") or 0),
+        env_wrapper=recorded_wrappers(recorded.get("env_wrapper")),
+    )
     config = SimpleNamespace(
         env_id=saved["env_id"], distribution_mode=saved.get("distribution_mode", "easy"),
         env_kwargs=saved.get("env_kwargs") or {}, seed=int(saved["seed"]), agent=agent,

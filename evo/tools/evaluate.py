@@ -114,6 +114,7 @@ def evaluation_env(
         env_kwargs=dict(config.env_kwargs),
         info_keys=info_keys,
         frame_stack=config.agent.frame_stack,
+        wrappers=config.agent.env_wrapper,
     )
 
 

@@ -31,7 +31,7 @@ import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -194,10 +194,12 @@ def video_env(
     num_levels: int = 0,
     start_level: int = 0,
     frame_stack: int = 0,
+    wrappers: Sequence = (),
 ):
     """One env of ``env_id`` that can be drawn, seeded with ``seed``: gymnasium's built with
     ``render_mode="rgb_array"`` (``env_kwargs`` too, e.g. MuJoCo's ``width`` and ``height``),
-    Procgen's on the levels given; ``frame_stack`` frames stacked as the member saw them. With a
+    Procgen's on the levels given; ``frame_stack`` frames stacked and zoo's ``wrappers`` as the member saw
+    them. With a
     member's training ``normalizer`` (its VecNormalize), the env is wrapped as the member's evaluation
     env: observations scaled by a frozen copy of the statistics, raw rewards."""
     from evo.sb3.envs import make_env
@@ -210,8 +212,9 @@ def video_env(
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     env = make_env(
-        env_id, 1, seed, distribution_mode, num_levels, start_level, env_kwargs=kwargs, frame_stack=frame_stack
-    )
+        env_id, 1, seed, distribution_mode, num_levels, start_level, env_kwargs=kwargs, frame_stack=frame_stack,
+        wrappers=wrappers,
+    )  # fmt: skip
     if normalizer is not None and normalizer.norm_obs:
         env = frozen(env, {"norm_obs": True, "norm_reward": False})
         freeze_into(normalizer, env)
@@ -288,6 +291,7 @@ def record_member(
         num_levels=settings.eval_num_levels if num_levels is None else num_levels,
         start_level=settings.eval_start_level if start_level is None else start_level,
         frame_stack=member.agent.frame_stack,
+        wrappers=member.agent.env_wrapper,
     )
     try:
         return record_video(member.model, env, path, max_steps)
