@@ -285,6 +285,26 @@ def load_payload(path: Path) -> dict[str, Any]:
     return payload
 
 
+def member_digest(path: Path) -> str | None:
+    """The sha256 of a member file's flat state (every network, every optimizer's state and the algorithm's
+    own tensors) and its normalisation statistics: equal digests are the same weights (a study tells the
+    same member from two that only scored alike by them). None: a file without a flat state (a learner of
+    one's own may keep its state otherwise)."""
+    import torch
+
+    payload = load_payload(Path(path))
+    if not isinstance(payload.get("state"), torch.Tensor):
+        return None
+    digest = hashlib.sha256()
+    for name in ("state", "normalization"):
+        value = payload.get(name)
+        if isinstance(value, torch.Tensor):
+            flat = value.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"{name} {flat.dtype} {flat.numel()}\n".encode())
+            digest.update(flat.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 # ---------------------------------------------------------------------------------------
 # Manifests and finding the latest complete checkpoint
 

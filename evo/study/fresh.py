@@ -11,15 +11,20 @@ Procgen (as DrAC's test.py plays it) and deterministic elsewhere, unless the stu
 
 The returns are cached in the run directory, ``reevaluation.json`` for the last checkpoint and
 ``reevaluation-gen<G>.json`` for generation G's: {"how": {...}, "members": {member: [return, ...]},
-"best_ever": {"member": M, "generation": G, "returns": [...]} or null}, and for a run with an objective
-of its own (``--objective info:<key>``) "objectives": {member: {key: [value at each episode's end, ...]}}.
-A cache made another way (other episodes, envs, levels, actions or checkpoint) is made again. A
-cache without ``actions`` was made with deterministic actions (before the option existed).
+"best_ever": {"member": M, "generation": G, "returns": [...], "digest": D} or null, "digests": {member:
+D}}, and for a run with an objective of its own (``--objective info:<key>``) "objectives": {member: {key:
+[value at each episode's end, ...]}}. A digest is the sha256 of the member's flat state
+(evo.rundir.checkpoint.member_digest): two members with equal digests are the same weights, which equal
+returns on every episode do not prove. A cache made another way (other episodes, envs, levels, actions or
+checkpoint) is made again. A cache without ``actions`` was made with deterministic actions (before the
+option existed); one without digests (before issue 55) is read as it is, its members' weights unknown.
 
 The **floors** of an env and seed: a uniform-random policy, and (for a discrete action space) every
 constant action, played on the same episodes as the members; the report shows the random policy and
-the best constant action. A Procgen agent that scores what "always fire" scores has learnt nothing
-the floor does not have. Cached in the study's folder, ``floors/<env>-seed<k>.json``.
+the best constant action. Any env of a discrete or box action space has them (a box: the random policy
+only); another space (MultiDiscrete, a Dict) has none, and the report says so (:class:`NoFloors`). A
+Procgen agent that scores what "always fire" scores has learnt nothing the floor does not have. Cached
+in the study's folder, ``floors/<env>-seed<k>.json``.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import yaml
 
 from evo.config.zoo import recorded_wrappers
 from evo.core.names import file_name
-from evo.rundir.checkpoint import atomic_write
+from evo.rundir.checkpoint import atomic_write, member_digest
 from evo.rundir.jsontext import dumps, number
 
 RESULT = "reevaluation.json"
@@ -56,6 +61,10 @@ class FreshReturns:
     how: dict = field(default_factory=dict)
     objectives: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     """Each member's info keys of the run's objective at its episodes' ends (empty: the run selected on returns)."""
+    digests: dict[int, str] = field(default_factory=dict)
+    """Each member's weights digest (evo.rundir.checkpoint.member_digest; empty: a cache made before they were
+    recorded)."""
+    best_ever_digest: str | None = None
 
     def mean(self, member: int) -> float:
         return float(np.mean(self.members[member])) if self.members.get(member) else math.nan
@@ -102,10 +111,13 @@ def read_cache(path: Path, wanted: dict | None = None) -> FreshReturns | None:
         int(m): {key: [number(v) for v in values] for key, values in o.items()}
         for m, o in (saved.get("objectives") or {}).items()
     }
+    digests = {int(m): str(d) for m, d in (saved.get("digests") or {}).items()}
     kept = saved.get("best_ever")
     if kept is None:
-        return FreshReturns(members, how=how, objectives=objectives)
-    return FreshReturns(members, kept["returns"], kept["member"], kept["generation"], how, objectives)
+        return FreshReturns(members, how=how, objectives=objectives, digests=digests)
+    return FreshReturns(
+        members, kept["returns"], kept["member"], kept["generation"], how, objectives, digests, kept.get("digest")
+    )
 
 
 def reevaluate(
@@ -126,7 +138,7 @@ def reevaluate(
     chosen = members_to_evaluate(run, None, generation)
     envs = min(episodes, ENVS)
     results = evaluate_members(run, chosen, episodes, seed, envs, start, count, deterministic)
-    members, kept, objectives = {}, None, {}
+    members, kept, objectives, digests = {}, None, {}, {}
     for result in results:
         if result.member.label.startswith(BEST_EVER):
             kept = result
@@ -134,10 +146,15 @@ def reevaluate(
             members[result.member.member] = result.returns
             if result.objectives:
                 objectives[result.member.member] = result.objectives
+            if (digest := member_digest(result.member.path)) is not None:
+                digests[result.member.member] = digest
     how = how_made(seed, episodes, levels, deterministic, generation)
     if kept is None:
-        return FreshReturns(members, how=how, objectives=objectives)
-    return FreshReturns(members, kept.returns, kept.member.member, kept.member.generation, how, objectives)
+        return FreshReturns(members, how=how, objectives=objectives, digests=digests)
+    return FreshReturns(
+        members, kept.returns, kept.member.member, kept.member.generation, how, objectives, digests,
+        member_digest(kept.member.path),
+    )  # fmt: skip
 
 
 def reevaluated(
@@ -159,9 +176,13 @@ def reevaluated(
     kept = None
     if fresh.best_ever is not None:
         kept = {"member": fresh.best_ever_member, "generation": fresh.best_ever_generation, "returns": fresh.best_ever}
+        if fresh.best_ever_digest is not None:
+            kept["digest"] = fresh.best_ever_digest
     record = {"how": fresh.how, "members": fresh.members, "best_ever": kept}
     if fresh.objectives:
         record["objectives"] = fresh.objectives
+    if fresh.digests:
+        record["digests"] = fresh.digests
     atomic_write(path, (dumps(record, indent=1) + "\n").encode())
     return fresh
 
@@ -259,4 +280,11 @@ def play_floors(run, seed: int, episodes: int, levels: tuple[int, int] | None) -
     if isinstance(space, spaces.Box):
         low, high = np.broadcast_to(space.low, space.shape), np.broadcast_to(space.high, space.shape)
         return Floors(played(lambda n: rng.uniform(low, high, size=(n, *space.shape)).astype(space.dtype)), {})
-    raise ValueError(f"floors: {run.config.env_id}'s action space {space} is neither discrete nor a box")
+    raise NoFloors(
+        f"fresh.floors: {run.config.env_id}'s action space {space} is neither discrete nor a box, so no floor can "
+        "be played; its report has none (fresh.floors: false leaves them out without this warning)"
+    )
+
+
+class NoFloors(ValueError):
+    """An env whose action space no floor can be played in (neither discrete nor a box)."""

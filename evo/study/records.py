@@ -77,6 +77,8 @@ class Point:
     members: Mapping[int, float] = field(default_factory=dict)
     returns: tuple[float, ...] = ()
     """The selected member's fresh returns, episode by episode."""
+    digest: str | None = None
+    """The selected member's weights digest (evo.rundir.checkpoint.member_digest; None: not recorded)."""
 
     @property
     def selection_bias(self) -> float:
@@ -211,6 +213,7 @@ def points(job: Job, history: RunHistory, fresh: Mapping[int, FreshReturns], fra
                 copied=copied,
                 members=means,
                 returns=tuple(returns.members[selected]),
+                digest=returns.digests.get(selected),
             )
         )
     return found

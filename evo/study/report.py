@@ -303,25 +303,52 @@ def fresh_by_seed(runs: Sequence[Run], env_id: str, method: str, fraction: float
     return {seed: point.selected for seed, point in points_by_seed(runs, env_id, method, fraction).items()}
 
 
-def same_episodes(runs: Sequence[Run], env_id: str, comparison: Comparison) -> list[int]:
-    """The seeds in which both methods' selected members returned the same on every fresh episode: most
-    likely the same weights (a top member PBT never replaced trains as random search's does, from the
-    same seed and draw). Their difference there, 0, is a real outcome (the exploits changed only other
-    members), but an exact one, not a noisy estimate near 0."""
+SAME_WEIGHTS, OTHER_WEIGHTS, SAME_SCORE = "the same weights", "other weights", "the same score"
+"""How two selected members that returned the same on every fresh episode compare (:func:`sameness`)."""
+
+
+def sameness(runs: Sequence[Run], env_id: str, comparison: Comparison) -> dict[int, str]:
+    """``{seed: how}`` for the seeds in which both methods' selected members returned the same on every fresh
+    episode (a difference of exactly 0, not a noisy estimate near 0): ``SAME_WEIGHTS`` where their weights
+    digests are equal (a top member PBT never replaced trains as random search's does, from the same seed
+    and draw), ``OTHER_WEIGHTS`` where they differ (policies that act alike on these episodes: on MiniGrid
+    two argmax policies both scored 0.0), ``SAME_SCORE`` where either digest was not recorded (a cache
+    made before issue 55): equal returns alone do not say which."""
     a = points_by_seed(runs, env_id, comparison.a, comparison.at)
     b = points_by_seed(runs, env_id, comparison.b, comparison.at)
-    return sorted(seed for seed in a.keys() & b.keys() if a[seed].returns and a[seed].returns == b[seed].returns)
+    found = {}
+    for seed in sorted(a.keys() & b.keys()):
+        if not a[seed].returns or a[seed].returns != b[seed].returns:
+            continue
+        digests = (a[seed].digest, b[seed].digest)
+        if None in digests:
+            found[seed] = SAME_SCORE
+        else:
+            found[seed] = SAME_WEIGHTS if digests[0] == digests[1] else OTHER_WEIGHTS
+    return found
 
 
-def same_episodes_words(seeds: Sequence[int]) -> str:
-    if not seeds:
-        return ""
-    which = f"seed {seeds[0]}" if len(seeds) == 1 else "seeds " + ", ".join(str(s) for s in seeds)
-    return (
-        f" In {which} both selected members returned the same on every fresh episode: most likely the same "
-        "member, trained alike from the same seed and draw (any exploits changed other members), so the "
-        "difference there is exactly 0."
-    )
+def same_episodes(runs: Sequence[Run], env_id: str, comparison: Comparison) -> list[int]:
+    """The seeds in which both methods' selected members returned the same on every fresh episode."""
+    return sorted(sameness(runs, env_id, comparison))
+
+
+def same_episodes_words(found: Mapping[int, str]) -> str:
+    """The verdict's words for the seeds of :func:`sameness`: the same member only where the digests say so."""
+    words = {
+        SAME_WEIGHTS: "are the same member (the same weights: their digests are equal), trained alike from the "
+        "same seed and draw (any exploits changed other members)",
+        OTHER_WEIGHTS: "returned the same score on every fresh episode from other weights (their digests "
+        "differ): policies that act alike on these episodes",
+        SAME_SCORE: "returned the same score on every fresh episode",
+    }
+    text = ""
+    for how, said in words.items():
+        seeds = [seed for seed, found_how in found.items() if found_how == how]
+        if seeds:
+            which = f"seed {seeds[0]}" if len(seeds) == 1 else "seeds " + ", ".join(str(s) for s in seeds)
+            text += f" In {which} both selected members {said}, so the difference there is exactly 0."
+    return text
 
 
 def selection_by_seed(runs: Sequence[Run], env_id: str, method: str) -> dict[int, float]:
@@ -407,9 +434,17 @@ def verdicts(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], plan
             family = 1 if index == 0 else family_size(comparisons_, envs)
             text = verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else "", family)
             if fresh:
-                text += same_episodes_words(same_episodes(runs, env_id, comparison))
+                text += same_episodes_words(sameness(runs, env_id, comparison))
             lines.append(f"- {kind}: " + text)
     return "\n".join(lines) + "\n"
+
+
+SAME_NOTES = {
+    SAME_WEIGHTS: "the same member: the same weights",
+    OTHER_WEIGHTS: "the same score on every episode, other weights",
+    SAME_SCORE: "the same score on every episode",
+}
+"""The per-seed table's note on a seed of :func:`sameness`."""
 
 
 def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], fresh: bool) -> str:
@@ -420,10 +455,10 @@ def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison]
     for comparison in comparisons_:
         for env_id in envs:
             a, b = both_by_seed(runs, env_id, comparison, fresh)
-            same = same_episodes(runs, env_id, comparison) if fresh else []
+            same = sameness(runs, env_id, comparison) if fresh else {}
             d = decimals(*a.values(), *b.values())
             for seed in sorted(set(a) & set(b)):
-                difference = f"{a[seed] - b[seed]:+.{d}f}" + (" (the same on every episode)" if seed in same else "")
+                difference = f"{a[seed] - b[seed]:+.{d}f}" + (f" ({SAME_NOTES[same[seed]]})" if seed in same else "")
                 lines.append(f"| {env_id} | {comparison} | {seed} | {a[seed]:.{d}f} | {b[seed]:.{d}f} | {difference} |")
     return "\n".join(lines) + "\n"
 

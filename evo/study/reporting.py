@@ -14,7 +14,7 @@ from pathlib import Path
 from evo.rundir.checkpoint import atomic_write
 from evo.rundir.jsontext import dumps
 from evo.study import report
-from evo.study.fresh import FreshReturns, floors, floors_path, reevaluated
+from evo.study.fresh import FreshReturns, NoFloors, floors, floors_path, reevaluated
 from evo.study.jobs import Job, has_result
 from evo.study.records import (
     Run,
@@ -91,14 +91,19 @@ def wants_floors(study: Study, env_id: str) -> bool:
 
 
 def collect_floors(study: Study, runs: Sequence[Run]) -> dict[str, dict[int, FloorValues]]:
-    """``{env: {seed: floors}}`` for every env that has floors, on each seed's fresh episodes."""
+    """``{env: {seed: floors}}`` for every env that has floors, on each seed's fresh episodes (an env whose
+    action space has none: left out, with a warning; the report is written without them)."""
     found: dict[str, dict[int, FloorValues]] = {}
     for env_id in [env for env in study.envs if wants_floors(study, env)]:
         for run in runs:
             if run.job.env_id != env_id or not run.job.mpi or run.job.seed in found.get(env_id, {}):
                 continue
             path = floors_path(study.out, env_id, run.job.seed)
-            played = floors(run.job.run_dir, study.fresh.episodes, levels(study, env_id), path)
+            try:
+                played = floors(run.job.run_dir, study.fresh.episodes, levels(study, env_id), path)
+            except NoFloors as none:
+                logger.warning("%s", none)
+                break
             found.setdefault(env_id, {})[run.job.seed] = report.floor_values(played.random, played.constant)
     return found
 

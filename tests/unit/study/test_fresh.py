@@ -1,6 +1,7 @@
 """evo/study/fresh.py on a real tiny run made in process (CartPole, 4 members, 3 generations, every
-checkpoint kept): a kept checkpoint re-evaluated and cached, sampled actions drawn the same way every
-time, a cache made another way made again, and the floors played on the members' own episodes."""
+checkpoint kept): a kept checkpoint re-evaluated and cached, each member's weights digest with it (equal
+for a copy and its donor only), sampled actions drawn the same way every time, a cache made another way
+made again, and the floors played on the members' own episodes."""
 
 import json
 
@@ -43,6 +44,30 @@ def test_a_kept_checkpoint_is_re_evaluated_and_cached_beside_the_run(run_dir):
     assert reevaluated(run_dir, 2, generation=1, seed=5).members[0] != [123.0] * 2
 
 
+def test_each_members_weights_digest_is_cached_equal_only_for_a_copy_and_its_donor(run_dir):
+    """A checkpoint holds the members copied at its generation as untrained copies of their donors: their
+    digests are their donors', every other member's its own. A cache made before the digests reads without
+    them (the report then says only "the same score")."""
+    lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
+    copied = {(e["generation"], e["recipient"]): e["donor"] for e in lineage
+              if "event" not in e and e["recipient"] != e["donor"]}  # fmt: skip
+    generation = min(g for g, _ in copied)
+    fresh = reevaluated(run_dir, 5, generation=generation, seed=5)
+    digests = fresh.digests
+    assert sorted(digests) == [0, 1, 2, 3] and all(len(d) == 64 for d in digests.values())
+    pairs = {r: d for (g, r), d in copied.items() if g == generation}
+    assert pairs and all(digests[recipient] == digests[donor] for recipient, donor in pairs.items())
+    assert len(set(digests.values())) == 4 - len(pairs)
+    saved = json.loads(cache_path(run_dir, generation).read_text())
+    assert saved["digests"] == {str(m): d for m, d in digests.items()}
+    assert read_cache(cache_path(run_dir, generation)).digests == digests  # read back
+    last = reevaluated(run_dir, 5, seed=5)
+    assert json.loads(cache_path(run_dir).read_text())["best_ever"]["digest"] == last.best_ever_digest is not None
+    del saved["digests"]
+    cache_path(run_dir, generation).write_text(json.dumps(saved))
+    assert reevaluated(run_dir, 5, generation=generation, seed=5).digests == {}  # used as it is, not made again
+
+
 def test_sampled_actions_are_drawn_the_same_way_every_time(run_dir, tmp_path):
     sampled = reevaluated(run_dir, 8, deterministic=False, generation=2, seed=5)
     assert cache_path(run_dir, 2).is_file()
@@ -77,6 +102,37 @@ def test_the_floors_play_the_members_episodes(run_dir, tmp_path):
     assert fresh.random == found.random and fresh.constant == found.constant
 
 
+def test_any_discrete_env_has_floors_and_a_space_without_them_leaves_the_report_without_them(tmp_path, caplog):
+    """``fresh.floors: true`` plays the floors for any discrete env (CartPole here: no Procgen), read from the
+    run's config.yaml alone; an env whose action space no floor plays in (MultiDiscrete) is said in one line
+    and left without them, the other env's floors kept (before: a traceback after every run had finished)."""
+    from types import SimpleNamespace
+
+    from evo.study.fresh import NoFloors
+    from evo.study.reporting import collect_floors
+    from evo.study.spec import Fresh, Study
+
+    runs = []
+    for env_id in ("CartPole-v1", "tests.alternate_env:Pairs-v0"):
+        run_dir = tmp_path / env_id.replace(":", "-")
+        run_dir.mkdir()
+        (run_dir / "config.yaml").write_text(f"env_id: {env_id}\nseed: 5\n")
+        runs.append(SimpleNamespace(job=SimpleNamespace(env_id=env_id, mpi=True, seed=5, run_dir=run_dir)))
+    with pytest.raises(NoFloors, match=r"^fresh.floors: tests.alternate_env:Pairs-v0's action space MultiDiscrete"):
+        floors(runs[1].job.run_dir, 2, None, tmp_path / "pairs.json")
+    envs = tuple(run.job.env_id for run in runs)
+    study = Study("floors", envs, {}, (5,), {}, tmp_path / "out", fresh=Fresh(episodes=2, floors=True))
+    with caplog.at_level("WARNING"):
+        found = collect_floors(study, runs)
+    assert list(found) == ["CartPole-v1"] and found["CartPole-v1"][5].action in (0, 1)
+    said = [r.getMessage() for r in caplog.records if "fresh.floors" in r.getMessage()]
+    assert said == [
+        "fresh.floors: tests.alternate_env:Pairs-v0's action space MultiDiscrete([2 2]) is neither discrete nor a "
+        "box, so no floor can be played; its report has none (fresh.floors: false leaves them out without this "
+        "warning)"
+    ]
+
+
 def test_a_runs_points_come_from_its_kept_checkpoints(run_dir):
     fresh = {1: reevaluated(run_dir, 3, generation=1, seed=5), 3: reevaluated(run_dir, 3, seed=5)}
     history = load_run(run_dir)
@@ -87,6 +143,7 @@ def test_a_runs_points_come_from_its_kept_checkpoints(run_dir):
     scores = {row.member: row.score for row in history.rows if row.generation == 3}
     assert scores[last.selected_member] == max(scores.values()) and last.selection_score == max(scores.values())
     assert last.selected == pytest.approx(np.mean(fresh[3].members[last.selected_member]))
+    assert last.digest == fresh[3].digests[last.selected_member] is not None
     lineage = [json.loads(line) for line in (run_dir / "lineage.jsonl").read_text().splitlines()]
     copied = {e["recipient"] for e in lineage if e.get("generation") == 3 and e["recipient"] != e["donor"]}
     assert set(last.copied) == copied

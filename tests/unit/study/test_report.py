@@ -152,32 +152,45 @@ def test_the_verdict_says_not_separated_unless_the_interval_excludes_zero():
 
 
 def test_seeds_whose_selected_members_played_every_episode_alike_are_named_in_the_verdict():
-    """A top member PBT never replaced trains as random search's does from the same seed and draw: the
-    two selected members return the same on every fresh episode, a difference of exactly 0. The
-    verdict names those seeds and the per-seed table marks them; equal means from other returns do not count."""
+    """Two selected members that return the same on every fresh episode differ by exactly 0. The verdict
+    names those seeds and the per-seed table marks them; equal means from other returns do not count. They
+    are "the same member" only where their weights digests are equal (a top member PBT never replaced trains
+    as random search's does from the same seed and draw); with other digests (two argmax policies holding
+    one action) or none recorded (caches made before the digests), only "the same score"."""
 
-    def run(method, seed, returns):
-        point = Point(1.0, 4, 400, 0, 3.0, sum(returns) / len(returns), 0.5, 2.0, 2.0, returns=tuple(returns))
+    def run(method, seed, returns, digest=None):
+        point = Point(1.0, 4, 400, 0, 3.0, sum(returns) / len(returns), 0.5, 2.0, 2.0, returns=tuple(returns),
+                      digest=digest)  # fmt: skip
         return type("Run", (), {"job": Job("starpilot", method, seed, 2, (), Path()), "points": [point]})()
 
-    runs = [run("pbt", 0, [1.0, 4.0]), run("random", 0, [1.0, 4.0]),  # the same weights, most likely
+    runs = [run("pbt", 0, [1.0, 4.0]), run("random", 0, [1.0, 4.0]),  # no digests: the same score only
             run("pbt", 1, [2.0, 3.0]), run("random", 1, [3.0, 2.0]),  # the same mean, other episodes
-            run("pbt", 2, [5.0, 5.0]), run("random", 2, [1.0, 1.0])]  # fmt: skip
+            run("pbt", 2, [5.0, 5.0]), run("random", 2, [1.0, 1.0]),
+            run("pbt", 3, [0.0, 0.0], "aa"), run("random", 3, [0.0, 0.0], "aa"),  # the same weights
+            run("pbt", 4, [0.0, 0.0], "aa"), run("random", 4, [0.0, 0.0], "bb"),  # other weights
+            run("pbt", 5, [0.0, 0.0], "aa"), run("random", 5, [0.0, 0.0])]  # fmt: skip
     comparison = Comparison("pbt", "random", 1.0)
-    assert report.same_episodes(runs, "starpilot", comparison) == [0]
-    text = report.verdicts(runs, ["starpilot"], [comparison], planned=3, fresh=True)
+    assert report.same_episodes(runs, "starpilot", comparison) == [0, 3, 4, 5]
+    text = report.verdicts(runs, ["starpilot"], [comparison], planned=6, fresh=True)
+    assert "most likely" not in text
     assert text.endswith(
-        "In seed 0 both selected members returned the same on every fresh episode: most likely the same "
-        "member, trained alike from the same seed and draw (any exploits changed other members), so the "
-        "difference there is exactly 0.\n"
+        "In seed 3 both selected members are the same member (the same weights: their digests are equal), "
+        "trained alike from the same seed and draw (any exploits changed other members), so the difference "
+        "there is exactly 0. In seed 4 both selected members returned the same score on every fresh episode "
+        "from other weights (their digests differ): policies that act alike on these episodes, so the "
+        "difference there is exactly 0. In seeds 0, 5 both selected members returned the same score on every "
+        "fresh episode, so the difference there is exactly 0.\n"
     )
     rows = report.per_seed_table(runs, ["starpilot"], [comparison], fresh=True).splitlines()[2:]
     assert rows == [
-        "| starpilot | pbt − random at 100 % | 0 | 2.5 | 2.5 | +0.0 (the same on every episode) |",
+        "| starpilot | pbt − random at 100 % | 0 | 2.5 | 2.5 | +0.0 (the same score on every episode) |",
         "| starpilot | pbt − random at 100 % | 1 | 2.5 | 2.5 | +0.0 |",
         "| starpilot | pbt − random at 100 % | 2 | 5.0 | 1.0 | +4.0 |",
+        "| starpilot | pbt − random at 100 % | 3 | 0.0 | 0.0 | +0.0 (the same member: the same weights) |",
+        "| starpilot | pbt − random at 100 % | 4 | 0.0 | 0.0 | +0.0 (the same score on every episode, other weights) |",
+        "| starpilot | pbt − random at 100 % | 5 | 0.0 | 0.0 | +0.0 (the same score on every episode) |",
     ]
-    assert "same on every" not in report.verdicts(runs[2:], ["starpilot"], [comparison], planned=3, fresh=True)
+    assert "same" not in report.verdicts(runs[2:6], ["starpilot"], [comparison], planned=6, fresh=True)
 
 
 def tiny_study(tmp_path: Path):
