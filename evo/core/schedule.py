@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from evo.core.textfiles import read_settings_file, yaml_problem
+
 SCHEDULE_FORMAT = 1
 
 
@@ -27,12 +29,14 @@ def load_schedule(
 
     Raises ValueError naming the file and what is wrong with it."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"--schedule {path}: no such file (write one with python -m evo.tools.replay RUN_DIR)")
-    try:
-        document = yaml.safe_load(path.read_text())
+    try:  # a device, a pipe, a huge or non-UTF-8 file refused before it is read; nothing of it quoted
+        document = yaml.safe_load(read_settings_file(path, "a schedule file (python -m evo.tools.replay RUN_DIR)"))
+    except ValueError as error:
+        raise ValueError(f"--schedule {path}: {error}") from None
     except yaml.YAMLError as error:
-        raise ValueError(f"--schedule {path} is not valid YAML: {error}") from None
+        raise ValueError(f"--schedule {path} is not valid YAML: {yaml_problem(error)}") from None
     entries = document.get("schedule") if isinstance(document, dict) else document
     if not isinstance(entries, list) or not entries:
         raise ValueError(f"--schedule {path}: expected a 'schedule:' list of {{env_steps, hparams}} entries")

@@ -235,7 +235,7 @@ def percent(fraction: float) -> str:
 
 def load_study(path: Path | str, out: Path | None = None) -> Study:
     """The study of a YAML file (``study.name`` defaults to the file's stem); StudyError lists every problem."""
-    from evo.config.hyperparams import read_settings_file, yaml_problem  # when a file is read: the spec stays light
+    from evo.core.textfiles import read_settings_file, yaml_problem
 
     path = Path(path)
     try:

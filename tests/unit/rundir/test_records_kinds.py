@@ -113,3 +113,19 @@ def test_a_schedule_must_keep_the_same_names_and_known_ones(tmp_path):
     path.write_text(json.dumps({"schedule": [{"env_steps": 0, "hparams": {**six, "n_step": 3}}]}))
     with pytest.raises(ValueError, match="unknown n_step"):
         load_schedule(path, TUNABLE)
+
+
+def test_a_schedule_file_is_checked_before_it_is_read_and_never_quoted(tmp_path):
+    """As --conf-file (issue 54 N11, N12): --schedule /dev/zero was read until memory ran out, and a YAML error
+    echoed the file's lines."""
+    path = tmp_path / "s.yml"
+    path.write_text("schedule:\n  - env_steps: 0\n    hparams: {secret: hunter2\n")
+    with pytest.raises(ValueError) as refused:
+        load_schedule(path, TUNABLE)
+    assert "is not valid YAML" in str(refused.value) and "line" in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+    with pytest.raises(ValueError, match=r"--schedule /dev/zero: not a regular file \(a character device\)"):
+        load_schedule("/dev/zero", TUNABLE)
+    path.write_bytes(b"schedule: [caf\xe9]\n")
+    with pytest.raises(ValueError, match="not UTF-8 text"):
+        load_schedule(path, TUNABLE)
