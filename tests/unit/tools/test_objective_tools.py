@@ -53,6 +53,9 @@ def test_export_front_writes_every_member_of_the_final_first_front(fronts, tmp_p
         row = history.row(3, entry["member"])
         assert config["env_params"] == {"cost": row.hparams["env.cost"], "weight": row.hparams["env.weight"]}
         assert (folder / "Objectives-v0.zip").is_file() and (folder / "best_model.zip").is_file()
+        # each one's play line (issue 54: --front printed none), its module as --gym-packages
+        exp_id = folder.name.rsplit("_", 1)[1]
+        assert f"--env Objectives-v0 --gym-packages tests.objective_env -f {tmp_path / 'logs'} --exp-id {exp_id}" in out
 
 
 def test_export_front_is_refused_for_one_objective_and_beside_member(fronts, tmp_path, capsys):
