@@ -30,6 +30,7 @@ from evo.logs import install_logging
 from evo.mpi import exchange
 from evo.rundir.lock import RunDirError, RunLock
 from evo.runner import Driver, driver_for
+from evo.runner.final import final_pending, run_final_only
 
 logger = logging.getLogger("evo")
 
@@ -147,7 +148,8 @@ def run(config: Config, comm, command: Sequence[str], driver: Driver, checkpoint
     """The run, once the input is accepted: nothing if the checkpoint holds all of it, else the session
     opened on every rank and the driver run. Returns the exit status."""
     nothing_left = driver.done(checkpoint, config.total_generations, config.num_agents)
-    if nothing_left is not None:
+    final_only = nothing_left is not None and final_pending(comm, config.run_dir, config.final_settings)
+    if nothing_left is not None and not final_only:
         if comm.Get_rank() == 0:
             logger.info("%s", nothing_left)
         return 0
@@ -155,6 +157,8 @@ def run(config: Config, comm, command: Sequence[str], driver: Driver, checkpoint
 
     session = open_session(config, comm, command, driver.continuation(checkpoint))
     try:
+        if final_only:
+            return run_final_only(session)
         return driver.load().run(session, checkpoint)
     except ObjectiveNotReported as error:  # raised on every rank at once: the run's input, found wanting late
         session.halted(error)

@@ -47,16 +47,19 @@ def run_in_process(argv: list[str], strategy: str = "truncation", transport: str
 
     from evo.config import parse_config
     from evo.runner import driver_for
+    from evo.runner.final import final_pending, run_final_only
     from evo.runner.session import open_session
 
     config = parse_config(argv, strategy=strategy, transport=transport, world_size=1)
     driver = driver_for(config.asynchronous)
     checkpoint = driver.find(config.run_dir, config.run_id, config.num_agents) if config.resume else None
-    if driver.done(checkpoint, config.total_generations, config.num_agents) is not None:
+    nothing_left = driver.done(checkpoint, config.total_generations, config.num_agents) is not None
+    final_only = nothing_left and final_pending(MPI.COMM_SELF, config.run_dir, config.final_settings)
+    if nothing_left and not final_only:
         return 0
     session = open_session(config, MPI.COMM_SELF, ["in-process", *argv], driver.continuation(checkpoint))
     try:
-        return driver.load().run(session, checkpoint)
+        return run_final_only(session) if final_only else driver.load().run(session, checkpoint)
     except BaseException:
         session.close()  # the driver's end did not run: give the signals back
         raise

@@ -261,6 +261,7 @@ def cross_option_checks(
     checks.learner_options(spec, args.exploit_buffer, args.checkpoint_buffers, problems)
     checks.explorer_space(args.explore, settings.get("search_space") or {}, problems)
     checks.stages(args, spec, settings.get("search_space") or {}, num_agents, problems)
+    checks.final_pick(args, num_agents, problems)
     precision = resolve_precision(args.precision, settings.get("precision"), problems)
     if precision not in spec.precisions:
         where = "--precision" if args.precision is not None else "precision (YAML)"

@@ -339,6 +339,36 @@ def stages(args: Any, spec: Any, search_space: Mapping[str, Any], num_agents: in
         )
 
 
+def final_pick(args: Any, num_agents: int, problems: list[str]) -> None:
+    """``--final-eval EPISODES --final-top K`` (the final pick, evo.core.final): K at most the population, only
+    with EPISODES, on one objective (several have a front, not one best) and without BG-PBT's stages (a run
+    may end within a stage, whose students are not yet the population)."""
+    episodes, top = args.final_eval, args.final_top
+    if top is not None and episodes == 0:
+        problems.append(
+            f"--final-top {top}: the final pick plays its top members only with --final-eval EPISODES; give "
+            "--final-eval (e.g. 20), or drop --final-top"
+        )
+    if top is not None and top > num_agents >= 1:
+        problems.append(
+            f"--final-top {top}: the population has {num_agents} member(s); give --final-top {num_agents} or fewer"
+        )
+    if episodes <= 0:
+        return
+    if parse_objective(args.objective)[0].several:
+        problems.append(
+            f"--final-eval {episodes} --objective {args.objective}: several objectives rank members by Pareto "
+            "fronts, and a front has no one best to pick (evo-export --front exports it); give one objective, or "
+            "drop --final-eval"
+        )
+    if args.max_distillations:
+        problems.append(
+            f"--final-eval {episodes} --max-distillations {args.max_distillations}: a run may end within a stage, "
+            "whose students are not yet its population, and the final pick is not built for stages; drop one of "
+            "the two flags"
+        )
+
+
 def objective(text: str | None, explore: str, max_distillations: int, problems: list[str]) -> Objective:
     """``--objective``: its terms (evo.core.objective); several of them need an explorer that can serve a
     Pareto ranking (its ``several_objectives``) and no BG-PBT stages (whose successive halving cuts

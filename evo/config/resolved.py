@@ -31,8 +31,10 @@ from evo.config.hyperparams import PARAM_SETS
 from evo.config.precision import PRECISIONS
 from evo.core.devices import DEVICES
 from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
+from evo.core.final import DEFAULT_TOP, FinalSettings, held_out_levels
 from evo.core.objective import Objective
 from evo.core.selection import TIE_RULES
+from evo.core.streams import evaluation_seed
 from evo.learners import DEFAULT_ALGO, algo_problem, algos
 
 
@@ -241,6 +243,26 @@ class Config:
         default=10,
         type=int,
         check=must(lambda n: 1 <= n <= 100, "use 1 to 100 episodes (SB3 keeps the last 100)"),
+    )
+    final_eval: int = option(
+        "the final pick: at the end of a complete run, play the top --final-top members by selection score "
+        "each on the same this many fresh episodes (evo-evaluate's seeds; Procgen: levels never trained or "
+        "selected on), and keep the best fresh mean as the member evo-export --member best exports "
+        "(final.json); 0: off",
+        RESTORED,
+        group="scoring",
+        default=0,
+        type=int,
+        check=must(lambda n: n >= 0, "use 0 (no final pick) or a positive number of fresh episodes"),
+    )
+    final_top: int | None = option(
+        f"how many of the top members by selection score --final-eval plays (default: {DEFAULT_TOP}, or the "
+        "whole population if smaller)",
+        RESTORED,
+        group="scoring",
+        type=int,
+        metavar="K",
+        check=must(lambda k: k >= 1, "give at least 1 member"),
     )
     initial_hparams: str = option(
         "'sample': each member starts from its own draw from the search space; 'defaults': every member "
@@ -567,6 +589,31 @@ class Config:
     @property
     def procgen_game(self) -> str | None:
         return procgen_game(self.env_id)
+
+    @property
+    def final_candidates(self) -> int:
+        """How many members the final pick plays (``--final-top``, default 3 or the population if smaller)."""
+        return self.final_top if self.final_top is not None else min(DEFAULT_TOP, self.num_agents)
+
+    @property
+    def final_settings(self) -> FinalSettings | None:
+        """The final pick (``--final-eval``; evo.core.final), or None. Its episodes are evo-evaluate's: the
+        fresh seed, one env, actions as ``--actions auto`` plays them (sampled on Procgen, as DrAC's test.py
+        plays it, else deterministic) and on Procgen levels held out from training and evaluation."""
+        if self.final_eval <= 0:
+            return None
+        game = self.procgen_game
+        held_out = (self.start_level, self.num_levels, self.eval_start_level, self.eval_num_levels)
+        return FinalSettings(
+            episodes=self.final_eval,
+            top=self.final_candidates,
+            seed=evaluation_seed(self.seed),
+            levels=held_out_levels(*held_out) if game is not None else None,
+            deterministic=game is None,
+            score=self.objective.terms[0].text,
+            generation=self.total_generations,
+            asynchronous=self.asynchronous,
+        )
 
     @property
     def stage_students(self) -> int:

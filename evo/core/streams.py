@@ -44,6 +44,7 @@ constant                  keyed by                                              
 ``DRAC_STREAM``           (the model's seed, its update count), a torch generator  DrAC's augmentations
 ``EVALUATION_STREAM``     (seed, EVALUATION_STREAM, 1): in a member id's place,    the tools' fresh
                           far above any, so no env of the run had these seeds      evaluation episodes
+                          (:func:`evaluation_seed`)                                and the final pick's
 ``FLOOR_STREAM``          (the evaluation seed, FLOOR_STREAM)                      a study's floors: the
                                                                                    uniform-random
                                                                                    policy's actions
@@ -123,6 +124,12 @@ def eval_env_seed(seed: int, env_steps: int) -> int:
     generation) plays from the same starts: their scores differ by their policies, not by the luck of their
     starts (common random numbers)."""
     return int(np.random.default_rng([seed, env_steps, EVAL_ENV_STREAM]).integers(2**31 - 1))
+
+
+def evaluation_seed(seed: int) -> int:
+    """The env seed of fresh evaluation episodes for a run of seed ``seed``: evo-evaluate's, a study's and the
+    final pick's (``--final-eval``), so that each plays the same episodes."""
+    return int(np.random.SeedSequence([seed, EVALUATION_STREAM, 1]).generate_state(1)[0] % (2**31 - 1))
 
 
 def member_seed(seed: int, member: int, stream: int = MODEL) -> int:

@@ -37,6 +37,7 @@ from evo.rundir.ready import (
 )
 from evo.rundir.records import ready_record, result_of_row
 from evo.runner.best import KeptBest
+from evo.runner.final import final_pick
 from evo.runner.generation import front_text, log_restarts
 from evo.runner.session import Session
 from evo.runner.stopping import EXIT_STOPPED
@@ -81,7 +82,11 @@ def run(session: Session, checkpoint: ReadyCheckpoints | None) -> int:
     stopped = session.stopper.agree()
     stopped_line = STOPPED.replace("{run_dir}", str(run_dir))
     done = None if stopped else done_line(session, report)
-    session.finish(members, stopped, stopped_line, {} if stopped else last, done)
+    finals = {} if stopped else last
+    final = final_pick(session) if not stopped and session.final is not None else None
+    if final is not None and final.stopped:  # the training is complete: a stop in the final pick alone
+        stopped, stopped_line, done = True, final.line, None
+    session.finish(members, stopped, stopped_line, finals, done)
     return EXIT_STOPPED if stopped else 0
 
 

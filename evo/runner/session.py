@@ -34,6 +34,7 @@ import torch
 
 from evo.config import Config
 from evo.core.devices import device_for, local_rank
+from evo.core.final import FinalSettings
 from evo.core.kinds import SearchSpace
 from evo.core.progress import Progress, ProgressReporter
 from evo.core.result import MemberResult, Scores
@@ -147,6 +148,8 @@ class Session:
     records: RunRecords | None = None
     stages: StageSettings | None = None
     progress_interval: float = 0.0
+    final: FinalSettings | None = None
+    """The final pick at the end of a complete run (``--final-eval``; evo.runner.final), or None."""
 
     @property
     def rank(self) -> int:
@@ -197,7 +200,8 @@ class Session:
     ) -> None:
         """The end of the run on every rank: the stop's or the end's log lines (``stopped_line``: rank 0's
         warning after a stop, with ``{signal}`` for what stopped it; ``done_line``: its last line after a
-        complete run), TensorBoard's HPARAMS tab of each member with a final result (``finals``), every
+        complete run), TensorBoard's HPARAMS tab of each member with a final result (``finals``: none after a
+        stop in training; every member's after one in the final pick, the training being complete), every
         member closed, the records closed, and the stop request's handlers restored."""
         if stopped:
             if self.rank == 0:
@@ -206,10 +210,9 @@ class Session:
                 )
             elif self.stop.requested:
                 logger.warning("stopped by %s", self.stop.signal_name)
-        else:
-            for member_id, member in members.items():
-                if member_id in finals:
-                    member.log_final(finals[member_id])
+        for member_id, member in members.items():
+            if member_id in finals:
+                member.log_final(finals[member_id])
         for member in members.values():
             member.close()
         if self.records is not None:
@@ -404,4 +407,5 @@ def open_session(
         records=run_records,
         stages=stage_settings(config),
         progress_interval=config.progress_interval,
+        final=config.final_settings,
     )

@@ -16,6 +16,7 @@ import numpy as np
 from evo.core.selection import NO_PBT
 from evo.rundir.checkpoint import Checkpoint, write_checkpoint
 from evo.runner.best import KeptBest
+from evo.runner.final import FinalOutcome, final_pick
 from evo.runner.generation import explorer_state, front_text, generation_hooks
 from evo.runner.loop import LoopOutcome, LoopSettings, run_generations
 from evo.runner.session import Session
@@ -63,13 +64,16 @@ def run(session: Session, checkpoint: Checkpoint | None) -> int:
         if not outcome.paused:
             break
         start, checkpoint = outcome.completed, None
-    finish(session, members, outcome)
-    return EXIT_STOPPED if outcome.stopped else 0
+    complete = not outcome.stopped and outcome.last is not None
+    final = final_pick(session) if complete and session.final is not None else None
+    finish(session, members, outcome, final)
+    return EXIT_STOPPED if outcome.stopped or (final is not None and final.stopped) else 0
 
 
-def finish(session: Session, members, outcome: LoopOutcome) -> None:
+def finish(session: Session, members, outcome: LoopOutcome, final: FinalOutcome | None = None) -> None:
     """The end of the run: the stop's or the last generation's lines, TensorBoard's HPARAMS tab after a
-    complete run, every member and the records closed."""
+    complete run, every member and the records closed; ``final``: how the final pick ended (a stop there
+    ends the run as stopped, its training complete)."""
     complete = not outcome.stopped and outcome.last is not None
     finals = {result.member: result for result in outcome.last.results} if complete else {}
     done = None
@@ -84,6 +88,9 @@ def finish(session: Session, members, outcome: LoopOutcome) -> None:
         f"stopped by {{signal}}: checkpoint of generation {outcome.completed} is in {session.about.run_dir}; the "
         f"partial generation {outcome.completed + 1} is redone on --resume. Exit status {EXIT_STOPPED}."
     )
+    if final is not None and final.stopped:
+        session.finish(members, True, final.line, finals, None)
+        return
     session.finish(members, outcome.stopped, stopped, finals, done)
 
 

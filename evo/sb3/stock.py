@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -206,10 +207,18 @@ def play(member, env, episodes: int, deterministic: bool = True, seed: int = 0) 
 
 
 def play_recorded(
-    member, env, episodes: int, info_keys: tuple[str, ...] = (), deterministic: bool = True, seed: int = 0
+    member,
+    env,
+    episodes: int,
+    info_keys: tuple[str, ...] = (),
+    deterministic: bool = True,
+    seed: int = 0,
+    on_step: Callable[[], Any] | None = None,
 ) -> tuple[list[float], dict[str, list[float]]]:
     """As :func:`play`, and each of ``info_keys`` at the end of each episode that reported it (``env``
-    made with those keys, evo.sb3.envs.make_env). The member's env parameters are set on ``env`` first."""
+    made with those keys, evo.sb3.envs.make_env). The member's env parameters are set on ``env`` first.
+    ``on_step``, if given, is called at every env step the episodes count (the final pick's watchdog and
+    env-step count: evo.runner.final)."""
     from evo.sb3.envs import set_env_param
 
     for name, value in member.hparams.items():
@@ -224,6 +233,8 @@ def play_recorded(
     infos: dict[str, list[float]] = {key: [] for key in info_keys}
 
     def collect(found: dict, _) -> None:
+        if on_step is not None:
+            on_step()
         episode = found["info"].get("episode") if found["done"] else None
         for key in infos if episode is not None else ():
             if key in episode:
@@ -236,7 +247,7 @@ def play_recorded(
         deterministic=deterministic,
         return_episode_rewards=True,
         warn=False,
-        callback=collect if infos else None,
+        callback=collect if infos or on_step is not None else None,
     )
     return [float(r) for r in returns], infos
 

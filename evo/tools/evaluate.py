@@ -232,8 +232,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--member",
         default=None,
-        help=f"one member only: an id, {BEST} (the last checkpoint's best selection score) or {BEST_EVER} "
-        "(the kept best); default every member and the kept best",
+        help=f"one member only: an id, {BEST} (the run's final pick where it made one, --final-eval; else the last "
+        f"checkpoint's best selection score) or {BEST_EVER} (the kept best); default every member and the kept best",
     )
     parser.add_argument(
         "--generation", type=int, default=None, help="a kept checkpoint's generation (default: the last)"

@@ -12,7 +12,8 @@ SB3 saves it. The normalisation statistics go into a stock ``VecNormalize`` save
 ``VecNormalize.save``. Written::
 
     FOLDER/<algo>/<env>_<N>/<env>.zip           the member (N: the next free id >= 1)
-    FOLDER/<algo>/<env>_<N>/best_model.zip      the kept best (the same member if the run kept none, or
+    FOLDER/<algo>/<env>_<N>/best_model.zip      the run's final pick where it made one (--final-eval), else
+                                                the kept best (the same member if the run kept none, or
                                                 its kept best is lost: a warning says which file and why)
     FOLDER/<algo>/<env>_<N>/<env>/config.yml    its settings as rl-baselines3-zoo writes them (an Atari
                                                 game's: zoo's AtariWrapper and frame stack)
@@ -169,8 +170,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--member",
         default=None,
-        help=f"{BEST} (default: the best selection score of the last checkpoint, or of --generation's), "
-        f"{BEST_EVER} (the kept best) or a member id",
+        help=f"{BEST} (default: the run's final pick where it made one, --final-eval; else the best selection "
+        f"score of the last checkpoint, or of --generation's), {BEST_EVER} (the kept best) or a member id",
     )
     parser.add_argument(
         "--front",
@@ -187,7 +188,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from evo.logs import install_logging
-    from evo.tools.saved import best_ever, choose, evaluation_seed, open_run, output_problems, untrained_warning
+    from evo.tools.saved import (
+        best_ever,
+        choose,
+        evaluation_seed,
+        final_pick,
+        open_run,
+        output_problems,
+        untrained_warning,
+    )
 
     args = parser().parse_args(argv)
     install_logging(0)
@@ -208,11 +217,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = choose(run, args.member, args.generation)
         if args.member not in (BEST, BEST_EVER) and (note := untrained_warning([chosen])):
             warnings.append(note)
-        try:
-            best = best_ever(run)
-        except LostBest as lost:
-            best = None
-            warnings.append(f"best_model.zip holds member {chosen.label}, not the kept best, which is lost: {lost.why}")
+        best = final_pick(run)
+        if best is None:
+            try:
+                best = best_ever(run)
+            except LostBest as lost:
+                warnings.append(
+                    f"best_model.zip holds member {chosen.label}, not the kept best, which is lost: {lost.why}"
+                )
     except SavedRunError as error:
         print(f"evo-export: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -237,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if best is not None and not same_weights(best, chosen) and run.config.agent.normalizes:
         print(
             f"note: {env_name}/vecnormalize.pkl holds {env_name}.zip's statistics (zoo reads it for best_model.zip "
-            f"too); best_model.zip's own are {env_name}/best_model_vecnormalize.pkl, or export --member best-ever"
+            f"too); best_model.zip's own are {env_name}/best_model_vecnormalize.pkl, or export --member "
+            f"{BEST_EVER if best.label.startswith(BEST_EVER) else BEST}"
         )
     print(play_line(run, chosen, experiment, args.out))
     if args.video is not None:  # on evo-evaluate's fresh seed: the episode it plays first

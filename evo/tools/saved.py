@@ -21,7 +21,9 @@ where "generation" means the member's interval. The kept best is the member file
 selection score the run has seen: ``best.pt`` beside a generation checkpoint's members
 (:attr:`Checkpoint.best`), or an asynchronous run's ``checkpoints/best/`` file that ``best.json``
 names. A kept best that is lost (its file missing or damaged) costs only itself: :func:`best_ever`
-refuses it, saying which file and why, and every member is still there.
+refuses it, saying which file and why, and every member is still there. A run with a final pick
+(``--final-eval``: ``final.json``) names its member ``best`` (:func:`final_pick`): of its top members by
+selection score, the one with the best mean on fresh episodes.
 """
 
 from __future__ import annotations
@@ -34,10 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
-from evo.core.streams import EVALUATION_STREAM
+from evo.core.streams import evaluation_seed  # noqa: F401  (the tools take it from here)
 from evo.rundir.checkpoint import Checkpoint, CheckpointError, checkpoints_dir, latest, load_payload, verify
 
 logger = logging.getLogger(__name__)
@@ -297,11 +298,31 @@ def untrained_warning(members: list[MemberFile]) -> str | None:
     )
 
 
+def final_pick(run: SavedRun) -> MemberFile | None:
+    """The run's final pick (``--final-eval``: ``final.json``, evo.runner.final) if it names a member file of
+    the last checkpoint as it is now (the same generation and env steps; an asynchronous run's: the member's
+    last ready point), else None: no final pick, or one made before the run was extended (``--resume
+    --total-generations``), which the extended run's own replaces at its end."""
+    from evo.rundir.final import read_final
+
+    found = read_final(run.run_dir)
+    if found is None:
+        return None
+    picked = found["pick"]
+    for member_file in population(run):
+        if member_file.member == picked["member"]:
+            if (member_file.generation, member_file.env_steps) != (picked["generation"], picked.get("env_steps")):
+                return None
+            return dataclasses.replace(member_file, label=f"{BEST} ({member_file.member}: the final pick)")
+    return None
+
+
 def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> MemberFile:
-    """The member ``member`` names: ``best`` (the highest selection score at the last kept
-    checkpoint, or at ``generation``'s; ties to the lower id), ``best-ever`` (the kept best: not
-    with ``generation``), or a member id. ``best`` and ``best-ever`` are refused for a run that has
-    trained no member yet (a member id gives an untrained member: :func:`untrained_warning`)."""
+    """The member ``member`` names: ``best`` (the run's final pick where it made one, :func:`final_pick`;
+    else, and with ``generation``, the highest selection score at the last kept checkpoint, or at
+    ``generation``'s; ties to the lower id), ``best-ever`` (the kept best: not with ``generation``), or a
+    member id. ``best`` and ``best-ever`` are refused for a run that has trained no member yet (a member id
+    gives an untrained member: :func:`untrained_warning`)."""
     if member == BEST_EVER:
         if generation is not None:
             raise SavedRunError(
@@ -317,6 +338,8 @@ def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> 
                 "written by an evo that did not keep them); use --member best or an id"
             )
         return found
+    if member == BEST and generation is None and (picked := final_pick(run)) is not None:
+        return picked
     members = population(run, generation)
     if member == BEST:
         if untrained(members):
@@ -410,8 +433,3 @@ def load(run: SavedRun, chosen: MemberFile, precision: str | None = None):
     if note:
         logger.info("member %d: %s", chosen.member, note)
     return member
-
-
-def evaluation_seed(seed: int) -> int:
-    """The seed of fresh evaluation episodes for a run of seed ``seed`` (see EVALUATION_STREAM)."""
-    return int(np.random.SeedSequence([seed, EVALUATION_STREAM, 1]).generate_state(1)[0] % (2**31 - 1))

@@ -247,6 +247,8 @@ def examples(tmp_path):
         "eval_episodes": ["--eval-episodes", "3"],
         "eval_actions": ["--eval-actions", "sampled", "--eval-episodes", "3"],
         "score_window": ["--score-window", "50"],
+        "final_eval": ["--final-eval", "10"],
+        "final_top": ["--final-top", "1", "--final-eval", "10"],
         "initial_hparams": ["--initial-hparams", "defaults"],
         "seed": ["--seed", "7"],
         "exp_name": ["--exp-name", "other"],
