@@ -6,6 +6,11 @@ coordinates it can improve. Two workers start at θ = [0.9, 0.9] with h = [1, 0]
 h = [0, 1]. Alone, each can only zero one coordinate and stalls at 1.2 − 0.81 = 0.39;
 copying the better worker's θ (exploit) and changing h (explore) reaches the optimum 1.2.
 
+With ``--run-dir`` the PBT variant leaves its records as a run does (config.yaml, population.csv,
+lineage.jsonl, written by :class:`~evo.rundir.records.RunRecords`), so ``python -m evo.tools.plot`` and
+``python -m evo.tools.importance`` read it; ``--dummy`` explores a third hyperparameter that Q̂ never
+reads, and ``--theta0`` moves the start (from θ = [0.9, 0] only h0 can improve Q).
+
 :class:`ToyWorker` has the part of the learner interface the exchange uses
 (:class:`~evo.learners.interface.Exchangeable`), so the toy runs through the same generation
 loop (``evo.runner.loop``: selection, explore and exchange) as the RL scripts; the communicator is
@@ -15,6 +20,7 @@ an argument (``main`` asks for ``COMM_WORLD``).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +42,8 @@ THETA0 = (0.9, 0.9)
 # h lives in [0, 1]; explore shifts it by ±10 % of that range (a multiplied 0 would stay 0),
 # like the paper's small random perturbation of h.
 TOY_SPACE: dict[str, Kind] = {"h0": Additive(0.0, 1.0), "h1": Additive(0.0, 1.0)}
+DUMMY = "dummy"
+"""A hyperparameter the surrogate never reads (``--dummy``): explored and copied as h is, it explains nothing."""
 PERTURB_FACTORS = (0.9, 1.1)
 RESAMPLE_PROBABILITY = 0.0
 
@@ -56,6 +64,16 @@ def true_objective(theta: np.ndarray) -> float:
 def initial_h(worker: int) -> dict[str, float]:
     """Worker 0 gets h = [1, 0], worker 1 gets [0, 1], and so on alternately."""
     return {"h0": 1.0, "h1": 0.0} if worker % 2 == 0 else {"h0": 0.0, "h1": 1.0}
+
+
+def toy_space(dummy: bool = False) -> dict[str, Kind]:
+    """h0 and h1, and with ``dummy`` the hyperparameter Q̂ never reads (shifted as h is)."""
+    return {**TOY_SPACE, DUMMY: Additive(0.0, 1.0)} if dummy else dict(TOY_SPACE)
+
+
+def initial_hparams(worker: int, workers: int, dummy: bool = False) -> dict[str, float]:
+    """:func:`initial_h`, and the dummy spread evenly over [0, 1] by worker id (no random stream needed)."""
+    return {**initial_h(worker), DUMMY: (worker + 0.5) / workers} if dummy else initial_h(worker)
 
 
 @dataclass
@@ -109,7 +127,7 @@ class ToyWorker:
         self._record()  # the jump an exploit makes shows in the trajectory
 
     def set_hparams(self, hparams: Mapping[str, float]) -> None:
-        self.hparams = {name: float(hparams[name]) for name in TOY_SPACE}
+        self.hparams = {name: float(hparams[name]) for name in self.hparams}  # h0, h1 (and the dummy)
 
 
 # --- the run over MPI (through evo.runner.loop; communication only through evo.mpi.exchange) ----------
@@ -126,20 +144,51 @@ class ToySettings:
     truncation_fraction: float = 0.25
     seed: int = 0
     explore: str = "perturb"
+    theta0: tuple[float, float] = THETA0
+    dummy: bool = False
+
+    @property
+    def space(self) -> dict[str, Kind]:
+        return toy_space(self.dummy)
 
     def owner(self, worker: int, world_size: int) -> int:
         return worker // (self.workers // world_size)
 
 
-def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed: int) -> dict | None:
+def run_variant(
+    comm,
+    settings: ToySettings,
+    exploit: bool,
+    explore: bool,
+    seed: int,
+    run_dir: str | Path | None = None,
+    command: str = "",
+) -> dict | None:
     """Train the workers for ``settings.steps`` steps with exploit/explore every ``ready``
-    steps, through the generation loop (no records, no checkpoints). Returns (on rank 0)
-    every worker's trajectory and the exploits; None elsewhere."""
-    explorer = make_explorer(settings.explore, TOY_SPACE, PERTURB_FACTORS, RESAMPLE_PROBABILITY)  # rank 0's
+    steps, through the generation loop (no checkpoints; with ``run_dir``, rank 0 writes the
+    records a run writes there, ``command`` as its command.txt). Returns (on rank 0) every
+    worker's trajectory and the exploits; None elsewhere."""
+    space = settings.space
+    explorer = make_explorer(settings.explore, space, PERTURB_FACTORS, RESAMPLE_PROBABILITY)  # rank 0's
     rank, size = comm.Get_rank(), comm.Get_size()
     per_rank = settings.workers // size
-    workers = {i: ToyWorker(i, lr=settings.lr) for i in range(rank * per_rank, (rank + 1) * per_rank)}
+    workers = {
+        i: ToyWorker(
+            i,
+            initial_hparams(i, settings.workers, settings.dummy),
+            settings.lr,
+            np.array(settings.theta0, dtype=np.float64),
+        )
+        for i in range(rank * per_rank, (rank + 1) * per_rank)
+    }
     lineage = []  # on rank 0, where the plan is decided
+    records = None
+    if run_dir is not None and rank == 0:
+        records = toy_records(run_dir, settings, exploit, explore, seed, command)
+
+    def record(report) -> None:
+        if records is not None:
+            records.write_generation(report.generation, report.population, report.exploits)
 
     def decide(generation: int, population: list[MemberResult]) -> list[Exploit]:
         exploits = plan_generation(
@@ -160,16 +209,45 @@ def run_variant(comm, settings: ToySettings, exploit: bool, explore: bool, seed:
         train=lambda worker, should_stop: worker.train(settings.ready),
         score=lambda worker: Scores(worker.score()),
         plan=decide,
+        records=record,
     )
     generations, leftover = divmod(settings.steps, settings.ready)
     loop = LoopSettings(start=0, total=generations, transport=settings.transport)
     run_generations(comm, workers, lambda m: settings.owner(m, size), hooks, loop)
+    if records is not None:
+        records.close()
     for worker in workers.values():
         worker.train(leftover)
     trajectories = exchange.gather_to_root(comm, [(i, w.trajectory) for i, w in workers.items()])
     if rank != 0:
         return None
     return {"trajectories": dict(trajectories), "lineage": lineage}
+
+
+def toy_records(run_dir: str | Path, settings: ToySettings, exploit: bool, explore: bool, seed: int, command: str):
+    """A run's records for the toy (no TensorBoard): config.yaml with its search space and settings,
+    population.csv (a worker's Q at the end of each generation and the h it trained with), lineage.jsonl."""
+    from evo.rundir.records import RunRecords
+
+    space = settings.space
+    config = {
+        "env_id": "pbt-toy",
+        "num_agents": settings.workers,
+        "seed": seed,
+        "strategy": settings.strategy,
+        "transport": settings.transport,
+        "toy": {
+            "steps": settings.steps,
+            "ready": settings.ready,
+            "lr": settings.lr,
+            "theta0": list(settings.theta0),
+            "exploit": exploit,
+            "explore": settings.explore if explore else "none",
+            "truncation_fraction": settings.truncation_fraction,
+        },
+        "agent": {"algo": "toy", "search_space": {name: kind.spec() for name, kind in space.items()}},
+    }
+    return RunRecords(Path(run_dir), list(space), space, tb_writer=False, new_run=(config, command + "\n"))
 
 
 def best_curve(trajectories: Mapping[int, list]) -> tuple[list[int], list[float]]:
@@ -272,6 +350,23 @@ def parse_toy_args(argv, world_size: int):
     )
     parser.add_argument("--out", default="toy.png", help="the figure (PNG)")
     parser.add_argument("--json", default=None, help="also write final Q per variant and seed here")
+    parser.add_argument(
+        "--run-dir",
+        default=None,
+        help="a new folder: the PBT variant's records (first seed) as a run's (config.yaml, population.csv, "
+        "lineage.jsonl), for python -m evo.tools.plot and evo.tools.importance",
+    )
+    parser.add_argument(
+        "--dummy", action="store_true", help="explore a third hyperparameter, 'dummy', that Q̂ never reads"
+    )
+    parser.add_argument(
+        "--theta0",
+        type=float,
+        nargs=2,
+        default=list(THETA0),
+        metavar=("THETA0", "THETA1"),
+        help="where every worker starts (default 0.9 0.9; from 0.9 0 only h0 can improve Q)",
+    )
     args = parser.parse_args(argv)
     workers = args.workers if args.workers is not None else world_size
     problems = []
@@ -285,6 +380,8 @@ def parse_toy_args(argv, world_size: int):
         problems.append(f"--lr {args.lr}: gradient ascent on Q̂ converges for 0 < lr < 1; try 0.05")
     if not 0 < args.truncation_fraction <= 0.5:
         problems.append(f"--truncation-fraction {args.truncation_fraction} must be in (0, 0.5]")
+    if args.run_dir is not None and Path(args.run_dir).exists():
+        problems.append(f"--run-dir {args.run_dir} exists: give a new folder for the toy's records")
     if problems:
         parser.error("; ".join(problems))
     settings = ToySettings(
@@ -296,6 +393,8 @@ def parse_toy_args(argv, world_size: int):
         args.transport,
         args.truncation_fraction,
         explore=args.explore,
+        theta0=tuple(args.theta0),
+        dummy=args.dummy,
     )
     return settings, args
 
@@ -314,11 +413,13 @@ def main(argv=None) -> int:
     if parsed[0] != "ok":
         return parsed[1]
     settings, args = parsed[1]
+    command = shlex.join(["python", "pbt_toy.py", *(sys.argv[1:] if argv is None else argv)])
     finals = {name: [] for name, _, _ in VARIANTS}
     shown = {}
     for seed in args.seeds:
         for name, exploit, explore in VARIANTS:
-            result = run_variant(comm, settings, exploit, explore, seed)
+            run_dir = args.run_dir if (name, seed) == ("PBT", args.seeds[0]) else None
+            result = run_variant(comm, settings, exploit, explore, seed, run_dir, command)
             if result is not None:
                 finals[name].append(max(points[-1][3] for points in result["trajectories"].values()))
                 if seed == args.seeds[0]:
@@ -336,6 +437,8 @@ def main(argv=None) -> int:
     for name, values in finals.items():
         print(f"| {name} | {np.mean(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
     print(f"optimum Q = {Q_MAX}; figure: {args.out}")
+    if args.run_dir is not None:
+        print(f"the PBT variant's records (seed {args.seeds[0]}): {args.run_dir}")
     if args.json:
         with open(args.json, "w") as handle:
             handle.write(dumps({"seeds": args.seeds, "final_q": finals, "workers": settings.workers}, indent=2))

@@ -1,6 +1,6 @@
 """Helpers the tiers share: launching real MPI jobs in a subprocess, the tiny hyperparameters and the
 flags of a run's size, reading a run's records, a started run's config and a member built in-process,
-capturing what SB3 logs, skipping where the MuJoCo or Atari extra is absent."""
+capturing what SB3 logs, skipping where the MuJoCo, Atari or importance extra is absent."""
 
 import contextlib
 import csv
@@ -37,6 +37,14 @@ def need_atari() -> None:
     """Skips the test, naming the install command, where the Atari extra is absent."""
     pytest.importorskip("ale_py", reason=ATARI_MISSING)
     pytest.importorskip("cv2", reason=ATARI_MISSING)
+
+
+OPTUNA_MISSING = "Optuna (python -m evo.tools.importance) is an optional extra: make install EXTRAS=importance"
+
+
+def need_optuna() -> None:
+    """Skips the test, naming the install command, where the importance extra is absent."""
+    pytest.importorskip("optuna", reason=OPTUNA_MISSING)
 
 
 def run_in_process(argv: list[str], strategy: str = "truncation", transport: str = "p2p") -> int:

@@ -296,6 +296,18 @@ def _origin(history, copies, restarts, generation: int, member: int) -> tuple[in
     return (member, generation - 1) if history.has(generation - 1, member) else None
 
 
+def weight_origins(history: RunHistory) -> dict[tuple[int, int], tuple[int, int] | None]:
+    """``{(generation, member): (member, generation) or None}`` for every row: whose end of which
+    generation the weights were that the member trained in that generation (its own previous one, a
+    donor's it copied, a restart's donor's or a surviving student's), None where they were new (its
+    first generation, fresh weights at a restart)."""
+    copies, restarts = copy_sources(history), restart_sources(history)
+    return {
+        (row.generation, row.member): _origin(history, copies, restarts, row.generation, row.member)
+        for row in history.rows
+    }
+
+
 def ancestry(history: RunHistory) -> dict[int, dict[int, int]]:
     """``{generation: {member: founder}}``: the initial member whose line each member's
     weights descend from, as they were while it trained in that generation (a restarted member:

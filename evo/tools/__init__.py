@@ -5,10 +5,13 @@
 - ``export``: ``evo-export RUN``, a member as a stock SB3 zip in rl-baselines3-zoo's layout;
 - ``video``: ``--video`` on both, one episode of a member as an MP4 or a GIF;
 - ``plot``: ``python -m evo.tools.plot RUN``, the scores, schedules and lineage as PNGs;
-- ``replay``: ``python -m evo.tools.replay RUN``, a member's hyperparameter schedule for ``--schedule``.
+- ``replay``: ``python -m evo.tools.replay RUN``, a member's hyperparameter schedule for ``--schedule``;
+- ``importance``: ``python -m evo.tools.importance RUN``, which hyperparameters explain the scores (fANOVA,
+  with the ``importance`` extra's Optuna).
 
-They read the run directory and never write into it, except where a tool says so: ``plot`` writes
-``RUN/plots/`` and ``replay`` ``RUN/schedule_member<N>.yml`` unless given ``--out``. The run engine
-imports none of them (the toy only borrows ``plot``'s figure style). Their former names
-(``import evo.plot``, ``python -m evo.replay``, ...) still work: see ``MOVED`` in ``evo/__init__.py``.
+They read the run directory and never write into it, except where a tool says so: ``plot`` and
+``importance`` write ``RUN/plots/`` and ``replay`` ``RUN/schedule_member<N>.yml`` unless given
+``--out``. The run engine imports none of them (the toy only borrows ``plot``'s figure style). Their
+former names (``import evo.plot``, ``python -m evo.replay``, ...) still work: see ``MOVED`` in
+``evo/__init__.py``.
 """
