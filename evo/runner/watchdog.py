@@ -173,6 +173,10 @@ class Watchdog:
     # --- the watching thread ------------------------------------------------------------------------
 
     def _watch(self, check_s: float) -> None:
+        # a stop request sent to the process (SIGTERM, SIGINT, SIGUSR1) is the main thread's to take: the kernel
+        # gives it to any thread that does not block it, and Python runs its handler only in the main thread, so
+        # one taken here would wait for a main thread asleep in a hung env
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGUSR1})
         while not self._done.wait(check_s):
             self.check()
 
@@ -221,4 +225,7 @@ class Watchdog:
     def _fire(self, error: BaseException) -> None:
         if self.pending is None:
             self.pending = error
-            signal.pthread_kill(self._main, INTERRUPT)
+        # sent again at every look while it is pending: a signal that reaches the main thread just before it
+        # enters a blocking call (an env's sleep) is taken by the C handler but not acted on until that call
+        # returns, which a hung env's never does; the next one interrupts the call
+        signal.pthread_kill(self._main, INTERRUPT)

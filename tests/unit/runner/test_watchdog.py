@@ -5,7 +5,6 @@ an env step (a real PPO's and SAC's update held past the step timeout); the eval
 member under the watchdog (the session's score): a hang there said and failed, a stop request ending them."""
 
 import logging
-import os
 import signal
 import threading
 import time
@@ -261,6 +260,15 @@ def evaluating(tmp_path, monkeypatch):
         signal.signal(signum, handler)
 
 
+def looking(watchdog, left: threading.Event) -> None:
+    """The watchdog's looks until the main thread has ``left`` its scoring: as its thread looks, once a second,
+    each look interrupting the main thread again while the interruption is pending (Watchdog._fire: one that
+    reached the main thread just before it went to sleep in the hung env is not acted on until the next)."""
+    while not left.is_set():
+        watchdog.check()
+        left.wait(0.01)
+
+
 def once_hung(fire) -> threading.Thread:
     """A thread that does ``fire()`` once the env hangs (tests/hanging_env.py:hung; two minutes at most)."""
     import tests.hanging_env as hanging_env
@@ -279,15 +287,20 @@ def test_a_hang_in_the_evaluation_episodes_is_said_and_past_the_step_timeout_fai
     session, member, clock = evaluating("hang")
     watchdog = session.watchdog
 
+    left = threading.Event()
+
     def hang():
         clock.now += 31
         watchdog.check()  # past --stall-timeout 30: said
         clock.now += 30
-        watchdog.check()  # past --step-timeout 60: the member fails
+        looking(watchdog, left)  # past --step-timeout 60: the member fails
 
     thread = once_hung(hang)
     with caplog.at_level(logging.WARNING, logger="evo"), pytest.raises(MemberHung) as failed:
-        session.score(member)
+        try:
+            session.score(member)
+        finally:
+            left.set()
     thread.join()
     what = "member 0 (tests.hanging_env:HangingCartPole-v0) in its evaluation episodes"
     assert f"rank 0: {what} has made no env step for 31 s; it may be hung" in caplog.text
@@ -301,18 +314,26 @@ def test_a_stop_request_ends_evaluation_episodes_in_a_hung_env_after_the_grace(e
     session, member, clock = evaluating("hang")
     watchdog = session.watchdog
 
+    left = threading.Event()
+
     def stop():
-        os.kill(os.getpid(), signal.SIGUSR1)  # the run's handler runs in the main thread, in the env's sleep
+        # to the main thread, asleep in the hung env: the run's handler runs there (sent to the process from this
+        # thread, the kernel may give it to this thread, and the main thread sleeps on); again until it is taken,
+        # as one that comes just before the main thread enters its sleep is acted on only when the sleep returns
         while not session.stop.requested:
-            time.sleep(0.01)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            left.wait(0.01)
         watchdog.check()  # the stop is seen: the grace begins
         assert watchdog.pending is None
         clock.now += STOP_GRACE_S
-        watchdog.check()  # past the grace: the main thread is interrupted
+        looking(watchdog, left)  # past the grace: the main thread is interrupted
 
     thread = once_hung(stop)
     with caplog.at_level(logging.WARNING, logger="evo"):
-        assert session.score(member) is None
+        try:
+            assert session.score(member) is None
+        finally:
+            left.set()
     thread.join()
     assert "member 0 (tests.hanging_env:HangingCartPole-v0) in its evaluation episodes interrupted by the stop" in (
         caplog.text
