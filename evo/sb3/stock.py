@@ -37,6 +37,11 @@ from evo.sb3.learner import constructor_parameters
 from evo.sb3.normalize import freeze_into, frozen
 from evo.sb3.optimizer import stock_optimizer
 from evo.sb3.policies import ImpalaCNN, NatureCNNChannelsLast
+from evo.sb3.set_env_params import EXPORTED_AS
+
+ENV_PARAMS_WRAPPER = f"{EXPORTED_AS}.SetEnvParams"
+"""The env_wrapper that sets a member's env parameters on the env zoo's enjoy builds (:func:`zoo_config` names
+it; evo-export writes evo/sb3/set_env_params.py into the export as its module)."""
 
 ACTIVATION_NAMES = {"tanh": "nn.Tanh", "relu": "nn.ReLU", "elu": "nn.ELU", "leaky_relu": "nn.LeakyReLU"}
 """evo's activation names as zoo's YAML writes the classes (``activation_fn=nn.ReLU``)."""
@@ -134,7 +139,9 @@ def save_normalization(member, path: Path) -> None:
 
 def zoo_config(member) -> OrderedDict:
     """The member's settings as rl-baselines3-zoo's ``config.yml`` holds them: its YAML entry, keys
-    sorted, values as zoo's YAML writes them (``policy_kwargs`` and ``normalize`` as Python text)."""
+    sorted, values as zoo's YAML writes them (``policy_kwargs`` and ``normalize`` as Python text). Its env
+    parameters (the values of its ``env.<attribute>`` hyperparameters) as the last ``env_wrapper``,
+    :data:`ENV_PARAMS_WRAPPER` with ``attrs``, which sets them on the env enjoy builds."""
 
     agent = member.agent
     algorithm = stock_algorithm(member)
@@ -173,9 +180,9 @@ def zoo_config(member) -> OrderedDict:
         values["frame_stack"] = agent.frame_stack
     if agent.env_wrapper:  # as zoo writes it: enjoy wraps the env the same way
         values["env_wrapper"] = [{path: dict(kwargs)} if kwargs else path for path, kwargs in agent.env_wrapper]
-    env_params = {attribute(name): value for name, value in member.hparams.items() if is_env_param(name)}
-    if env_params:  # the member's env parameters (attributes the env reads as it steps), to set on the env
-        values["env_params"] = env_params
+    env_params = {attribute(name): _plain(value) for name, value in member.hparams.items() if is_env_param(name)}
+    if env_params:  # after the run's own wrappers: the attributes are set where set_env_param sets them in evo
+        values["env_wrapper"] = [*values.get("env_wrapper", []), {ENV_PARAMS_WRAPPER: {"attrs": env_params}}]
     return OrderedDict((name, _plain(values[name])) for name in sorted(values))
 
 

@@ -19,6 +19,7 @@ SB3 saves it. The normalisation statistics go into a stock ``VecNormalize`` save
                                                 game's: zoo's AtariWrapper and frame stack)
     FOLDER/<algo>/<env>_<N>/<env>/args.yml      with env kwargs: them (where zoo's enjoy reads them)
     FOLDER/<algo>/<env>_<N>/<env>/vecnormalize.pkl   with normalisation: the member's statistics
+    FOLDER/<algo>/<env>_<N>/evo_env_params.py    with env parameters: the wrapper that sets them (below)
 
     evo-export runs/my-run --out logs
     python -m rl_zoo3.enjoy --algo ppo --env Pendulum-v1 -f logs --exp-id 1
@@ -35,8 +36,14 @@ trained no member yet (only generation 0's checkpoint); a member id of it export
 member of its final first Pareto front, each into its own experiment folder (best_model.zip the member
 itself), and says which folder holds which member and its objectives. A member of the front that
 copied a donor at the last generation is left out (its file holds the donor's weights, and the donor
-is in the front), with a note. The exported ``config.yml`` names the member's env parameters
-(``env_params``: the values of its ``env.<attribute>`` hyperparameters, to set on the env).
+is in the front), with a note.
+
+A member with env parameters (``env.<attribute>`` hyperparameters) is played in the env it was tuned in:
+the export writes evo/sb3/set_env_params.py beside the zip as ``evo_env_params.py`` (it imports gymnasium
+only), and ``config.yml``'s ``env_wrapper`` names its ``SetEnvParams`` with the member's values
+(``attrs``), after the run's own wrappers; the play line puts the experiment folder on ``PYTHONPATH``,
+so that enjoy imports it. best_model.zip, where it is another member, is played with the exported
+member's values too.
 """
 
 from __future__ import annotations
@@ -81,8 +88,11 @@ def zoo_env_name(env_id: str) -> str:
 def play_line(run: SavedRun, chosen: MemberFile, experiment: Path, out: Path) -> str:
     """What to run to play an exported member: rl_zoo3's enjoy on the env's own id (``ALE/Pong-v5``: enjoy
     names the folder with dashes itself and makes the env from the id), a user's ``module:Env`` as the env and
-    ``--gym-packages module`` (enjoy imports it, so run it where the module imports); Procgen, which zoo
-    cannot make, through SB3's load and evo-evaluate."""
+    ``--gym-packages module`` (enjoy imports it, so run it where the module imports), and with the member's env
+    parameters the experiment folder on ``PYTHONPATH`` (enjoy imports the wrapper that sets them from there);
+    Procgen, which zoo cannot make, through SB3's load and evo-evaluate."""
+    from evo.sb3.set_env_params import EXPORTED_AS
+
     env_id, algo = run.config.env_id, run.config.algo
     if procgen_game(env_id):  # zoo has no Procgen envs: SB3 loads the zip, evo-evaluate plays it
         return (
@@ -93,8 +103,9 @@ def play_line(run: SavedRun, chosen: MemberFile, experiment: Path, out: Path) ->
     module, colon, name = env_id.rpartition(":")
     packages = f" --gym-packages {module}" if colon else ""
     where = f" (from a folder where `import {module}` works)" if colon else ""
+    path = f"PYTHONPATH={experiment}:$PYTHONPATH " if (experiment / f"{EXPORTED_AS}.py").is_file() else ""
     return (
-        f"play it{where}: python -m rl_zoo3.enjoy --algo {algo} --env {name}{packages} -f {out} --exp-id "
+        f"play it{where}: {path}python -m rl_zoo3.enjoy --algo {algo} --env {name}{packages} -f {out} --exp-id "
         f"{experiment.name.rsplit('_', 1)[1]}"
     )
 
@@ -127,7 +138,8 @@ def export(run: SavedRun, chosen: MemberFile, out: Path, best: MemberFile | None
 def _write(run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: Path, env_name: str) -> None:
     import yaml
 
-    from evo.sb3.stock import save_normalization, stock_model, zoo_config
+    from evo.sb3 import set_env_params
+    from evo.sb3.stock import ENV_PARAMS_WRAPPER, save_normalization, stock_model, zoo_config
     from evo.tools.saved import load
 
     folder.mkdir(parents=True)  # its own name is new: mkdir fails on whatever is there, a link included
@@ -141,6 +153,8 @@ def _write(run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: P
         config = zoo_config(member)
         with open(stats_dir / "config.yml", "w") as handle:
             yaml.dump(config, handle)
+        if any(ENV_PARAMS_WRAPPER in entry for entry in config.get("env_wrapper", ()) if isinstance(entry, dict)):
+            shutil.copyfile(set_env_params.__file__, folder / f"{set_env_params.EXPORTED_AS}.py")
         if config.get("env_kwargs"):  # zoo's enjoy reads the env's kwargs from the training command's args.yml
             with open(stats_dir / "args.yml", "w") as handle:
                 yaml.dump({"env_kwargs": dict(config["env_kwargs"])}, handle)

@@ -4,8 +4,10 @@ python -m entry points, the line of a member's weights back through its exploits
 digest (to show nothing was written), the kept best checked against the records, and the
 evo-less virtualenv (.venv-zoo)."""
 
+import collections
 import os
 import shlex
+import string
 import subprocess
 import sys
 import time
@@ -177,13 +179,18 @@ def zoo_venv_python() -> Path:
 
 def play(zoo_python: Path, printed: str, steps: int, cwd: Path, env: dict | None = None, timeout: float = 300) -> str:
     """Run the "play it" line evo-export ``printed`` as a user would (``python`` the evo-less virtualenv's, from
-    ``cwd``), for ``steps`` steps without rendering; asserts it succeeds; returns what it printed."""
+    ``cwd``; a ``PYTHONPATH=...:$PYTHONPATH`` before it set as a shell sets it), for ``steps`` steps without
+    rendering; asserts it succeeds; returns what it printed."""
     (line,) = [line for line in printed.splitlines() if "play it" in line]
     command = shlex.split(line.split(": ", 1)[1])
+    environment = {**os.environ, **(env or {})}
+    while "=" in command[0]:  # NAME=VALUE before the command, $NAME in it as the shell expands it
+        name, value = command.pop(0).split("=", 1)
+        environment[name] = string.Template(value).substitute(collections.defaultdict(str, environment))
     assert command[:3] == ["python", "-m", "rl_zoo3.enjoy"], line
     result = subprocess.run(
         [str(zoo_python), *command[1:], "--no-render", "-n", str(steps)],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment,
     )  # fmt: skip
     assert result.returncode == 0, line + "\n" + result.stdout[-2000:] + result.stderr[-3000:]
     return result.stdout

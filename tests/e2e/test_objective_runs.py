@@ -2,7 +2,8 @@
 gathered from both ranks, not the return, decides who copies whom, and an env parameter is what the live
 envs run with after explore and exploit, and after a SIGUSR1 stop and a resume in a new job; a key the env
 never reports stops every rank at the first generation (exit 2), records kept; the example env's shaped
-bonus is driven up by selecting on the return, and kept down by selecting on the true objective. Driven by
+bonus is driven up by selecting on the return, and kept down by selecting on the true objective, and rl_zoo3's
+enjoy in the evo-less virtualenv plays an exported member in the env it was tuned in. Driven by
 events (a gate's file), never by sleeps. The rules themselves (who copies whom, env parameters after
 explore, exploit and resume, two objectives copying only from the first front, the unreported key) are
 proven in one process, both modes, in tests/unit/runner/test_objective_runs.py; here the ranks, the
@@ -16,9 +17,9 @@ import statistics
 import pytest
 
 from evo.rundir import checkpoint as ckpt
-from tests.e2e.runs import running, wait_for
+from tests.e2e.runs import play, running, wait_for, zoo_venv_python
 from tests.gated_env import gate_flags, held
-from tests.support import TINY_DEFAULT, budget, mpiexec, read_lineage, read_population
+from tests.support import ROOT, TINY_DEFAULT, budget, mpiexec, read_lineage, read_population
 
 OBJECTIVES = "tests.objective_env:Objectives-v0"
 SPACE = "  search_space:\n    env.weight: {low: 0.05, high: 0.95}\n    env.cost: {low: 0.05, high: 0.95}\n"
@@ -88,14 +89,21 @@ def test_a_key_the_env_never_reports_stops_every_rank_at_the_first_generation(tm
 EXAMPLE = ["--env-id", "evo.examples.shaped:ShapedCorridor-v0", *budget(4, 2, 512), "--seed", "1"]
 
 
-def test_the_example_selecting_on_the_shaped_return_drives_the_bonus_up_and_the_task_down(tmp_path):
+def test_the_example_selecting_on_the_shaped_return_drives_the_bonus_up_and_the_task_down(tmp_path, capsys):
     """The worked example at the smallest seeded budget that still shows it (docs/results.md has a longer
     run): selecting on the shaped return, the bonus weight rises and members stop reaching the goal;
     selecting on info:success from the same start, the weight stays lower and they reach it. Two
     generations of two rollouts: one exploit and explore moves the weights, and fails (success 0.8 under both
     objectives) when the bonus weight does not reach the live envs; three generations of two rollouts
-    passed with that break, and one rollout a generation failed unbroken."""
+    passed with that break, and one rollout a generation failed unbroken.
+
+    Then the best member of the run on the shaped return is exported, and the play line evo-export prints
+    runs as printed in the evo-less virtualenv (from the repository, where ``import evo.examples.shaped``
+    works): the env enjoy builds has the member's bonus weight, not the env's default 0.05 (issue 57: the
+    export named it under a key enjoy never read)."""
     from evo.tools import evaluate
+    from evo.tools import export as export_tool
+    from evo.tools.saved import choose, open_run
 
     finals = {}
     for objective in ("return", "info:success"):
@@ -115,3 +123,15 @@ def test_the_example_selecting_on_the_shaped_return_drives_the_bonus_up_and_the_
     (start, shaped, shaped_success), (_, true, true_success) = finals["return"], finals["info:success"]
     assert shaped > start and shaped > true, finals  # the same initial weights: up on the shaped return
     assert shaped_success < true_success, finals  # and the task forgotten, kept by selecting on it
+
+    run_dir = tmp_path / "return"
+    best = choose(open_run(run_dir))
+    tuned = ckpt.load_payload(best.path)["hparams"]["env.bonus_weight"]
+    assert tuned != 0.05
+    capsys.readouterr()
+    assert export_tool.main([str(run_dir), "--out", str(tmp_path / "logs")]) == 0
+    played = play(zoo_venv_python(), capsys.readouterr().out, 80, ROOT)
+    said = "evo_env_params: ShapedCorridor-v0 runs with the member's env parameters: bonus_weight="
+    (line,) = [line for line in played.splitlines() if line.startswith(said)]
+    assert float(line[len(said) :]) == tuned, played[-2000:]
+    assert played.count("Episode Reward:") >= 2  # 80 steps: episodes of 40 at most

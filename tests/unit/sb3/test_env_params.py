@@ -110,3 +110,21 @@ def test_objectives_are_carried_with_the_weights_and_kept_in_the_checkpoint(tmp_
     donor_copy.restore(donor.member_state())  # the window's episodes come back with their info values
     assert donor_copy.evaluate().objectives == pytest.approx(donor.evaluate().objectives)
     assert donor_copy.evaluate().objectives == pytest.approx((0.9,))
+
+
+def test_the_export_s_wrapper_sets_a_value_where_evo_does_and_refuses_an_attribute_the_env_lacks(capsys, monkeypatch):
+    """evo/sb3/set_env_params.py (written into an export as evo_env_params.py, issue 57): the value set on the
+    outermost layer that has the attribute (CartPole's own env, under gymnasium's wrappers) and said once; an
+    attribute no layer has refused by name, not created on the wrapper where the env would never read it."""
+    import gymnasium as gym
+
+    from evo.sb3 import set_env_params
+    from evo.sb3.set_env_params import SetEnvParams
+
+    monkeypatch.setattr(set_env_params, "_SAID", set())  # nothing said before
+    env = SetEnvParams(gym.make("CartPole-v1"), attrs={"gravity": 5.0})
+    assert env.unwrapped.gravity == 5.0 and "gravity" not in vars(env)
+    SetEnvParams(gym.make("CartPole-v1"), attrs={"gravity": 5.0})
+    assert capsys.readouterr().out.count("CartPole-v1 runs with the member's env parameters: gravity=5.0") == 1
+    with pytest.raises(AttributeError, match="gravityy=1.0: the env CartPole-v1 has no attribute 'gravityy'"):
+        SetEnvParams(gym.make("CartPole-v1"), attrs={"gravityy": 1.0})

@@ -1,9 +1,12 @@
 """The tools on a run with two objectives and env parameters, made in this process (issue 38): evo-export
---front writes every member of the final first front (its config.yml naming its env parameters), evo-plot
-draws the front, evo-evaluate reports the objective on fresh episodes of envs that run with each member's
-env parameters, and a member's replayed schedule sets them on a single agent's envs."""
+--front writes every member of the final first front (its config.yml naming the wrapper that sets its env
+parameters on the env zoo's enjoy builds, written beside it: issue 57), evo-plot draws the front, evo-evaluate
+reports the objective on fresh episodes of envs that run with each member's env parameters, and a member's
+replayed schedule sets them on a single agent's envs."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -15,7 +18,7 @@ from evo.tools import evaluate as evaluate_tool
 from evo.tools import export as export_tool
 from evo.tools.plot import plot_run
 from evo.tools.replay import write_schedule
-from tests.support import TINY_DEFAULT, budget, read_population, run_in_process
+from tests.support import ROOT, TINY_DEFAULT, budget, read_population, run_in_process
 
 ENV = ["--env-id", "tests.objective_env:Objectives-v0"]
 SPACE = "  search_space:\n    env.weight: {low: 0.05, high: 0.95}\n    env.cost: {low: 0.05, high: 0.95}\n"
@@ -51,11 +54,50 @@ def test_export_front_writes_every_member_of_the_final_first_front(fronts, tmp_p
         assert f"member {entry['member']} of generation 3 (info:merit" in out and str(folder) in out
         config = dict(yaml.unsafe_load((folder / "Objectives-v0" / "config.yml").read_text()))
         row = history.row(3, entry["member"])
-        assert config["env_params"] == {"cost": row.hparams["env.cost"], "weight": row.hparams["env.weight"]}
+        attrs = {"cost": row.hparams["env.cost"], "weight": row.hparams["env.weight"]}
+        assert config["env_wrapper"] == [{"evo_env_params.SetEnvParams": {"attrs": attrs}}]
+        assert "env_params" not in config  # a key zoo's enjoy never read
+        assert set_by_the_export(folder, tmp_path) == attrs
         assert (folder / "Objectives-v0.zip").is_file() and (folder / "best_model.zip").is_file()
         # each one's play line (issue 54: --front printed none), its module as --gym-packages
         exp_id = folder.name.rsplit("_", 1)[1]
         assert f"--env Objectives-v0 --gym-packages tests.objective_env -f {tmp_path / 'logs'} --exp-id {exp_id}" in out
+        assert f"PYTHONPATH={folder}:$PYTHONPATH python -m rl_zoo3.enjoy" in out  # where enjoy imports the wrapper
+
+
+SET_BY_THE_EXPORT = """
+import importlib, json, sys
+import gymnasium as gym
+import yaml
+folder, config = sys.argv[1], sys.argv[2]
+sys.path.insert(0, folder)  # the experiment folder on PYTHONPATH, as the play line puts it
+import tests.objective_env  # registers the env (imports gymnasium and numpy only)
+wrappers = yaml.unsafe_load(open(config))["env_wrapper"]
+fresh = gym.make("Objectives-v0")
+env = gym.make("Objectives-v0")
+for entry in wrappers:  # as rl_zoo3.utils.get_wrapper_class builds them
+    (path, kwargs), = entry.items()
+    module, name = path.rsplit(".", 1)
+    env = getattr(importlib.import_module(module), name)(env, **kwargs)
+before, after = vars(fresh.unwrapped), vars(env.unwrapped)
+print(json.dumps({key: value for key, value in after.items() if key not in before or before[key] != value}))
+"""
+"""Run with evo unimportable (tests/without.py): applies an export's env_wrapper list to a fresh env as zoo's enjoy
+does and prints the env attributes that differ from an unwrapped fresh env's, with their values."""
+
+
+def set_by_the_export(folder, tmp_path) -> dict:
+    """The env attributes the export's wrappers set on a fresh env, read back, where evo cannot be imported."""
+    script = tmp_path / "set_by_the_export.py"
+    script.write_text(SET_BY_THE_EXPORT)
+    config = folder / "Objectives-v0" / "config.yml"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "without.py"), "evo", str(script), str(folder), str(config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "evo_env_params: Objectives-v0 runs with the member's env parameters: cost=" in result.stdout
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_export_front_is_refused_for_one_objective_and_beside_member(fronts, tmp_path, capsys):
