@@ -47,6 +47,15 @@ def need_optuna() -> None:
     pytest.importorskip("optuna", reason=OPTUNA_MISSING)
 
 
+ONNX_MISSING = "onnx and onnxruntime (evo-export --format onnx) are an optional extra: make install EXTRAS=onnx"
+
+
+def need_onnx() -> None:
+    """Skips the test, naming the install command, where the onnx extra is absent."""
+    pytest.importorskip("onnx", reason=ONNX_MISSING)
+    pytest.importorskip("onnxruntime", reason=ONNX_MISSING)
+
+
 def run_in_process(argv: list[str], strategy: str = "truncation", transport: str = "p2p") -> int:
     """A run started as evo.main starts it after start-up (the config parsed, its driver, the checkpoint
     of a --resume, the session opened, the driver run), in this process on MPI.COMM_SELF: the unit tier's

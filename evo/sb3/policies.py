@@ -1,5 +1,6 @@
-"""Feature extractors: the IMPALA CNN of the Procgen paper (Espeholt et al. 2018; Cobbe et al. 2020);
-and SB3's actor-critic policies with a ``precision`` (bfloat16 autocast for the network's body)."""
+"""Feature extractors: the IMPALA CNN of the Procgen paper (Espeholt et al. 2018; Cobbe et al. 2020), defined in
+evo/sb3/impala.py, which imports nothing of evo (evo-export writes it beside an exported zip); and SB3's
+actor-critic policies with a ``precision`` (bfloat16 autocast for the network's body)."""
 
 from __future__ import annotations
 
@@ -10,64 +11,11 @@ from evo.sb3 import _quiet  # noqa: F401  (before SB3)
 import gymnasium as gym
 import torch
 from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, MlpExtractor, NatureCNN
-from torch import nn
+from stable_baselines3.common.torch_layers import MlpExtractor, NatureCNN
 
+from evo.sb3.impala import ImpalaCNN
 from evo.sb3.optimizer import EagerAdam
 from evo.sb3.precision import as_float32, autocast, body_dtype
-
-
-class ResidualBlock(nn.Module):
-    def __init__(self, channels: int):
-        super().__init__()
-        self.conv0 = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
-        self.conv1 = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.conv0(torch.relu(x))
-        out = self.conv1(torch.relu(out))
-        return x + out
-
-
-class ConvSequence(nn.Module):
-    """conv 3x3 -> max-pool 3x3 stride 2 -> two residual blocks."""
-
-    def __init__(self, in_channels: int, out_channels: int):
-        super().__init__()
-        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1)
-        self.pool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-        self.res0 = ResidualBlock(out_channels)
-        self.res1 = ResidualBlock(out_channels)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.res1(self.res0(self.pool(self.conv(x))))
-
-
-class ImpalaCNN(BaseFeaturesExtractor):
-    """IMPALA CNN: conv sequences of 16, 32, 32 channels, then ReLU and a dense layer.
-
-    Expects channel-first images (SB3 transposes HWC observations and scales them to [0, 1]).
-    With ``channels_last`` the convolutions get NHWC-ordered tensors, which oneDNN runs much
-    faster on CPU; the values computed are the same up to float rounding.
-    """
-
-    def __init__(
-        self, observation_space: gym.spaces.Box, features_dim: int = 256, depths=(16, 32, 32), channels_last=False
-    ):
-        super().__init__(observation_space, features_dim)
-        self.channels_last = channels_last
-        channels, height, width = observation_space.shape
-        sequences = []
-        for depth in depths:
-            sequences.append(ConvSequence(channels, depth))
-            channels, height, width = depth, (height + 1) // 2, (width + 1) // 2
-        self.cnn = nn.Sequential(*sequences, nn.Flatten(), nn.ReLU())
-        self.linear = nn.Sequential(nn.Linear(channels * height * width, features_dim), nn.ReLU())
-
-    def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        if self.channels_last:
-            observations = observations.contiguous(memory_format=torch.channels_last)
-        return self.linear(self.cnn(observations))
 
 
 class NatureCNNChannelsLast(NatureCNN):

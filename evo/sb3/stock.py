@@ -48,11 +48,13 @@ ACTIVATION_NAMES = {"tanh": "nn.Tanh", "relu": "nn.ReLU", "elu": "nn.ELU", "leak
 
 
 class NotExportable(ValueError):
-    """A member whose network SB3 has no class for (the IMPALA CNN)."""
+    """A member whose network SB3 has no class for (the IMPALA CNN) and no stand-in was given for."""
 
 
-def stock_policy(member) -> tuple[str, dict[str, Any]]:
-    """SB3's policy name and policy_kwargs for ``member``'s architecture, in SB3's own classes."""
+def stock_policy(member, impala: type | None = None) -> tuple[str, dict[str, Any]]:
+    """SB3's policy name and policy_kwargs for ``member``'s architecture, in SB3's own classes; an IMPALA
+    member's extractor as ``impala``, a copy of evo/sb3/impala.py's class imported under the name the export
+    gives it (evo.tools.export.standalone_impala)."""
 
     kwargs = dict(member.policy_kwargs())
     kwargs.pop("precision", None)
@@ -61,10 +63,10 @@ def stock_policy(member) -> tuple[str, dict[str, Any]]:
     if kwargs.get("optimizer_class") is torch.optim.Adam and "optimizer_kwargs" not in kwargs:
         del kwargs["optimizer_class"]  # SB3's default: torch's Adam (PPO: with eps=1e-5, as evo's)
     extractor = kwargs.get("features_extractor_class")
-    if extractor is ImpalaCNN:
-        raise NotExportable("the IMPALA CNN is evo's own network class: SB3 cannot load it without evo")
-    if extractor is NatureCNNChannelsLast:
-        kwargs["features_extractor_class"] = NatureCNN
+    if extractor is ImpalaCNN and impala is None:
+        raise NotExportable("the IMPALA CNN is evo's own network class: give the export's copy of it")
+    if extractor in (ImpalaCNN, NatureCNNChannelsLast):
+        kwargs["features_extractor_class"] = NatureCNN if extractor is NatureCNNChannelsLast else impala
         kwargs["features_extractor_kwargs"] = {
             k: v for k, v in kwargs.get("features_extractor_kwargs", {}).items() if k != "channels_last"
         }
@@ -94,11 +96,12 @@ def stock_algorithm(member) -> type:
     )
 
 
-def stock_model(member):
-    """A stock SB3 (or sb3-contrib) model of ``member``'s algorithm and architecture, holding its state."""
+def stock_model(member, impala: type | None = None):
+    """A stock SB3 (or sb3-contrib) model of ``member``'s algorithm and architecture, holding its state
+    (an IMPALA member's extractor: ``impala``, as :func:`stock_policy`)."""
 
     algorithm = stock_algorithm(member)
-    policy, policy_kwargs = stock_policy(member)
+    policy, policy_kwargs = stock_policy(member, impala)
     model = algorithm(
         policy,
         member.model.env,
@@ -153,7 +156,7 @@ def zoo_config(member) -> OrderedDict:
     for name in member.zoo_names:
         if name in member.hparams or name in agent.settings:
             values[name] = {**agent.settings, **member.hparams}[name]
-    _, policy_kwargs = stock_policy(member)
+    _, policy_kwargs = stock_policy(member, ImpalaCNN)  # the names written are not the extractor's
     policy_text = ", ".join(
         f"{name}={ACTIVATION_NAMES.get(agent.policy_kwargs.get('activation_fn'), value)}"
         if name == "activation_fn"

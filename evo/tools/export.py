@@ -20,17 +20,21 @@ SB3 saves it. The normalisation statistics go into a stock ``VecNormalize`` save
     FOLDER/<algo>/<env>_<N>/<env>/args.yml      with env kwargs: them (where zoo's enjoy reads them)
     FOLDER/<algo>/<env>_<N>/<env>/vecnormalize.pkl   with normalisation: the member's statistics
     FOLDER/<algo>/<env>_<N>/evo_env_params.py    with env parameters: the wrapper that sets them (below)
+    FOLDER/<algo>/<env>_<N>/<env>_impala.py     with the IMPALA CNN: the network's module (below)
 
     evo-export runs/my-run --out logs
     python -m rl_zoo3.enjoy --algo ppo --env Pendulum-v1 -f logs --exp-id 1
 
 Procgen members with the NatureCNN policy export as SB3's ``CnnPolicy`` (zoo cannot make Procgen
-envs, but ``PPO.load`` opens them); IMPALA members use evo's own network class and are refused:
-``evo-evaluate`` plays them. A bf16 member's weights are float32 and are exported as they are; the
-exported agent runs in float32, so its returns may differ from evo's bf16 evaluation. Nothing is
-written into RUN. Exit status 2 on bad input, and on an ``--out`` that cannot be written (a part of
-it a file, a folder you may not write). ``best`` and ``best-ever`` are refused for a run that has
-trained no member yet (only generation 0's checkpoint); a member id of it exports with a warning.
+envs, but ``PPO.load`` opens them). IMPALA members' network is evo's own class: the export writes it
+beside the zip, ``FOLDER/<algo>/<env>_<N>/<env>_impala.py`` (a copy of evo/sb3/impala.py, which imports
+torch, gymnasium and SB3 only), and the zips' ``policy_kwargs`` name that module's ``ImpalaCNN``, so
+``PPO.load`` opens them where evo is not installed with the experiment folder on ``sys.path``. A bf16
+member's weights are float32 and are exported as they are; the exported agent runs in float32, so its
+returns may differ from evo's bf16 evaluation. Nothing is written into RUN. Exit status 2 on bad input,
+and on an ``--out`` that cannot be written (a part of it a file, a folder you may not write). ``best`` and
+``best-ever`` are refused for a run that has trained no member yet (only generation 0's checkpoint); a
+member id of it exports with a warning.
 
 ``--front``: a run with several objectives (``--objective return,info:energy:min``) exports every
 member of its final first Pareto front, each into its own experiment folder (best_model.zip the member
@@ -49,13 +53,15 @@ member's values too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
 import secrets
 import shutil
 import sys
-from collections.abc import Sequence
+import types
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from evo.config.envnames import procgen_game
@@ -68,15 +74,40 @@ EXIT_BAD_INPUT = 2
 
 
 def export_problems(run: SavedRun) -> list[str]:
-    """Why the run's members cannot be exported (an IMPALA policy, which is evo's own class)."""
-    agent = run.config.agent
-    if agent.policy == "impala":
-        return [
-            f"{run.run_dir}: its members use the IMPALA CNN (policy: impala), evo's own network class, which SB3 "
-            f"cannot load without evo; evaluate them with `evo-evaluate {run.run_dir}` (or train with policy: nature, "
-            "SB3's NatureCNN, which exports)"
-        ]
+    """Why the run's members cannot be exported (none yet: every learner and policy exports)."""
     return []
+
+
+def impala_module(env_name: str) -> str:
+    """The name of the module an IMPALA export writes beside ``<env_name>.zip``: ``<env_name>_impala`` as a
+    Python name (``bigfish_impala``; each character that cannot be in one as ``_``)."""
+    name = re.sub(r"\W", "_", env_name) + "_impala"
+    return name if name.isidentifier() else f"_{name}"
+
+
+@contextlib.contextmanager
+def standalone_impala(folder: Path, env_name: str) -> Iterator[type]:
+    """Write evo/sb3/impala.py into ``folder`` as :func:`impala_module`'s file and yield its ``ImpalaCNN``,
+    imported under that name for as long as the zips are saved: SB3 pickles the class by its module's name
+    (cloudpickle pickles a class by reference only while its module is in ``sys.modules``), so a zip saved
+    here names ``bigfish_impala.ImpalaCNN``, which imports wherever the folder is on ``sys.path``."""
+    from evo.sb3 import impala
+
+    name = impala_module(env_name)
+    path = folder / f"{name}.py"
+    shutil.copyfile(impala.__file__, path)
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    previous = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # no __pycache__ in the export
+        yield module.ImpalaCNN
+    finally:
+        if previous is None:
+            del sys.modules[name]
+        else:
+            sys.modules[name] = previous
 
 
 def zoo_env_name(env_id: str) -> str:
@@ -85,18 +116,25 @@ def zoo_env_name(env_id: str) -> str:
     return env_id.replace("/", "-").split(":")[-1]
 
 
-def play_line(run: SavedRun, chosen: MemberFile, experiment: Path, out: Path) -> str:
+def play_line(run: SavedRun, chosen: MemberFile, experiment: Path, out: Path, format: str = "zoo") -> str:
     """What to run to play an exported member: rl_zoo3's enjoy on the env's own id (``ALE/Pong-v5``: enjoy
     names the folder with dashes itself and makes the env from the id), a user's ``module:Env`` as the env and
     ``--gym-packages module`` (enjoy imports it, so run it where the module imports), and with the member's env
     parameters the experiment folder on ``PYTHONPATH`` (enjoy imports the wrapper that sets them from there);
-    Procgen, which zoo cannot make, through SB3's load and evo-evaluate."""
+    Procgen, which zoo cannot make, through SB3's load and evo-evaluate; an ONNX export through onnxruntime."""
     from evo.sb3.set_env_params import EXPORTED_AS
 
     env_id, algo = run.config.env_id, run.config.algo
-    if procgen_game(env_id):  # zoo has no Procgen envs: SB3 loads the zip, evo-evaluate plays it
+    if format == "onnx":
+        model = experiment / f"{zoo_env_name(env_id)}.onnx"
         return (
-            f"load it: stable_baselines3.{algo.upper()}.load('{experiment / (zoo_env_name(env_id) + '.zip')}') "
+            f"run it: onnxruntime.InferenceSession('{model}'), its observations prepared as {model}.json's "
+            "preprocessing says"
+        )
+    if procgen_game(env_id):  # zoo has no Procgen envs: SB3 loads the zip, evo-evaluate plays it
+        path = "" if run.config.agent.policy != "impala" else f"with {experiment} on sys.path (its IMPALA CNN), "
+        return (
+            f"load it {path}by stable_baselines3.{algo.upper()}.load('{experiment / (zoo_env_name(env_id) + '.zip')}') "
             f"(rl_zoo3 cannot make Procgen envs); play it: evo-evaluate {run.run_dir} --member {chosen.member} "
             f"--generation {chosen.generation}, --video FILE for a video"
         )
@@ -118,9 +156,10 @@ def next_experiment(folder: Path, algo: str, env_name: str) -> Path:
     return root / f"{env_name}_{max(taken, default=0) + 1}"
 
 
-def export(run: SavedRun, chosen: MemberFile, out: Path, best: MemberFile | None = None) -> Path:
+def export(run: SavedRun, chosen: MemberFile, out: Path, best: MemberFile | None = None, format: str = "zoo") -> Path:
     """Write ``chosen`` (and ``best`` as best_model.zip, else ``chosen``) into zoo's layout under
-    ``out``; returns the experiment folder ``out/<algo>/<env>_<N>``."""
+    ``out`` (``format`` onnx: ``chosen``'s policy as ONNX and its description, :func:`_write_onnx`);
+    returns the experiment folder ``out/<algo>/<env>_<N>``."""
     algo = run.config.algo
     env_name = zoo_env_name(run.config.env_id)
     experiment = next_experiment(Path(out), algo, env_name)
@@ -128,26 +167,75 @@ def export(run: SavedRun, chosen: MemberFile, out: Path, best: MemberFile | None
     # known name once made the export write its files into the folder it pointed to
     building = experiment.with_name(f".{experiment.name}.partial-{os.getpid()}-{secrets.token_hex(8)}")
     try:
-        _write(run, chosen, best, building, env_name)
+        if format == "onnx":
+            _write_onnx(run, chosen, building, env_name)
+        else:
+            _write(run, chosen, best, building, env_name)
         building.rename(experiment)  # all or nothing: enjoy never sees half an export
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return experiment
 
 
+def onnx_missing() -> list[str]:
+    """What ``--format onnx`` needs and is not installed (onnx, onnxruntime), as one problem."""
+    import importlib.util
+
+    missing = [name for name in ("onnx", "onnxruntime") if importlib.util.find_spec(name) is None]
+    if not missing:
+        return []
+    return [
+        f"--format onnx: {' and '.join(missing)} not installed; install the onnx extra (make install "
+        "EXTRAS=onnx, or pip install onnx onnxruntime), or drop --format onnx"
+    ]
+
+
+def _write_onnx(run: SavedRun, chosen: MemberFile, folder: Path, env_name: str) -> None:
+    """``chosen``'s policy as ``<env>.onnx`` and its description, ``<env>.onnx.json`` (the observation
+    preprocessing it expects, its outputs, the action space, onnxruntime's check against torch on observations
+    recorded from its envs: evo.sb3.onnx_export)."""
+    from evo.sb3.onnx_export import export_onnx, onnx_problems
+    from evo.sb3.stock import zoo_config
+    from evo.tools.saved import load
+
+    folder.mkdir(parents=True)  # its own name is new: mkdir fails on whatever is there, a link included
+    member = load(run, chosen, precision="fp32")
+    try:
+        if problems := onnx_problems(member.model.policy):
+            raise SavedRunError(f"--format onnx: member {chosen.label}: {'; '.join(problems)}")
+        config = zoo_config(member)
+        about = {"algo": run.config.algo, "env_id": run.config.env_id, "member": chosen.member}
+        about.update(generation=chosen.generation, env_steps=chosen.env_steps)
+        about.update({name: config[name] for name in ("env_kwargs", "env_wrapper") if name in config})
+        export_onnx(member, folder / f"{env_name}.onnx", folder / f"{env_name}.onnx.json", about)
+    finally:
+        member.close()
+
+
 def _write(run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: Path, env_name: str) -> None:
+    folder.mkdir(parents=True)  # its own name is new: mkdir fails on whatever is there, a link included
+    stats_dir = folder / env_name
+    stats_dir.mkdir()
+    with contextlib.ExitStack() as stack:
+        impala = (
+            stack.enter_context(standalone_impala(folder, env_name)) if run.config.agent.policy == "impala" else None
+        )
+        _write_models(run, chosen, best, folder, env_name, impala)
+
+
+def _write_models(
+    run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: Path, env_name: str, impala: type | None
+) -> None:
     import yaml
 
     from evo.sb3 import set_env_params
     from evo.sb3.stock import ENV_PARAMS_WRAPPER, save_normalization, stock_model, zoo_config
     from evo.tools.saved import load
 
-    folder.mkdir(parents=True)  # its own name is new: mkdir fails on whatever is there, a link included
     stats_dir = folder / env_name
-    stats_dir.mkdir()
     member = load(run, chosen, precision="fp32")
     try:
-        stock_model(member).save(str(folder / f"{env_name}.zip"))
+        stock_model(member, impala).save(str(folder / f"{env_name}.zip"))
         if member.normalizer is not None:
             save_normalization(member, stats_dir / "vecnormalize.pkl")
         config = zoo_config(member)
@@ -165,7 +253,7 @@ def _write(run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: P
         return
     kept = load(run, best, precision="fp32")
     try:
-        stock_model(kept).save(str(folder / "best_model.zip"))
+        stock_model(kept, impala).save(str(folder / "best_model.zip"))
         if kept.normalizer is not None:
             save_normalization(kept, stats_dir / "best_model_vecnormalize.pkl")
     finally:
@@ -196,6 +284,13 @@ def parser() -> argparse.ArgumentParser:
         "--generation", type=int, default=None, help="a kept checkpoint's generation (default: the last)"
     )
     parser.add_argument("--out", type=Path, default=Path("logs"), help="zoo's log folder, enjoy's -f (default ./logs)")
+    parser.add_argument(
+        "--format",
+        choices=("zoo", "onnx"),
+        default="zoo",
+        help="zoo: SB3 zips in rl-baselines3-zoo's layout (default); onnx: the policy as <env>.onnx with "
+        "<env>.onnx.json stating its observation preprocessing, checked by onnxruntime (the onnx extra)",
+    )
     add_video_arguments(parser)
     return parser
 
@@ -221,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run = open_run(args.run_dir)
         problems = export_problems(run) + video_problems(args, run)
+        problems += onnx_missing() if args.format == "onnx" else []
         problems += output_problems("--out", args.out, folder=True) + output_problems("--video", args.video)
         if problems:
             raise SavedRunError("; ".join(problems))
@@ -245,7 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for warning in warnings:
         print(f"evo-export: warning: {warning}", file=sys.stderr)
     try:
-        experiment = export(run, chosen, args.out, best)
+        experiment = export(run, chosen, args.out, best, args.format)
+    except SavedRunError as error:
+        print(f"evo-export: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except OSError as error:
         print(
             f"evo-export: error: --out {args.out}: the export cannot be written ({error}); give a folder you may "
@@ -266,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"too); best_model.zip's own are {env_name}/best_model_vecnormalize.pkl, or export --member "
             f"{BEST_EVER if best.label.startswith(BEST_EVER) else BEST}"
         )
-    print(play_line(run, chosen, experiment, args.out))
+    print(play_line(run, chosen, experiment, args.out, args.format))
     if args.video is not None:  # on evo-evaluate's fresh seed: the episode it plays first
         return record_saved("evo-export", run, chosen, args.video, evaluation_seed(run.config.seed), args.video_steps)
     return 0
@@ -286,6 +385,7 @@ def main_front(args: argparse.Namespace) -> int:
             )
         run = open_run(args.run_dir)
         problems = export_problems(run) + output_problems("--out", args.out, folder=True)
+        problems += onnx_missing() if args.format == "onnx" else []
         if problems:
             raise SavedRunError("; ".join(problems))
         if args.out.resolve().is_relative_to(run.run_dir.resolve()):
@@ -305,14 +405,17 @@ def main_front(args: argparse.Namespace) -> int:
         )
     for member_file in chosen:
         try:
-            experiment = export(run, member_file, args.out)
+            experiment = export(run, member_file, args.out, format=args.format)
+        except SavedRunError as error:
+            print(f"evo-export: error: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         except OSError as error:
             print(f"evo-export: error: --out {args.out}: the export cannot be written ({error})", file=sys.stderr)
             return EXIT_BAD_INPUT
         objectives = history.row(member_file.generation, member_file.member).objectives
         shown = ", ".join(f"{name} {value:.4g}" for name, value in objectives.items())
         print(f"member {member_file.member} of generation {member_file.generation} ({shown}): {experiment}")
-        print(f"  {play_line(run, member_file, experiment, args.out)}")
+        print(f"  {play_line(run, member_file, experiment, args.out, args.format)}")
     return 0
 
 

@@ -1,17 +1,17 @@
 """evo-export and evo-evaluate on real runs (PPO, SAC and TD3 on Pendulum-v1, SAC on HalfCheetah-v5 with
-normalisation, a Procgen member with SB3's NatureCNN): the exported agent loads and plays in a virtualenv with SB3
-and rl_zoo3 but no evo (.venv-zoo, built by scripts/zoo-venv.sh), its per-episode returns equal evo-evaluate's of
-the same weights on the same seed, rl_zoo3's enjoy plays it, and neither tool changes a file of the run. Bad input
-exits with status 2 and a message naming the value and the fix.
+normalisation, Procgen members with SB3's NatureCNN and with the IMPALA CNN): the exported agent loads and plays
+in a virtualenv with SB3 and rl_zoo3 but no evo (.venv-zoo, built by scripts/zoo-venv.sh), its per-episode
+returns equal evo-evaluate's of the same weights on the same seed, rl_zoo3's enjoy plays it, and neither tool
+changes a file of the run. Bad input exits with status 2 and a message naming the value and the fix.
 
 What crosses a process boundary here is the evo-less virtualenv: ONE process there plays every export of the
-module (scripts/zoo_play.py's main for each, and the NatureCNN member's action probabilities), and rl_zoo3's enjoy
+module (scripts/zoo_play.py's main for each, and the Procgen members' action probabilities), and rl_zoo3's enjoy
 runs for an on-policy export (PPO, normalised, its best model) and an off-policy one (SAC on HalfCheetah, normalised,
 its env_kwargs). The runs are made in this process (tests/support.py:run_in_process) and the tools run by their
 main (installed, as commands, by tests/e2e/test_package.py); the tests that read a run without the virtualenv
 (evo-evaluate of every member, bad input) read the runs made here for it rather than make their own. An IMPALA
-member's refusal: tests/unit/tools/test_export_impala.py. rl_zoo3's enjoy of the other off-policy families (DQN,
-TQC): tests/e2e/test_zoo_learner_runs.py."""
+member's export in process, its weights bit for bit, and as ONNX: tests/unit/tools/test_export_impala.py.
+rl_zoo3's enjoy of the other off-policy families (DQN, TQC): tests/e2e/test_zoo_learner_runs.py."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import yaml
 from evo.tools import evaluate as evaluate_tool
 from evo.tools import export as export_tool
 from tests.e2e.runs import enjoy, zoo_venv_python
-from tests.support import ROOT, need_mujoco, run_in_process, tree_digest
+from tests.support import ROOT, need_mujoco, need_onnx, run_in_process, tree_digest
 
 SCRIPTS = ROOT / "scripts"
 SEED, EPISODES = 11, 2
@@ -47,6 +47,8 @@ NATURE = ["--env-id", "bigfish", "--hyperparams", "policy:nature", "n_envs:2", "
 NATURE += ["n_epochs:1", "--num-agents", "1", "--total-generations", "1", "--agent-training-steps", "64"]
 NATURE += ["--strategy", "none"]
 """A Procgen member with SB3's NatureCNN: one tiny generation of bigfish, no PBT."""
+IMPALA = [flag for flag in NATURE if flag != "policy:nature"]
+"""The same with the Procgen default, the IMPALA CNN (evo's own network class, exported beside the zip)."""
 
 ZOO_BATCH = """
 import contextlib, io, json, sys
@@ -54,13 +56,16 @@ sys.path.insert(0, sys.argv[1])
 import zoo_play  # scripts/zoo_play.py: stock SB3 and rl_zoo3's classes, nothing of evo (it checks)
 
 
-def probs(model_path):
+def probs(model_path, path=None):
     import numpy as np
     from stable_baselines3 import PPO
+    if path:  # an IMPALA export: its network's module is in the experiment folder
+        sys.path.insert(0, path)
     model = PPO.load(model_path, device="cpu")
     frames = np.random.default_rng(0).integers(0, 256, size=(8, 64, 64, 3), dtype=np.uint8)
     probs = model.policy.get_distribution(model.policy.obs_to_tensor(frames)[0]).distribution.probs
-    return {"policy": type(model.policy).__name__, "extractor": type(model.policy.features_extractor).__name__,
+    extractor = type(model.policy.features_extractor)
+    return {"policy": type(model.policy).__name__, "extractor": f"{extractor.__module__}.{extractor.__name__}",
             "probs": probs.detach().numpy().tolist()}
 
 
@@ -69,7 +74,7 @@ with open(sys.argv[2]) as handle:
     jobs = json.load(handle)
 for key, job in jobs.items():
     if "probs" in job:
-        results[key] = probs(job["probs"])
+        results[key] = probs(job["probs"], job.get("path"))
         continue
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -81,7 +86,8 @@ print(json.dumps(results))
 """
 """Run by .venv-zoo's Python from outside the repository: plays every job of a JSON file in one process, each
 ``{"play": ARGV}`` by scripts/zoo_play.py's main (ARGV as its command line), each ``{"probs": MODEL}`` as SB3's
-PPO.load opens a CNN policy (its classes and action probabilities on fixed frames); prints {key: result}."""
+PPO.load opens a CNN policy (its classes and action probabilities on fixed frames; ``"path"``: a folder put on
+sys.path first, an IMPALA export's); prints {key: result}."""
 
 
 def play_job(model: Path, algo: str, env_id: str, stats: Path | None, env_kwargs=None) -> dict:
@@ -124,8 +130,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
                 need_mujoco()
             run_dir = tmp_path_factory.mktemp(name) / "run"
             flags = ["--run-dir", str(run_dir), "--tb-writer", "False"]
-            if name == "nature":
-                assert run_in_process([*NATURE, *flags]) == 0
+            if name in ("nature", "impala"):
+                assert run_in_process([*(NATURE if name == "nature" else IMPALA), *flags]) == 0
             else:
                 flags += ["--num-agents", "2", "--total-generations", "2", "--seed", "5"]
                 assert run_in_process([*RUNS[name], *flags]) == 0
@@ -156,6 +162,7 @@ def exports(runs, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
         *((name, name, ()) for name in PLAYED),
         ("best-ever", "sac", ("--member", "best-ever")),
         ("nature", "nature", ()),
+        ("impala", "impala", ()),
     ]:
         out = tmp_path_factory.mktemp(key) / "logs"
         made[key] = (out, exported(runs(name), out, *flags))
@@ -173,6 +180,7 @@ def zoo(exports, zoo_python, tmp_path_factory) -> dict[str, dict]:
         jobs[name] = play_job(experiment / f"{env_id}.zip", name.split("-")[0], env_id, stats, env_kwargs)
     jobs["best-ever"] = play_job(exports["best-ever"][1] / "Pendulum-v1.zip", "sac", "Pendulum-v1", None)
     jobs["nature"] = {"probs": str(exports["nature"][1] / "bigfish.zip")}
+    jobs["impala"] = {"probs": str(exports["impala"][1] / "bigfish.zip"), "path": str(exports["impala"][1])}
     return played_in_zoo(zoo_python, jobs, tmp_path_factory.mktemp("zoo"))
 
 
@@ -330,11 +338,53 @@ def test_a_naturecnn_procgen_member_exports_and_acts_as_in_evo(runs, zoo):
     channels-last convolutions differ only in rounding)."""
     import numpy as np
 
+    played = zoo["nature"]
+    assert (played["policy"], played["extractor"]) == (
+        "ActorCriticCnnPolicy",
+        "stable_baselines3.common.torch_layers.NatureCNN",
+    )
+    assert np.asarray(played["probs"]) == pytest.approx(member_probs(runs("nature")), abs=1e-5)
+
+
+def test_an_impala_procgen_member_exports_and_acts_as_in_evo(runs, zoo):
+    """The design card's agent: a bigfish member with the IMPALA CNN exports with its network's module beside
+    the zip (bigfish_impala.py); in .venv-zoo, with the experiment folder on sys.path, PPO.load opens it (the
+    extractor that module's class, no evo imported) and its action probabilities on fixed frames equal the evo
+    member's. (Its weights bit for bit, in process: tests/unit/tools/test_export_impala.py.)"""
+    import numpy as np
+
+    played = zoo["impala"]
+    assert (played["policy"], played["extractor"]) == ("ActorCriticCnnPolicy", "bigfish_impala.ImpalaCNN")
+    assert np.asarray(played["probs"]) == pytest.approx(member_probs(runs("impala")), abs=1e-5)
+
+
+def test_the_impala_member_as_onnx_takes_the_actions_of_its_policy_loaded_without_evo(runs, zoo, tmp_path):
+    """The same member exported with --format onnx: onnxruntime, on the same fixed frames prepared as the
+    export's JSON states (transposed to CHW), takes the actions the policy .venv-zoo loaded takes (the argmax of
+    its action probabilities), with those probabilities."""
+    need_onnx()
+    import numpy as np
+    import onnxruntime
+
+    experiment = exported(runs("impala"), tmp_path / "onnx", "--format", "onnx")
+    stated = json.loads((experiment / "bigfish.onnx.json").read_text())
+    assert stated["preprocessing"]["transpose"]["numpy"] == "obs.transpose(0, 3, 1, 2)"
+    session = onnxruntime.InferenceSession(str(experiment / "bigfish.onnx"), providers=["CPUExecutionProvider"])
+    frames = np.random.default_rng(0).integers(0, 256, size=(8, 64, 64, 3), dtype=np.uint8)  # ZOO_BATCH's
+    logits, actions = session.run(["logits", "action"], {"obs": frames.transpose(0, 3, 1, 2)})
+    played = np.asarray(zoo["impala"]["probs"])
+    assert np.array_equal(actions, played.argmax(axis=1))
+    softmax = np.exp(logits - logits.max(axis=1, keepdims=True))
+    assert softmax / softmax.sum(axis=1, keepdims=True) == pytest.approx(played, abs=1e-5)
+
+
+def member_probs(run_dir: Path):
+    """Member 0's action probabilities in evo on ZOO_BATCH's fixed frames."""
+    import numpy as np
+
     from evo.tools.saved import choose, load, open_run
 
-    played = zoo["nature"]
-    assert (played["policy"], played["extractor"]) == ("ActorCriticCnnPolicy", "NatureCNN")
-    run = open_run(runs("nature"))
+    run = open_run(run_dir)
     member = load(run, choose(run, "0"))
     try:
         policy = member.model.policy
@@ -342,4 +392,4 @@ def test_a_naturecnn_procgen_member_exports_and_acts_as_in_evo(runs, zoo):
         ours = policy.get_distribution(policy.obs_to_tensor(frames)[0]).distribution.probs.detach().numpy()
     finally:
         member.close()
-    assert np.asarray(played["probs"]) == pytest.approx(ours, abs=1e-5)
+    return ours
