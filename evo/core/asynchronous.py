@@ -30,10 +30,10 @@ import numpy as np
 from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
-from evo.core.plan import Exploit, named_objectives
+from evo.core.plan import Exploit, named_objectives, ties_of
 from evo.core.result import MemberResult
 from evo.core.selection import NO_PBT, STRATEGIES, TIE_RULES, leaders, ranking, tied, truncation_count
-from evo.core.streams import ASYNC_STREAM
+from evo.core.streams import ASYNC_STREAM, tie_priorities
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,12 @@ def ready_rng(seed: int, member: int, interval: int) -> np.random.Generator:
     return np.random.default_rng([seed, member, interval, ASYNC_STREAM])
 
 
+def ready_tiebreak(seed: int, member: int, interval: int, members) -> dict[int, int]:
+    """Each of ``members``' priority in a tie at ``member``'s ready point ``interval`` (lower first):
+    the run's tie stream keyed as :func:`ready_rng`, a generator of its own."""
+    return tie_priorities((seed, member, interval), members)
+
+
 def choose_donor(
     member: int,
     latest: Mapping[int, Latest],
@@ -95,9 +101,11 @@ def choose_donor(
     fraction: float,
     rng,
     objective: Objective = DEFAULT,
+    tiebreak: Mapping[int, int] | None = None,
 ) -> int | None:
     """The donor ``member`` copies at its ready point (``latest`` holds it too), or None: ranked
-    against every member's latest score, best first, NaN last, ties by lower id (with several
+    against every member's latest score, best first, NaN last, equal scores by ``tiebreak`` (each id's
+    priority, lower first: evo.core.streams.tie_priorities; None: the lower id first) (with several
     objectives, by Pareto fronts: winner-takes-all's donor is drawn from the first front, which keeps
     its weights)."""
     if strategy == NO_PBT:
@@ -106,11 +114,12 @@ def choose_donor(
         raise ValueError(f"unknown selection strategy {strategy!r}; use one of {STRATEGIES}")
     ids = sorted(latest)
     keys = objective.selection_keys([latest[m].result for m in ids])
-    order = [ids[i] for i in ranking(keys)]
+    priorities = None if tiebreak is None else [tiebreak[m] for m in ids]
+    order = [ids[i] for i in ranking(keys, priorities)]
     if len(order) < 2:
         return None
     if strategy == "wta":
-        winners = [ids[i] for i in leaders(keys)]
+        winners = [ids[i] for i in leaders(keys, priorities)]
         if member in winners:
             return None
         return winners[0] if len(winners) == 1 else winners[int(rng.integers(len(winners)))]
@@ -129,17 +138,24 @@ def decide_at_ready(
     truncation_fraction: float = 0.25,
     ties: str = "explore",
     objective: Objective = DEFAULT,
+    tiebreak: Mapping[int, int] | None = None,
 ) -> ReadyExploit | None:
     """``member``'s exploit at the ready point ``latest[member]`` holds (``latest``: every
     member's most recent ready point, this one included), or None when it keeps its weights and
     values. The explorer sees the ready point first (:meth:`Explorer.observe_ready`) whatever the
     decision, then explores from the donor's values. A recipient whose score ties its donor's
     explores its own values without a copy (``ties="explore"``, the default), as in a generation.
-    ``objective``: what members are ranked by (evo.core.objective)."""
+    ``objective``: what members are ranked by (evo.core.objective); ``tiebreak``: each id's priority in a
+    tie (:func:`choose_donor`), and an exploit whose recipient or donor ties another member names them."""
     if ties not in TIE_RULES:
         raise ValueError(f"unknown tie rule {ties!r}; use one of {TIE_RULES}")
     own = latest[member]
-    donor = choose_donor(member, latest, strategy, truncation_fraction, rng, objective)
+    donor = choose_donor(member, latest, strategy, truncation_fraction, rng, objective, tiebreak)
+    tie = ()
+    if donor is not None and not objective.several:
+        ids = sorted(latest)
+        keys = objective.selection_keys([latest[m].result for m in ids])
+        tie = ties_of(keys, ids, ids.index(member), ids.index(donor))
     if donor is not None and ties == "explore":
         mine, theirs = objective.selection_keys([own.result, latest[donor].result])
         if tied(mine, theirs):
@@ -161,6 +177,7 @@ def decide_at_ready(
         recipient_objectives=named_objectives(objective, own.result),
         donor_objectives=named_objectives(objective, source.result),
         front=front_of_latest(latest, objective),
+        tie=tie,
     )
     return ReadyExploit(
         exploit,

@@ -15,15 +15,15 @@ levels it neither trained nor selected on), and the one with the best fresh mean
 - :func:`fresh_score`: a candidate's fresh mean and its standard error over the episodes' values of
   the run's score (the return, or ``--objective``'s first term, larger better).
 - :func:`pick`: the best fresh mean. A tie goes to the member with the higher selection score (the one
-  whose other evidence, its selection episodes, is the stronger), then to the one selection ranks first;
-  the pick says so (:attr:`Pick.tie`).
+  whose other evidence, its selection episodes, is the stronger), then to the one selection ranks first
+  (equal selection scores: by the run's tie draw, :func:`candidates`); the pick says so (:attr:`Pick.tie`).
 - :func:`held_out_levels`: the Procgen levels the fresh episodes are played on.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 DEFAULT_TOP = 3
@@ -113,11 +113,20 @@ class Pick:
     tie: str | None = None
 
 
-def candidates(final: Iterable[Standing], top: int) -> tuple[list[Candidate], list[Standing]]:
-    """The top ``top`` of the final population by selection score (highest first, a tie to the lower member
-    id, as selection ranks), and the members left out because they copied a donor there. Members without a
+def candidates(
+    final: Iterable[Standing], top: int, tiebreak: Mapping[int, int] | None = None
+) -> tuple[list[Candidate], list[Standing]]:
+    """The top ``top`` of the final population by selection score (highest first, a tie by ``tiebreak``, each
+    member id's priority, lower first: the run's draw for its last generation, as selection ranks; None: the
+    lower member id), and the members left out because they copied a donor there. Members without a
     finite score are neither."""
-    standing = sorted(final, key=lambda s: (-s.score if math.isfinite(s.score) else math.inf, s.member))
+    standing = sorted(
+        final,
+        key=lambda s: (
+            -s.score if math.isfinite(s.score) else math.inf,
+            tiebreak[s.member] if tiebreak is not None else s.member,
+        ),
+    )
     copied = [s for s in standing if s.donor is not None and s.donor != s.member]
     played = [s for s in standing if (s.donor is None or s.donor == s.member) and math.isfinite(s.score)]
     chosen = [Candidate(s.member, s.generation, s.env_steps, s.score) for s in played[:top]]
@@ -152,7 +161,11 @@ def pick(chosen: Sequence[Candidate], fresh: dict[int, FreshScore]) -> Pick:
     if tied and math.isfinite(fresh[best.member].mean):
         others = ", ".join(str(c.member) for c in tied)
         same_selection = any(c.selection_score == best.selection_score for c in tied)
-        rule = "selection's order (the same selection score)" if same_selection else "the higher selection score"
+        rule = (
+            "selection's order (the same selection score: the run's tie draw)"
+            if same_selection
+            else "the higher selection score"
+        )
         tie = (
             f"member {best.member} ties member(s) {others} at a fresh mean of {fresh[best.member].mean:.6g}; "
             f"broken by {rule}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +13,7 @@ from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
 from evo.core.result import MemberResult, by_member
-from evo.core.selection import TIE_RULES, keep_tied, leaders, select
+from evo.core.selection import TIE_RULES, keep_tied, leaders, select, tie_group
 from evo.core.streams import SELECTION_STREAM
 
 
@@ -35,6 +35,10 @@ class Exploit:
     front: tuple[int, ...] = ()
     """With several objectives: the members of the first Pareto front when it was decided (the donors
     winner-takes-all draws from), by id."""
+    tie: tuple[int, ...] = ()
+    """The members whose score ties the recipient's or the donor's, by id (empty: no tie): where they
+    stand among each other, and so this exploit, was decided by the run's tie draw
+    (evo.core.streams.tie_priorities), not by their ids."""
 
     def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
         """The lineage's JSON line; each hyperparameter as its kind writes it (``space``; a number
@@ -54,6 +58,8 @@ class Exploit:
             line["donor_objectives"] = {k: _finite_or_none(v) for k, v in self.donor_objectives.items()}
         if self.front:
             line["front"] = list(self.front)
+        if self.tie:
+            line["tie"] = list(self.tie)
         return line
 
 
@@ -91,6 +97,13 @@ def generation_rng(seed: int, generation: int) -> np.random.Generator:
     return np.random.default_rng([seed, generation, SELECTION_STREAM])
 
 
+def ties_of(scores: Sequence[float], ids: Sequence[int], recipient: int, donor: int) -> tuple[int, ...]:
+    """The ids tied with the member at position ``recipient`` or ``donor`` (a tie of two or more; empty
+    when neither ties anyone), sorted: an exploit that rests on a tie says so."""
+    groups = [tie_group(scores, index) for index in (recipient, donor)]
+    return tuple(sorted({ids[i] for group in groups if len(group) > 1 for i in group}))
+
+
 def plan_generation(
     generation: int,
     population: Sequence[MemberResult],
@@ -102,11 +115,14 @@ def plan_generation(
     explore_hparams: bool = True,
     ties: str = "explore",
     objective: Objective = DEFAULT,
+    tiebreak: Mapping[int, int] | None = None,
 ) -> list[Exploit]:
     """Decide who copies whom and each recipient's new hyperparameters.
 
     ``population`` holds one :class:`MemberResult` per member, in any order: members are
-    known by their ids, and ranked by score with ties going to the lower id. A recipient
+    known by their ids, and ranked by score, equal scores by ``tiebreak`` (each id's priority,
+    lower first: evo.core.streams.tie_priorities; None: the lower id first). An exploit whose
+    recipient or donor ties another member names them (:attr:`Exploit.tie`). A recipient
     takes its donor's hyperparameters and ``explorer`` (evo.core.explorers) explores from
     them; the explorer sees the generation's results and donor map first (PB2 learns from them).
 
@@ -130,7 +146,10 @@ def plan_generation(
     if exploit:
         ids = [result.member for result in ordered]  # selection ranks positions; map them back to ids
         scores = objective.selection_keys(ordered)
-        chosen = select(strategy, scores, truncation_fraction, rng)
+        priorities = None if tiebreak is None else [tiebreak[member] for member in ids]
+        chosen = select(strategy, scores, truncation_fraction, rng, priorities)
+        if not objective.several:
+            tied_ids = {ids[recipient]: ties_of(scores, ids, recipient, donor) for recipient, donor in chosen.items()}
         if ties == "explore":
             chosen = keep_tied(chosen, scores)
         elif ties != "copy":
@@ -140,6 +159,8 @@ def plan_generation(
         donors = {member: member for member in results}
     else:
         donors = {}
+    if not exploit or objective.several:
+        tied_ids = {}
     recipients = sorted(donors)
     explorer.observe(generation, ordered, donors)
     starts = [results[donors[r]].hparams for r in recipients]
@@ -160,6 +181,7 @@ def plan_generation(
             recipient_objectives=named_objectives(objective, results[recipient]),
             donor_objectives=named_objectives(objective, results[donors[recipient]]),
             front=front,
+            tie=tied_ids.get(recipient, ()),
         )
         for recipient, (new, changes) in zip(recipients, explored, strict=True)
     ]

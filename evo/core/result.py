@@ -84,15 +84,21 @@ def by_member(population: Sequence[MemberResult]) -> list[MemberResult]:
     return ordered
 
 
-def new_best(results: Sequence[MemberResult], best_score: float | None) -> MemberResult | None:
+def new_best(
+    results: Sequence[MemberResult], best_score: float | None, tiebreak: Mapping[int, int] | None = None
+) -> MemberResult | None:
     """The result among ``results`` that beats ``best_score`` (the best selection score the run kept
-    so far; None: none yet), or None. The highest score wins, a tie going to the lower member id (as
-    in selection); a NaN or ±inf score never wins, and equalling the kept best does not beat it (the earlier
-    one stays)."""
+    so far; None: none yet), or None. The highest score wins, a tie going to the lower priority in
+    ``tiebreak`` (each member id's, evo.core.streams.tie_priorities: the generation's draw, as in
+    selection; None: the lower member id); a NaN or ±inf score never wins, and equalling the kept best
+    does not beat it (the earlier one stays)."""
     scored = [result for result in results if result.scored]
     if not scored:
         return None
-    top = max(scored, key=lambda result: (result.score, -result.member))
+    top = max(
+        scored,
+        key=lambda result: (result.score, -(tiebreak[result.member] if tiebreak is not None else result.member)),
+    )
     if best_score is not None and not top.score > best_score:
         return None
     return top

@@ -14,13 +14,14 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evo.core.asynchronous import Latest, ReadyExploit, decide_at_ready, ready_rng
+from evo.core.asynchronous import Latest, ReadyExploit, decide_at_ready, ready_rng, ready_tiebreak
 from evo.core.explorers import Explorer, make_explorer
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
 from evo.core.plan import Exploit, generation_rng, plan_generation
 from evo.core.restart import Failure, Restart, plan_restarts, ready_restart_rng, restart_rng
 from evo.core.result import MemberResult
+from evo.core.streams import tie_priorities
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,13 @@ class PBTRules:
             self.truncation_fraction,
             ties=self.ties,
             objective=self.objective,
+            tiebreak=self.tiebreak(generation, population),
         )
+
+    def tiebreak(self, generation: int, population: Sequence[MemberResult]) -> dict[int, int]:
+        """Each member's priority in a tie at ``generation`` (lower first): the run's tie draw
+        (evo.core.streams.tie_priorities), one for the generation's selection and its kept best."""
+        return tie_priorities((self.seed, generation), [result.member for result in population])
 
     def restarts(
         self,
@@ -100,8 +107,9 @@ class PBTRules:
     def at_ready(self, member: int, latest: Mapping[int, Latest], explorer: Explorer) -> ReadyExploit | None:
         """``member``'s exploit at the ready point ``latest[member]`` holds (asynchronous runs)."""
         rng = ready_rng(self.seed, member, latest[member].interval)
+        tiebreak = ready_tiebreak(self.seed, member, latest[member].interval, latest)
         return decide_at_ready(
-            member, latest, self.strategy, explorer, rng, self.truncation_fraction, self.ties, self.objective
+            member, latest, self.strategy, explorer, rng, self.truncation_fraction, self.ties, self.objective, tiebreak
         )
 
     def ready_restart(

@@ -2,8 +2,10 @@
 
 A rule maps the population's scores to a donor map ``{recipient: donor}``; members that
 are not keys keep their weights. NaN scores (a member that finished no episode) rank
-below every real score. Ties are broken by member index, lowest first, so the result is a
-function of the scores alone plus the generator passed in. :func:`keep_tied` turns a
+below every real score. Equal scores are ordered by ``tiebreak``, a priority per member drawn
+from the run's tie stream (evo.core.streams.tie_priorities: lower first), so the member id
+decides nothing; without one (a caller with no run seed) by index, lowest first. The draw is a
+generator of its own: a decision without a tie is the same with or without it. :func:`keep_tied` turns a
 recipient whose score equals its donor's into one that keeps its weights (the plan's
 default tie rule).
 
@@ -30,15 +32,23 @@ STRATEGIES = ("wta", "truncation", NO_PBT)
 TIE_RULES = ("explore", "copy")
 
 
-def ranking(scores: Sequence[float] | Sequence[Sequence[float]]) -> np.ndarray:
-    """Member indices from best to worst (NaN and ±inf last: no score; ties by lower index first); with
-    several objectives (a row of scores per member), by Pareto fronts and the ε-net within each
-    (evo.core.pareto.pareto_ranking)."""
+def ranking(scores: Sequence[float] | Sequence[Sequence[float]], tiebreak: Sequence[int] | None = None) -> np.ndarray:
+    """Member indices from best to worst (NaN and ±inf last: no score); equal scores by ``tiebreak``
+    (each index's priority, lower first: evo.core.streams.tie_priorities), by lower index without one.
+    With several objectives (a row of scores per member), by Pareto fronts and the ε-net within each
+    (evo.core.pareto.pareto_ranking; ``tiebreak`` unused)."""
     keyed = np.asarray(scores, dtype=float)
     if keyed.ndim == 2:
         return pareto_ranking(keyed)
     keyed = np.where(np.isfinite(keyed), keyed, -np.inf)
-    return np.argsort(-keyed, kind="stable")
+    if tiebreak is None:
+        return np.argsort(-keyed, kind="stable")
+    return np.lexsort((np.asarray(tiebreak, dtype=np.uint64), -keyed))
+
+
+def tie_group(scores: Sequence[float] | Sequence[Sequence[float]], index: int) -> list[int]:
+    """The indices whose score ties ``index``'s (:func:`tied`; ``index`` among them), in index order."""
+    return [i for i in range(len(scores)) if tied(scores[i], scores[index])]
 
 
 def truncation_count(population: int, fraction: float) -> int:
@@ -46,9 +56,11 @@ def truncation_count(population: int, fraction: float) -> int:
     return min(math.ceil(population * fraction - 1e-12), population // 2)
 
 
-def truncation(scores: Sequence[float], fraction: float, rng: np.random.Generator) -> dict[int, int]:
+def truncation(
+    scores: Sequence[float], fraction: float, rng: np.random.Generator, tiebreak: Sequence[int] | None = None
+) -> dict[int, int]:
     """The bottom ``fraction`` each copy a member drawn uniformly from the top ``fraction``."""
-    order = ranking(scores)
+    order = ranking(scores, tiebreak)
     count = truncation_count(len(order), fraction)
     if count == 0:
         return {}
@@ -57,10 +69,11 @@ def truncation(scores: Sequence[float], fraction: float, rng: np.random.Generato
     return {int(recipient): int(donor) for recipient, donor in zip(bottom, donors, strict=True)}
 
 
-def leaders(scores: Sequence[float] | Sequence[Sequence[float]]) -> list[int]:
-    """The members winner-takes-all copies: the best; with several objectives every member of the
-    first Pareto front, in ranking order (the best by index when no member has every objective)."""
-    order = ranking(scores)
+def leaders(scores: Sequence[float] | Sequence[Sequence[float]], tiebreak: Sequence[int] | None = None) -> list[int]:
+    """The members winner-takes-all copies: the best (a tie by ``tiebreak``: :func:`ranking`); with
+    several objectives every member of the first Pareto front, in ranking order (the best by index
+    when no member has every objective)."""
+    order = ranking(scores, tiebreak)
     keyed = np.asarray(scores, dtype=float)
     if keyed.ndim == 2:
         front = front_of(keyed)
@@ -71,13 +84,15 @@ def leaders(scores: Sequence[float] | Sequence[Sequence[float]]) -> list[int]:
 
 
 def winner_takes_all(
-    scores: Sequence[float] | Sequence[Sequence[float]], rng: np.random.Generator | None = None
+    scores: Sequence[float] | Sequence[Sequence[float]],
+    rng: np.random.Generator | None = None,
+    tiebreak: Sequence[int] | None = None,
 ) -> dict[int, int]:
     """Every member except the best copies the best. With several objectives every member outside
     the first front copies a member of it drawn uniformly (``rng``; no draw when the front has one
     member), in member order; the first front keeps its weights."""
-    order = ranking(scores)
-    winners = leaders(scores)
+    order = ranking(scores, tiebreak)
+    winners = leaders(scores, tiebreak)
     if len(winners) == 1:
         best = winners[0]
         return {int(member): best for member in order if member != best}
@@ -105,12 +120,19 @@ def keep_tied(donors: dict[int, int], scores: Sequence[float]) -> dict[int, int]
     }
 
 
-def select(strategy: str, scores: Sequence[float], fraction: float, rng: np.random.Generator) -> dict[int, int]:
-    """Apply the named rule (``wta``, ``truncation``, or ``none``: nobody copies)."""
+def select(
+    strategy: str,
+    scores: Sequence[float],
+    fraction: float,
+    rng: np.random.Generator,
+    tiebreak: Sequence[int] | None = None,
+) -> dict[int, int]:
+    """Apply the named rule (``wta``, ``truncation``, or ``none``: nobody copies); equal scores ordered
+    by ``tiebreak`` (:func:`ranking`)."""
     if strategy == NO_PBT:
         return {}
     if strategy == "wta":
-        return winner_takes_all(scores, rng)
+        return winner_takes_all(scores, rng, tiebreak)
     if strategy == "truncation":
-        return truncation(scores, fraction, rng)
+        return truncation(scores, fraction, rng, tiebreak)
     raise ValueError(f"unknown selection strategy {strategy!r}; use one of {STRATEGIES}")

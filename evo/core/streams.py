@@ -56,6 +56,9 @@ constant                  keyed by                                              
                                                                                    seed, made anew for
                                                                                    each evaluation
                                                                                    (``--eval-episodes``)
+``TIE_STREAM``            (seed, generation, member) / (seed, member, interval,    a member's priority
+                          member): a seed sequence per member id                   in a tie
+                                                                                   (:func:`tie_priorities`)
 ========================  =======================================================  ====================
 
 **Adding a stream**: a named constant here, distinct from every other (tests/unit/core/test_streams.py
@@ -65,6 +68,8 @@ purpose: two draws from one stream are correlated.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -86,6 +91,7 @@ EVALUATION_STREAM = 0x7E57_2024
 FLOOR_STREAM = 0x466C6F6F72  # ASCII "Floor"
 EVAL_ACTIONS_STREAM = 0x4576416374  # ASCII "EvAct"
 EVAL_ENV_STREAM = 0x4576456E76  # ASCII "EvEnv"
+TIE_STREAM = 0x546965  # ASCII "Tie"
 
 MEMBER_STREAMS = {
     "MODEL": MODEL,
@@ -106,6 +112,7 @@ GENERATOR_STREAMS = {
     "FLOOR_STREAM": FLOOR_STREAM,
     "EVAL_ACTIONS_STREAM": EVAL_ACTIONS_STREAM,
     "EVAL_ENV_STREAM": EVAL_ENV_STREAM,
+    "TIE_STREAM": TIE_STREAM,
 }
 """The decision generators' constants by name."""
 
@@ -130,6 +137,18 @@ def evaluation_seed(seed: int) -> int:
     """The env seed of fresh evaluation episodes for a run of seed ``seed``: evo-evaluate's, a study's and the
     final pick's (``--final-eval``), so that each plays the same episodes."""
     return int(np.random.SeedSequence([seed, EVALUATION_STREAM, 1]).generate_state(1)[0] % (2**31 - 1))
+
+
+def tie_priorities(key: Sequence[int], members: Iterable[int]) -> dict[int, int]:
+    """Each member id's priority in a tie of the decision ``key`` names (a synchronous generation's
+    ``(seed, generation)``, an asynchronous ready point's ``(seed, member, interval)``): a 64-bit number
+    drawn for that id alone, lower first. A function of the ids, not of where they are held, and its own
+    stream: breaking ties draws nothing from the decision's generator, so a decision without a tie is
+    the one it always was."""
+    return {
+        int(member): int(np.random.SeedSequence([*key, int(member), TIE_STREAM]).generate_state(1, np.uint64)[0])
+        for member in members
+    }
 
 
 def member_seed(seed: int, member: int, stream: int = MODEL) -> int:

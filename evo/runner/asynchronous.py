@@ -38,7 +38,7 @@ from evo.rundir.ready import (
 from evo.rundir.records import ready_record, result_of_row
 from evo.runner.best import KeptBest
 from evo.runner.final import final_pick
-from evo.runner.generation import front_text, log_restarts
+from evo.runner.generation import front_text, log_restarts, tie_text
 from evo.runner.session import Session
 from evo.runner.stopping import EXIT_STOPPED
 
@@ -268,7 +268,7 @@ def log_ready(total: int, point: Latest, exploit: ReadyExploit | None, rank: int
     if exploit is None:
         logger.info("%s", head)
         return
-    changes = ", ".join(exploit.exploit.changes)
+    changes = ", ".join(exploit.exploit.changes) + tie_text(exploit.exploit)
     if not exploit.copies:
         logger.info("%s; keeps its weights: %s", head, changes)
         return

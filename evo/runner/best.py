@@ -73,9 +73,24 @@ class KeptBest:
     def score(self) -> float | None:
         return float(self.record["score"]) if self.record is not None else None
 
-    def beats(self, generation: int, population: list[MemberResult]) -> MemberResult | None:
-        """Rank 0: the member of ``population`` whose score beats the kept best, or None."""
-        return new_best(population, self.score)
+    def beats(
+        self, generation: int, population: list[MemberResult], tiebreak: Mapping[int, int] | None = None
+    ) -> MemberResult | None:
+        """Rank 0: the member of ``population`` whose score beats the kept best, or None; a tie for it
+        broken by ``tiebreak`` (the generation's draw, as selection's) and said in the log."""
+        best = new_best(population, self.score, tiebreak)
+        if best is not None:
+            tied = sorted(r.member for r in population if r.scored and r.score == best.score and r is not best)
+            if tied:
+                logger.info(
+                    "generation %d: member %d is the best so far (%.4g), tied with member(s) %s: "
+                    "the tie was broken by the run's draw, not by the member id",
+                    generation,
+                    best.member,
+                    best.score,
+                    ", ".join(map(str, tied)),
+                )
+        return best
 
     def capture(self, member: Learner, record: Mapping[str, Any]) -> bytes:
         """``member`` as it is now, as the kept best's member file (``record`` under ``best``)."""

@@ -93,7 +93,8 @@ def member_files(session, settings: FinalSettings) -> dict[int, Path]:
 
 def plan(session, settings: FinalSettings) -> Plan:
     """Rank 0: the candidates, their files and what is already played (see :class:`Plan`)."""
-    chosen, left_out = candidates(final_population(session, settings), settings.top)
+    population = final_population(session, settings)
+    chosen, left_out = candidates(population, settings.top, session.rules.tiebreak(settings.generation, population))
     files = member_files(session, settings)
     missing = [c.member for c in chosen if c.member not in files]
     if missing:

@@ -80,7 +80,9 @@ def generation_hooks(
         ),
         rebuild=factory.rebuild,
         restarted=lambda member, planned: member.carry_score(planned.donor_score_train, planned.donor_objectives),
-        best=best.beats if best is not None else None,
+        best=(lambda g, population: best.beats(g, population, rules.tiebreak(g, population)))
+        if best is not None
+        else None,
         keep_best=best.keep if best is not None else None,
         pause=(lambda report: stages.ready(report.generation)) if stages is not None else None,
     )
@@ -194,7 +196,7 @@ def log_generation(
         trained / elapsed,
     )
     for exploit in exploits:
-        changes = ", ".join(exploit.changes)
+        changes = ", ".join(exploit.changes) + tie_text(exploit)
         if exploit.donor == exploit.recipient:  # a tie (or the no-exploit ablation): explore only
             logger.info("  member %d (%.2f) keeps its weights: %s", exploit.recipient, exploit.recipient_score, changes)
             continue
@@ -206,6 +208,13 @@ def log_generation(
             exploit.donor_score,
             changes,
         )
+
+
+def tie_text(exploit: Exploit) -> str:
+    """An exploit's tie, said (empty without one): which members tied, and who broke it."""
+    if not exploit.tie:
+        return ""
+    return f" (members {', '.join(map(str, exploit.tie))} tied: broken by the run's draw, not the member id)"
 
 
 def front_text(front: Sequence[Mapping]) -> str:

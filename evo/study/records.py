@@ -79,6 +79,9 @@ class Point:
     """The selected member's fresh returns, episode by episode."""
     digest: str | None = None
     """The selected member's weights digest (evo.rundir.checkpoint.member_digest; None: not recorded)."""
+    tied: tuple[int, ...] = ()
+    """The other members whose selection score equals the selected member's (:func:`selection_tie`): the
+    selection rests on a tie, which the report says (not in results.json, which stays as committed)."""
 
     @property
     def selection_bias(self) -> float:
@@ -180,9 +183,25 @@ def best_curve(history: RunHistory, threshold: float | None) -> tuple[list[tuple
 
 
 def selected_member(history: RunHistory, generation: int) -> int:
-    """The member whose selection score ranks first at ``generation`` (NaN last, ties to the lower id)."""
+    """The member whose selection score ranks first at ``generation`` (NaN last). A tie goes to the lower
+    id: the study's reading of a run's records, deterministic and the same for every study committed (their
+    runs broke their own ties by the id); the report says where a selection rests on a tie
+    (:func:`selection_tie`), since a run's own draw (evo.core.streams.tie_priorities) may keep another."""
     scores = {m: history.row(generation, m).score for m in history.members if history.has(generation, m)}
     return max(sorted(scores), key=lambda m: -math.inf if math.isnan(scores[m]) else scores[m])
+
+
+def selection_tie(history: RunHistory, generation: int, selected: int) -> tuple[int, ...]:
+    """The other members whose selection score at ``generation`` equals ``selected``'s (a finite one), by id:
+    which of them is "the selected member" was decided by a tie rule, not by the scores."""
+    score = history.row(generation, selected).score
+    if not math.isfinite(score):
+        return ()
+    return tuple(
+        m
+        for m in history.members
+        if m != selected and history.has(generation, m) and history.row(generation, m).score == score
+    )
 
 
 def points(job: Job, history: RunHistory, fresh: Mapping[int, FreshReturns], fractions) -> list[Point]:
@@ -214,6 +233,7 @@ def points(job: Job, history: RunHistory, fresh: Mapping[int, FreshReturns], fra
                 members=means,
                 returns=tuple(returns.members[selected]),
                 digest=returns.digests.get(selected),
+                tied=selection_tie(history, generation, selected),
             )
         )
     return found

@@ -351,6 +351,30 @@ def same_episodes_words(found: Mapping[int, str]) -> str:
     return text
 
 
+def selection_ties(runs: Sequence[Run], env_id: str, comparison: Comparison) -> dict[int, list[str]]:
+    """``{seed: what}`` for the seeds in which either method's selected member tied another member on
+    selection score (evo.study.records.selection_tie): which member was "selected" there was decided by the
+    study's tie rule (the lower id), not by the scores, and so is the seed's difference."""
+    found: dict[int, list[str]] = {}
+    for method in (comparison.a, comparison.b):
+        for seed, point in sorted(points_by_seed(runs, env_id, method, comparison.at).items()):
+            if point.tied:
+                others = ("member " if len(point.tied) == 1 else "members ") + ", ".join(map(str, point.tied))
+                found.setdefault(seed, []).append(f"{method}'s member {point.selected_member} tied {others}")
+    return found
+
+
+def selection_ties_words(found: Mapping[int, list[str]]) -> str:
+    """The verdict's words for the seeds of :func:`selection_ties`."""
+    if not found:
+        return ""
+    which = "; ".join(f"seed {seed}: {', '.join(said)}" for seed, said in sorted(found.items()))
+    return (
+        f" A selected member rests on a tie of selection scores ({which}): the study took the lower id, so "
+        "the difference in those seeds rests on that tie, not on the scores."
+    )
+
+
 def selection_by_seed(runs: Sequence[Run], env_id: str, method: str) -> dict[int, float]:
     """``{seed: final best selection score}`` (a study without fresh episodes compares these)."""
     return {r.job.seed: r.result.final_best for r in runs if r.job.env_id == env_id and r.job.method == method}
@@ -435,6 +459,7 @@ def verdicts(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], plan
             text = verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else "", family)
             if fresh:
                 text += same_episodes_words(sameness(runs, env_id, comparison))
+                text += selection_ties_words(selection_ties(runs, env_id, comparison))
             lines.append(f"- {kind}: " + text)
     return "\n".join(lines) + "\n"
 
@@ -456,9 +481,12 @@ def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison]
         for env_id in envs:
             a, b = both_by_seed(runs, env_id, comparison, fresh)
             same = sameness(runs, env_id, comparison) if fresh else {}
+            ties = selection_ties(runs, env_id, comparison) if fresh else {}
             d = decimals(*a.values(), *b.values())
             for seed in sorted(set(a) & set(b)):
                 difference = f"{a[seed] - b[seed]:+.{d}f}" + (f" ({SAME_NOTES[same[seed]]})" if seed in same else "")
+                if seed in ties:
+                    difference += f" (a tie of selection scores: {', '.join(ties[seed])}; the lower id taken)"
                 lines.append(f"| {env_id} | {comparison} | {seed} | {a[seed]:.{d}f} | {b[seed]:.{d}f} | {difference} |")
     return "\n".join(lines) + "\n"
 

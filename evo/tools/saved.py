@@ -320,9 +320,9 @@ def final_pick(run: SavedRun) -> MemberFile | None:
 def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> MemberFile:
     """The member ``member`` names: ``best`` (the run's final pick where it made one, :func:`final_pick`;
     else, and with ``generation``, the highest selection score at the last kept checkpoint, or at
-    ``generation``'s; ties to the lower id), ``best-ever`` (the kept best: not with ``generation``), or a
-    member id. ``best`` and ``best-ever`` are refused for a run that has trained no member yet (a member id
-    gives an untrained member: :func:`untrained_warning`)."""
+    ``generation``'s; a tie by the run's draw: :func:`best_of`), ``best-ever`` (the kept best: not with
+    ``generation``), or a member id. ``best`` and ``best-ever`` are refused for a run that has trained no
+    member yet (a member id gives an untrained member: :func:`untrained_warning`)."""
     if member == BEST_EVER:
         if generation is not None:
             raise SavedRunError(
@@ -344,10 +344,7 @@ def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> 
     if member == BEST:
         if untrained(members):
             raise SavedRunError(_untrained(run, member, generation))
-        from evo.core.selection import ranking
-
-        top = members[int(ranking([m.score for m in members])[0])]
-        return dataclasses.replace(top, label=f"{BEST} ({top.member})")
+        return best_of(members, run.config.seed)
     ids = {str(m.member): m for m in members}
     if member not in ids:
         raise SavedRunError(
@@ -355,6 +352,21 @@ def choose(run: SavedRun, member: str = BEST, generation: int | None = None) -> 
             f"them, {BEST} or {BEST_EVER}"
         )
     return ids[member]
+
+
+def best_of(members: list[MemberFile], seed: int) -> MemberFile:
+    """The member of a checkpoint's ``members`` with the highest selection score; a tie broken by the run's
+    draw for that generation (evo.core.streams.tie_priorities keyed (seed, generation), the one the run's
+    selection ordered them by, so the member taken is one selection kept; an asynchronous run: its latest
+    member's interval), and said in its label."""
+    from evo.core.selection import ranking
+    from evo.core.streams import tie_priorities
+
+    priorities = tie_priorities((seed, max(m.generation for m in members)), [m.member for m in members])
+    top = members[int(ranking([m.score for m in members], [priorities[m.member] for m in members])[0])]
+    tied = [m.member for m in members if m is not top and math.isfinite(top.score) and m.score == top.score]
+    said = f", tied with {', '.join(map(str, tied))}: the run's draw took it" if tied else ""
+    return dataclasses.replace(top, label=f"{BEST} ({top.member}{said})")
 
 
 def front(run: SavedRun) -> tuple[list[MemberFile], list[int]]:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evo.core.asynchronous import Latest, Schedule, choose_donor, decide_at_ready, ready_rng
+from evo.core.asynchronous import Latest, Schedule, choose_donor, decide_at_ready, ready_rng, ready_tiebreak
 from evo.core.explorers import make_explorer
 from evo.core.kinds import LogFloat
 from evo.core.result import MemberResult
@@ -244,3 +244,24 @@ def test_several_objectives_a_ready_member_copies_only_from_the_first_front():
     assert exploit.exploit.donor in (0, 1, 2)
     assert exploit.exploit.recipient_objectives == {"return": 0.0, "info:energy": 9.0}
     assert exploit.donor_objectives == values[exploit.exploit.donor]
+
+
+def test_a_tie_at_a_ready_point_is_decided_by_the_runs_tie_draw_not_the_id():
+    """Everyone tied at 3.0, truncation over 4: the bottom member, the one that copies, is the one the
+    ready point's draw (evo.core.asynchronous.ready_tiebreak) puts last, and its exploit names the tie."""
+    latest = latest_of([3.0, 3.0, 3.0, 3.0], intervals=[2, 2, 2, 2])
+    bottoms = set()
+    for seed in range(8):
+        copying = []
+        for member in range(4):
+            tiebreak = ready_tiebreak(seed, member, 2, latest)
+            decided = decide_at_ready(
+                member, latest, "truncation", make_explorer("perturb", SPACE), ready_rng(seed, member, 2),
+                ties="copy", tiebreak=tiebreak,
+            )  # fmt: skip
+            if decided is not None:
+                copying.append(member)
+                assert decided.exploit.tie == (0, 1, 2, 3) and decided.to_json()["tie"] == [0, 1, 2, 3]
+                assert member == max(range(4), key=lambda m: tiebreak[m])
+        bottoms.update(copying)
+    assert len(bottoms) > 1  # not member 3, the highest id, every time

@@ -16,6 +16,7 @@ from evo.core.final import (
     held_out_levels,
     pick,
 )
+from evo.core.streams import tie_priorities
 
 
 def standing(member, score, donor=None):
@@ -68,8 +69,20 @@ def test_a_tie_in_the_fresh_mean_goes_to_the_higher_selection_score_and_is_said(
     found = pick([Candidate(3, 4, 1024, 9.0), Candidate(2, 4, 1024, 9.0)], fresh)
     assert found.member == 3
     assert found.tie == (
-        "member 3 ties member(s) 2 at a fresh mean of 500; broken by selection's order (the same selection score)"
+        "member 3 ties member(s) 2 at a fresh mean of 500; broken by selection's order (the same selection score: "
+        "the run's tie draw)"
     )
+
+
+def test_tied_selection_scores_rank_candidates_by_the_runs_draw_not_the_id():
+    final = [standing(0, 3.0), standing(1, 5.0), standing(2, 5.0), standing(3, 5.0)]
+    orders = set()
+    for seed in range(8):
+        priorities = tie_priorities((seed, 4), range(4))
+        chosen, _ = candidates(final, 2, priorities)
+        assert [c.member for c in chosen] == sorted((1, 2, 3), key=lambda m: priorities[m])[:2]
+        orders.add(tuple(c.member for c in chosen))
+    assert len(orders) > 1  # not [1, 2], the lower ids, every time
 
 
 @pytest.mark.parametrize(

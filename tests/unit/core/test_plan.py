@@ -10,7 +10,9 @@ from evo.core.explorers import PB2, make_explorer
 from evo.core.kinds import LogFloat
 from evo.core.plan import generation_rng, plan_generation, weight_moves
 from evo.core.result import MemberResult
+from evo.core.rules import PBTRules
 from evo.core.selection import select
+from evo.core.streams import tie_priorities
 from tests.unit.core.scores import score_sets
 
 SPACE = {"lr": LogFloat(1e-3, 1.0)}
@@ -132,3 +134,29 @@ def test_several_objectives_plan_from_the_first_front_and_name_the_objectives_in
         assert line["donor_objectives"] == dict(zip(objective.names, values[line["donor"]], strict=True))
     default = plan_generation(1, population, "wta", perturb(), np.random.default_rng(0))
     assert "recipient_objectives" not in default[0].to_json(SPACE)  # a run selecting on the return records as before
+
+
+def test_a_tied_generation_is_decided_by_the_runs_tie_draw_and_each_exploit_names_the_tie():
+    """The run's rules (evo.core.rules.PBTRules.plan) order equal scores by the generation's draw
+    (evo.core.streams.tie_priorities), the same whatever order the population is held in; each exploit
+    resting on the tie names the tied members, and one without a tie writes its lineage line as before."""
+    scores = [3.0] * 6 + [1.0, 0.5]
+    recipients = set()
+    for seed in range(8):
+        rules = PBTRules("truncation", "perturb", SPACE, seed, rounds=9, population=8, ties="copy")
+        population = id_population(list(range(8)), scores)
+        plan = rules.plan(4, population, perturb())
+        priorities = tie_priorities((seed, 4), range(8))
+        tied_by_draw = sorted(range(6), key=lambda m: priorities[m])
+        assert {e.recipient for e in plan} == {6, 7}  # the untied bottom two, whatever the draw
+        assert {e.donor for e in plan} <= set(tied_by_draw[:2])  # the top two of the tie, by the draw
+        assert all(e.to_json()["tie"] == [0, 1, 2, 3, 4, 5] for e in plan)
+        shuffled = [population[i] for i in np.random.default_rng(seed).permutation(8)]
+        assert [e.to_json() for e in rules.plan(4, shuffled, perturb())] == [e.to_json() for e in plan]
+        tied = rules.plan(4, id_population(list(range(8)), [3.0] * 8), perturb())
+        recipients.add(frozenset(e.recipient for e in tied))
+        assert {e.recipient for e in tied} == set(sorted(range(8), key=lambda m: priorities[m])[-2:])
+    assert len(recipients) > 1  # another seed, another pair: not the two highest ids every time
+    untied = plan_generation(4, id_population(list(range(4)), [4.0, 3.0, 2.0, 1.0]), "truncation", perturb(),
+                             generation_rng(0, 4), ties="copy", tiebreak=tie_priorities((0, 4), range(4)))  # fmt: skip
+    assert untied and all("tie" not in e.to_json() for e in untied)

@@ -3,6 +3,8 @@
 import math
 
 from evo.core.result import MemberResult, new_best
+from evo.core.selection import ranking
+from evo.core.streams import tie_priorities
 
 
 def results(*scores: float) -> list[MemberResult]:
@@ -28,3 +30,17 @@ def test_a_member_with_no_score_never_wins():
     assert new_best(results(nan, 1.0), None).member == 1
     assert new_best(results(nan, 1.0), 2.0) is None
     assert new_best([], None) is None
+
+
+def test_a_tie_for_the_best_is_decided_by_the_generations_draw_as_selection_decides_it():
+    """With the run's draw (the same the generation's selection orders ties by), the kept best of a tie is
+    the member the draw ranks first: reproducibly, and another generation's draw can name another."""
+    tied = results(1.0, 3.0, 3.0, 3.0)
+    named = set()
+    for generation in range(12):
+        priorities = tie_priorities((3, generation), range(4))
+        best = new_best(tied, None, priorities).member
+        assert best == new_best(tied, None, priorities).member
+        assert best == int(ranking([r.score for r in tied], [priorities[m] for m in range(4)])[0])
+        named.add(best)
+    assert named == {1, 2, 3}

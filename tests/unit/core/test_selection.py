@@ -5,7 +5,16 @@ import math
 import numpy as np
 import pytest
 
-from evo.core.selection import keep_tied, ranking, select, truncation, truncation_count, winner_takes_all
+from evo.core.selection import (
+    keep_tied,
+    leaders,
+    ranking,
+    select,
+    truncation,
+    truncation_count,
+    winner_takes_all,
+)
+from evo.core.streams import tie_priorities
 from tests.unit.core.scores import score_sets
 
 SIZES = range(1, 10)
@@ -149,3 +158,38 @@ def test_several_objectives_with_one_member_in_front_draws_nothing():
 def test_several_objectives_tie_only_when_every_one_ties():
     scores = [(1.0, 2.0), (1.0, 2.0), (1.0, 3.0), (math.nan, math.nan), (math.nan, math.nan)]
     assert keep_tied({1: 0, 0: 2, 3: 4}, scores) == {1: 1, 0: 2, 3: 3}
+
+
+# --- ties: broken by the run's draw (evo.core.streams.tie_priorities), not by the member id -------
+
+
+def drawn_winner(seed: int, generation: int, scores) -> int:
+    priorities = tie_priorities((seed, generation), range(len(scores)))
+    return leaders(scores, [priorities[m] for m in range(len(scores))])[0]
+
+
+def test_a_tie_is_broken_by_the_runs_draw_reproducibly_and_not_by_the_index():
+    scores = [5.0, 5.0, 5.0, 5.0, 1.0]
+    winners = {drawn_winner(seed, 1, scores) for seed in range(20)}
+    assert winners == {0, 1, 2, 3}  # every tied member wins under some seed: the lower index is not favoured
+    assert all(drawn_winner(seed, 1, scores) == drawn_winner(seed, 1, scores) for seed in range(20))
+    assert {drawn_winner(3, generation, scores) for generation in range(20)} == {0, 1, 2, 3}  # a new draw per key
+
+
+def test_the_draw_orders_only_equal_scores():
+    """A ranking without a tie is the same with the draw: the draw changes a decision only at a tie."""
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        scores = list(rng.normal(size=7))
+        priorities = list(tie_priorities((9, 2), range(7)).values())
+        assert list(ranking(scores, priorities)) == list(ranking(scores))
+    scores = [2.0, float("nan"), 7.0, 2.0, float("nan")]
+    priorities = [tie_priorities((1, 1), range(5))[m] for m in range(5)]
+    order = list(ranking(scores, priorities))
+    assert order[0] == 2 and set(order[1:3]) == {0, 3} and set(order[3:]) == {1, 4}
+    assert order[1:3] == sorted((0, 3), key=lambda m: priorities[m])  # the tie by the draw, lower first
+
+
+def test_a_members_priority_is_its_ids_wherever_it_is_held():
+    assert tie_priorities((5, 3), [7, 2, 9]) == {m: tie_priorities((5, 3), [m])[m] for m in (9, 2, 7)}
+    assert tie_priorities((5, 3), [0])[0] != tie_priorities((5, 4), [0])[0] != tie_priorities((6, 3), [0])[0]

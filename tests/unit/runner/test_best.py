@@ -1,6 +1,8 @@
 """The run's kept best (evo.runner.best.KeptBest) through real checkpoints on MPI.COMM_SELF: captured when
 named, written into the next checkpoint, carried forward unchanged, and restored on resume."""
 
+import logging
+
 import numpy as np
 import torch
 from mpi4py import MPI
@@ -82,3 +84,16 @@ def test_a_checkpoint_before_any_score_and_an_old_checkpoint_have_no_best(tmp_pa
     initial = ckpt.latest(tmp_path, "run-a")[0]
     assert "best" not in initial.manifest and initial.best is None and initial.best_path() is None
     assert KeptBest.of_checkpoint("run-a", initial).score is None
+
+
+def test_a_kept_best_resting_on_a_tie_is_named_by_the_draw_and_said(caplog):
+    kept = KeptBest("run-a")
+    population = [result(0, 2.0), result(1, 4.0), result(2, 4.0)]
+    with caplog.at_level(logging.INFO, logger="evo"):
+        named = kept.beats(3, population, {0: 5, 1: 9, 2: 1})  # member 2 first in the draw
+    assert named.member == 2
+    assert "member 2 is the best so far (4), tied with member(s) 1: the tie was broken by the run's draw" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="evo"):
+        assert kept.beats(3, [result(0, 2.0), result(1, 4.0)], {0: 5, 1: 9}).member == 1
+    assert "tied" not in caplog.text

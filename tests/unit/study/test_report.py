@@ -506,3 +506,34 @@ def test_the_report_names_how_each_methods_selection_episodes_chose_actions():
         "`--eval-actions deterministic`).",
     ]
     assert selection_actions([run("one", [], episodes=0)]) == ""
+
+
+def test_a_selected_member_resting_on_a_tie_is_said_in_the_verdict_and_the_per_seed_table():
+    """The Procgen learning study's "pb2-mix higher in 2 of 3" rests on seed 1, where pb2-mix's selected
+    member 2 tied member 3 on selection score at the last generation (the committed records): the study
+    takes the lower id, and now says so where the tie decides a seed."""
+    from evo.rundir.history import load_run
+    from evo.study.records import selected_member, selection_tie
+
+    history = load_run(ROOT / "docs" / "results" / "procgen-learning" / "starpilot" / "pb2-mix-seed1")
+    last = history.generations[-1]
+    assert (selected_member(history, last), selection_tie(history, last, 2)) == (2, (3,))
+
+    def run(method, seed, mean, tied=()):
+        point = Point(1.0, 4, 400, 2, 3.0, mean, 0.5, 2.0, 2.0, returns=(mean,), tied=tied)
+        return type("Run", (), {"job": Job("starpilot", method, seed, 2, (), Path()), "points": [point]})()
+
+    runs = [run("pb2-mix", 0, 3.0), run("random", 0, 2.0), run("pb2-mix", 1, 3.1, (3,)), run("random", 1, 3.2)]
+    comparison = Comparison("pb2-mix", "random", 1.0)
+    text = report.verdicts(runs, ["starpilot"], [comparison], planned=2, fresh=True)
+    assert text.endswith(
+        "A selected member rests on a tie of selection scores (seed 1: pb2-mix's member 2 tied member 3): the "
+        "study took the lower id, so the difference in those seeds rests on that tie, not on the scores.\n"
+    )
+    rows = report.per_seed_table(runs, ["starpilot"], [comparison], fresh=True).splitlines()[2:]
+    assert rows[0] == "| starpilot | pb2-mix − random at 100 % | 0 | 3.0 | 2.0 | +1.0 |"
+    assert rows[1] == (
+        "| starpilot | pb2-mix − random at 100 % | 1 | 3.1 | 3.2 | -0.1 (a tie of selection scores: pb2-mix's "
+        "member 2 tied member 3; the lower id taken) |"
+    )
+    assert "tie" not in report.verdicts(runs[:2], ["starpilot"], [comparison], planned=2, fresh=True)

@@ -245,3 +245,23 @@ def test_an_export_never_builds_through_a_planted_link(made, tmp_path, capsys):
     assert status == 0, err
     assert list(elsewhere.iterdir()) == []
     assert experiment.is_dir() and not experiment.is_symlink() and (experiment / "best_model.zip").is_file()
+
+
+def test_best_at_a_checkpoint_breaks_a_tie_by_the_runs_draw_and_says_so():
+    """--member best at a checkpoint whose top selection score is tied: the member the run's draw for that
+    generation ranks first (the one its selection kept), named as tied; no tie, no words."""
+    from evo.core.streams import tie_priorities
+    from evo.tools.saved import MemberFile, best_of
+
+    members = [MemberFile(m, 6, Path(f"member_{m}.pt"), str(m), s, 1024) for m, s in enumerate((2.0, 5.0, 5.0, 5.0))]
+    taken = set()
+    for seed in range(8):
+        priorities = tie_priorities((seed, 6), range(4))
+        best = best_of(members, seed)
+        assert best.member == min((1, 2, 3), key=lambda m: priorities[m])
+        others = ", ".join(str(m) for m in (1, 2, 3) if m != best.member)
+        assert best.label == f"best ({best.member}, tied with {others}: the run's draw took it)"
+        taken.add(best.member)
+    assert len(taken) > 1  # not member 1, the lower id, every time
+    untied = best_of([*members[:3], MemberFile(3, 6, Path("member_3.pt"), "3", 7.0, 1024)], 0)
+    assert (untied.member, untied.label) == (3, "best (3)")
