@@ -1,4 +1,4 @@
-"""PBT of PPO agents over MPI: truncation selection, weights moved point-to-point.
+"""PBT of Stable-Baselines3 agents over MPI (any learner: --algo): truncation selection, weights moved point-to-point.
 
 mpiexec -n 4 python pbt_rl_truct.py --env-id CartPole-v1
 """

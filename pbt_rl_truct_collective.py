@@ -1,4 +1,4 @@
-"""PBT of PPO agents over MPI: truncation selection, weights moved with collectives.
+"""PBT of Stable-Baselines3 agents over MPI (any learner: --algo): truncation selection, weights moved with collectives.
 
 mpiexec -n 4 python pbt_rl_truct_collective.py --env-id CartPole-v1
 """

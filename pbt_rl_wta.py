@@ -1,4 +1,5 @@
-"""PBT of PPO agents over MPI: winner takes all (the best member's weights are broadcast).
+"""PBT of Stable-Baselines3 agents over MPI (any learner: --algo): winner takes all (the best member's weights are
+broadcast).
 
 mpiexec -n 4 python pbt_rl_wta.py --env-id CartPole-v1
 """

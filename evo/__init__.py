@@ -1,4 +1,5 @@
-"""evo: MPI-distributed Population Based Training for Stable-Baselines3 PPO."""
+"""evo: MPI-distributed Population Based Training of Stable-Baselines3 and sb3-contrib agents (``--algo``: a
+learner of evo.learners, or one of your own)."""
 
 from __future__ import annotations
 

@@ -21,8 +21,10 @@ architecture.md, "Where to add a learner"):
 What is TRPO's own here: the algorithm class, its settings, and the one setting whose new value needs
 code to reach the update (``gae_lambda``, copied into the rollout buffer). TRPO's trust region
 (``target_kl``), its conjugate-gradient damping and its critic's updates are read from the model at
-every update, so PBT tunes them as plain attributes. Tested by tests/e2e/test_own_learner.py (a PBT run
-under mpiexec that exploits, explores and resumes it) and tests/unit/learners/test_own_learner.py.
+every update, so PBT tunes them as plain attributes. Its line search assigns ``param.data``, putting new
+tensors in place of the state evo keeps in one flat buffer; evo binds them to it again before each exploit,
+and ``replaces_tensors`` says that this is expected (no warning). Tested by tests/e2e/test_own_learner.py
+(a PBT run under mpiexec that exploits, explores and resumes it) and tests/unit/learners/test_own_learner.py.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ class TRPOLearner(SB3Learner):
     algorithm = TRPO
     custom = {"gae_lambda": set_gae_lambda}
     readers = {"gae_lambda": gae_lambda_of}
+    replaces_tensors = True  # TRPO's line search assigns param.data: the state is bound again at each exploit
 
     def policy_kwargs(self) -> dict[str, Any]:
         """The value function's optimizer: SB3's Adam (eps 1e-5) as evo's EagerAdam (no torch._dynamo)."""

@@ -73,7 +73,7 @@ from evo.config.resume import (
 )
 from evo.core.envparams import is_env_param
 from evo.core.names import file_name
-from evo.learners import LearnerSpec, algo_problem, learner_spec
+from evo.learners import DEFAULT_ALGO, LearnerSpec, algo_problem, learner_spec
 
 __all__ = [
     "CNN_POLICIES",
@@ -127,7 +127,7 @@ def parse_config(
         shipped = shipped_module_problems(saved, {"--env-id": args.env_id, "--algo": args.algo}, args.run_dir)
         if shipped:
             raise ConfigError(shipped)
-    if saved is not None and (before := saved.get("algo", "ppo")) != args.algo:
+    if saved is not None and (before := saved.get("algo", DEFAULT_ALGO)) != args.algo:
         # the run's settings (its --hyperparams too) are another learner's: say only that
         raise ConfigError(
             [

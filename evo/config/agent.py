@@ -11,7 +11,7 @@ from evo.config.envnames import is_atari
 from evo.config.zoo import recorded_wrappers
 from evo.core.envparams import is_env_param
 from evo.core.kinds import Kind, kind_from_entry, kind_from_spec
-from evo.learners import LearnerSpec, learner_spec
+from evo.learners import DEFAULT_ALGO, LearnerSpec, learner_spec
 from evo.learners.spec import CNN_POLICIES, EnvShape, Setting
 
 ATARI_WRAPPER = "stable_baselines3.common.atari_wrappers.AtariWrapper"
@@ -116,7 +116,7 @@ def recorded_agent(saved: Mapping[str, Any]) -> dict[str, Any]:
     declared were PPO runs, kept the explored values under ``defaults`` and left out what had no
     setting yet (gSDE, normalisation ...): those had the learner's declared defaults then."""
     saved = dict(saved)
-    spec = learner_spec(saved.get("algo", "ppo"))
+    spec = learner_spec(saved.get("algo", DEFAULT_ALGO))
     defaults = saved.pop("defaults", None) or {}
     entries = {
         name: {"kind": "float", "choices": [], **entry} for name, entry in (saved.get("search_space") or {}).items()

@@ -16,7 +16,7 @@ import yaml
 from evo.config.agent import recorded_agent
 from evo.config.options import OPTIONS, TAKEN_FROM_RUN, Resume
 from evo.config.resolved import ConfigError
-from evo.learners import learner_spec
+from evo.learners import DEFAULT_ALGO, learner_spec
 
 # Options a resumed run takes from the run's record unless given again.
 RESUMED_FLAGS: tuple[str, ...] = tuple(option.name for option in TAKEN_FROM_RUN)
@@ -31,7 +31,7 @@ FIXED_ON_RESUME: tuple[str, ...] = (
 # one before --eval-actions played its evaluation episodes by the policy's argmax or mean.
 RECORDED_SINCE: dict[str, Any] = {
     "env_kwargs": {},
-    "algo": "ppo",
+    "algo": DEFAULT_ALGO,
     "objective": "return",
     "eval_actions": "deterministic",
 }

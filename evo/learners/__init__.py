@@ -31,6 +31,8 @@ from evo.learners.interface import learner_methods
 from evo.learners.spec import LearnerSpec, Reach, Setting
 
 DEFAULT_ALGO = "ppo"
+"""The learner a run trains without ``--algo``, and the one that trained a run recorded before ``--algo``
+existed (a config.yaml or checkpoint that names none): declared here once, read wherever a record lacks it."""
 OWN_LEARNER = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 """``--algo package.module:ClassName``: a learner of your own."""
 EXAMPLE = "docs/examples/trpo_learner.py"

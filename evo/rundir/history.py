@@ -16,7 +16,7 @@ import yaml
 from evo.core.kinds import Kind, kind_from_spec
 from evo.core.objective import Objective, parse_objective
 from evo.core.pareto import fronts
-from evo.learners import learner_spec
+from evo.learners import DEFAULT_ALGO, learner_spec
 
 
 class RunDirError(ValueError):
@@ -143,7 +143,7 @@ class RunHistory:
     @property
     def algo(self) -> str:
         """The run's learner (runs from before --algo trained PPO)."""
-        return (self.config.get("agent") or {}).get("algo") or self.config.get("algo") or "ppo"
+        return (self.config.get("agent") or {}).get("algo") or self.config.get("algo") or DEFAULT_ALGO
 
     def space(self) -> dict[str, dict]:
         """Each explored hyperparameter's search-space entry in config.yaml (empty if unknown)."""
@@ -212,7 +212,7 @@ def load_run(run_dir: str | Path) -> RunHistory:
     config_path = run_dir / "config.yaml"
     config = (yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}) or {}
     kinds = kinds_of(config)
-    algo = (config.get("agent") or {}).get("algo") or config.get("algo") or "ppo"
+    algo = (config.get("agent") or {}).get("algo") or config.get("algo") or DEFAULT_ALGO
     objective = objective_of(config)
     measured = () if objective.default else objective.names
     rows = []

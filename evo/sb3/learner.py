@@ -50,7 +50,7 @@ from evo.core.envparams import attribute, is_env_param
 from evo.core.objective import DEFAULT, Objective, scores_of, term_values
 from evo.core.result import MemberResult, Scores
 from evo.core.streams import eval_actions_seed, eval_env_seed, member_seed
-from evo.learners import LearnerSpec, Reach
+from evo.learners import DEFAULT_ALGO, LearnerSpec, Reach
 from evo.learners.interface import Layout, Payload, buffers_for
 from evo.learners.spec import resolved_net_arch
 from evo.sb3 import envstate
@@ -72,6 +72,9 @@ from evo.sb3.precision import require_bf16
 from evo.sb3.rng import forked_rng
 
 logger = logging.getLogger(__name__)
+
+_SAID_REPLACED: set[type] = set()
+"""The learner classes whose replaced state tensors this process has warned of (once each)."""
 
 CARRIED = (
     "seed",
@@ -229,6 +232,10 @@ class SB3Learner:
     built: ClassVar[tuple[str, ...]] = ()
     """Fixed settings the learner builds into the model itself (the policy's optimizer class, say) rather
     than passing them to SB3's constructor."""
+    replaces_tensors: ClassVar[bool] = False
+    """Whether the algorithm's update puts new tensors in place of its state's (``param.data = ...``:
+    sb3-contrib's TRPO's line search does), so that the state is no longer the flat buffer's views after
+    training: :meth:`pack` binds it again before each exploit, as for any learner, without a warning."""
 
     def __init__(self, setup: MemberSetup, hparams: Mapping[str, Any]):
         self.member_id = setup.member_id
@@ -619,7 +626,16 @@ class SB3Learner:
         normalisation, ``stats`` is refreshed too."""
         flat = self.buffer if self.flat is None else self.flat
         if not is_bound(self.model, flat):
-            logger.warning("member %d: state tensors were replaced; rebinding them to the flat buffer", self.member_id)
+            if not self.replaces_tensors and type(self) not in _SAID_REPLACED:
+                _SAID_REPLACED.add(type(self))
+                logger.warning(
+                    "member %d: %s's update put new tensors in place of the model's state (it assigns param.data); "
+                    "evo binds them to the flat buffer again before each exploit, so what moves is right and costs "
+                    "one copy of the state. Said once; a learner whose algorithm does this by design declares "
+                    "replaces_tensors = True (evo.sb3.learner.SB3Learner)",
+                    self.member_id,
+                    type(self).__name__,
+                )
             bind_tensor(self.model, torch.from_numpy(flat) if self.flat is None else flat)
         if self.flat is not None:  # the device's state to the host copy that travels
             torch.from_numpy(self.buffer).copy_(self.flat)
@@ -732,7 +748,7 @@ class SB3Learner:
         the log, or None."""
         if payload["member"] != self.member_id:
             raise ValueError(f"payload of member {payload['member']} given to member {self.member_id}")
-        if payload.get("algo", "ppo") != self.spec.name:
+        if payload.get("algo", DEFAULT_ALGO) != self.spec.name:
             raise ValueError(f"member {self.member_id}: the checkpoint holds a {payload.get('algo')} member")
         state = payload["state"].numpy()
         if self.architecture_of({**self.agent.settings, **payload["hparams"]}) != self.architecture:

@@ -5,6 +5,7 @@ exploit and through a checkpoint; what is not a learner is refused at start-up, 
 Under real MPI, with PBT: tests/e2e/test_own_learner.py."""
 
 import io
+import logging
 
 import pytest
 import torch
@@ -13,6 +14,8 @@ from evo.config import ConfigError, parse_config
 from evo.learners import algos, learner_spec, user_learner
 from evo.learners.interface import Learner, learner_methods
 from evo.rundir import checkpoint as ckpt
+from evo.sb3 import learner as learner_module
+from evo.sb3.flat import is_bound
 from evo.sb3.learner import SB3Learner, learner_class
 from tests.support import ROOT, member_of
 from tests.unit.sb3.offpolicy import checkpoint_payload_of, train_alike
@@ -57,14 +60,20 @@ def test_its_settings_are_checked_as_evos_own_learners_are():
     assert "n_steps cannot be explored: it sizes the rollout buffer" in problem
 
 
-def test_its_values_reach_the_model_and_its_state_moves_bit_for_bit(tmp_path):
+def test_its_values_reach_the_model_and_its_state_moves_bit_for_bit(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(learner_module, "_SAID_REPLACED", set(), raising=False)  # nothing said before
     config = parse_config(["--algo", TRPO, "--env-id", "CartPole-v1", *TINY], check_run_dir=False)
     donor, recipient = member_of(config, 0), member_of(config, 1)
     assert isinstance(donor, Learner)
     donor.train(96)
     recipient.train(64)
+    assert not is_bound(donor.model, donor.buffer)  # TRPO's line search assigned param.data
+    with caplog.at_level(logging.WARNING, logger="evo.sb3.learner"):
+        state = donor.exploit_state()
+    assert not [r for r in caplog.records if r.name == "evo.sb3.learner"]  # declared: no warning (issue 57)
+    assert is_bound(donor.model, donor.buffer)
     new = {**recipient.hparams, "target_kl": 0.03, "gae_lambda": 0.9, "n_critic_updates": 7, "learning_rate": 5e-4}
-    recipient.load({name: array.copy() for name, array in donor.exploit_state().items()}, new)
+    recipient.load({name: array.copy() for name, array in state.items()}, new)
     assert recipient.pack().tobytes() == donor.pack().tobytes()  # policy, value function, Adam
     model = recipient.model
     assert (model.target_kl, model.n_critic_updates, model.rollout_buffer.gae_lambda) == (0.03, 7, 0.9)

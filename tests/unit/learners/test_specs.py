@@ -1,5 +1,6 @@
 """The learners' declarations: each name in one place, each learner's names in its own files."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import yaml
 
 from evo.config import ConfigError, builtin_hyperparams, parse_config
 from evo.config.envnames import PROCGEN_GAMES
-from evo.learners import Reach, algos, learner_spec, specs
+from evo.learners import DEFAULT_ALGO, Reach, algos, learner_spec, specs
 from tests.support import ROOT, need_atari, need_mujoco
 
 EVO = ROOT / "evo"
@@ -70,6 +71,40 @@ def test_an_algorithm_specific_name_appears_only_in_its_learner_and_yaml():
                 f"{name} ({algo}) in {path.relative_to(ROOT)}" for name in sorted(names) if mentions(text, name)
             ]
     assert not offending, "algorithm-specific names outside their learner:\n  " + "\n  ".join(offending)
+
+
+def quoted_names(source: str) -> list[tuple[int, str]]:
+    """The string constants of ``source`` that are not docstrings, with their lines."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_a_learner_s_name_is_written_once_in_evo_s_code():
+    """A learner's name as a string in evo's code is its declaration's ``name=`` only; the default learner (the
+    fallback of a record that names none) is DEFAULT_ALGO, declared once (issue 57: ``"ppo"`` was written in
+    five modules)."""
+    declared = {EVO / "learners" / f"{algo}.py": algo for algo in algos()}
+    found = []
+    for path in sorted(EVO.rglob("*.py")):
+        found += [
+            (str(path.relative_to(ROOT)), value, line)
+            for line, value in quoted_names(path.read_text())
+            if value in algos() and declared.get(path) != value
+        ]
+    assert [(path, value) for path, value, _ in found] == [("evo/learners/__init__.py", "ppo")], found  # DEFAULT_ALGO
+    assert DEFAULT_ALGO == algos()[0] == "ppo"
 
 
 def test_the_name_search_would_see_one(tmp_path):

@@ -3,6 +3,8 @@ model's tensors views of the buffer, and bound again when something replaced one
 an int64 buffer, any optimizer's state (Adam, RMSprop, SB3's RMSpropTFLike) created as its first step
 creates it and every dtype moved bit for bit."""
 
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,7 @@ from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 from torch import nn
 
 from evo.config import parse_config
+from evo.sb3 import learner as learner_module
 from evo.sb3.flat import bind_flat, flat_size, is_bound, offsets, pack, state_tensors, unpack
 from tests.support import member_of, write_hyperparams
 
@@ -40,14 +43,22 @@ def test_flat_buffer_is_the_model_zero_copy(config):
     assert float(member.model.policy.optimizer.state[first]["step"]) > 0
 
 
-def test_rebinding_after_a_replaced_tensor(config):
+def test_rebinding_after_a_replaced_tensor(config, caplog, monkeypatch):
+    """Rebound at each pack, and said once per process with what it means (issue 57: a warning at every exploit
+    that did not say whether anything was wrong)."""
+    monkeypatch.setattr(learner_module, "_SAID_REPLACED", set(), raising=False)  # nothing said before
     member = member_of(config, 0)
-    first = next(member.model.policy.parameters())
-    first.data = first.data.clone() + 0.5  # something replaced a tensor behind our back
-    assert not is_bound(member.model, member.buffer)
-    packed = member.pack()  # rebinds, so what is sent is the model's current state
-    assert is_bound(member.model, member.buffer)
-    assert torch.equal(torch.from_numpy(packed[: first.numel()]).view(first.shape), first.detach())
+    for _ in range(2):
+        first = next(member.model.policy.parameters())
+        first.data = first.data.clone() + 0.5  # something replaced a tensor behind our back
+        assert not is_bound(member.model, member.buffer)
+        with caplog.at_level(logging.WARNING, logger="evo.sb3.learner"):
+            packed = member.pack()  # rebinds, so what is sent is the model's current state
+        assert is_bound(member.model, member.buffer)
+        assert torch.equal(torch.from_numpy(packed[: first.numel()]).view(first.shape), first.detach())
+    (said,) = [record.getMessage() for record in caplog.records if record.name == "evo.sb3.learner"]
+    assert "PPOLearner's update put new tensors in place of the model's state" in said
+    assert "so what moves is right" in said and "replaces_tensors = True" in said
 
 
 # --- any optimizer, any dtype: on a stand-in for an SB3 model (a network and its optimizer) ---------------
