@@ -65,6 +65,9 @@ class Restart:
     episode of its own (as a recipient of an exploit is)."""
     donor_objectives: tuple[float, ...] = ()
     """The donor's objectives (``--objective``), carried with its training score."""
+    tie: tuple[int, ...] = ()
+    """The members whose score ties the donor's, by id (empty: no tie): which of them could be drawn was
+    decided by the run's tie draw (evo.core.streams.tie_priorities), not by their ids."""
 
     def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
         """The lineage's ``restart`` line (an exploit's line has no ``event``)."""
@@ -79,6 +82,7 @@ class Restart:
             "old_hparams": json_hparams(self.old_hparams, space),
             "new_hparams": json_hparams(self.new_hparams, space),
             "changes": list(self.changes),
+            **({"tie": list(self.tie)} if self.tie else {}),
         }
 
 
@@ -124,11 +128,14 @@ def plan_restarts(
     truncation_fraction: float,
     recipients: frozenset[int] = frozenset(),
     objective: Objective = DEFAULT,
+    tiebreak: Mapping[int, int] | None = None,
 ) -> list[Restart]:
     """Where each failed member starts again (see the module docstring). ``scored``: this
     generation's results of the members that did not fail; ``counts``: failures before this
     generation's; ``recipients``: members copying another this generation (never a donor).
-    ``objective``: what the donors are ranked by. Raises :class:`TooManyFailures` past ``limit``."""
+    ``objective``: what the donors are ranked by; ``tiebreak``: each member id's priority in a tie of their
+    scores (evo.core.streams.tie_priorities, lower first; None: the lower id), a restart whose donor ties
+    another member naming them. Raises :class:`TooManyFailures` past ``limit``."""
     over = [f for f in failures if counts.get(f.member, 0) + 1 > limit]
     if over:
         said = "; ".join(
@@ -138,7 +145,7 @@ def plan_restarts(
             f"{said}: more than --max-member-failures {limit} allows; the job ends. Its last checkpoint can be "
             "resumed (--resume) once the cause is fixed, or with a larger --max-member-failures."
         )
-    donors = _donor_candidates(scored, truncation_fraction, recipients, objective)
+    donors = _donor_candidates(scored, truncation_fraction, recipients, objective, tiebreak)
     restarts = []
     for failure in sorted(failures, key=lambda f: f.member):
         old = dict(failure.hparams)
@@ -166,6 +173,7 @@ def plan_restarts(
                 ),
                 donor_score_train=result.score_train if result is not None else math.nan,
                 donor_objectives=tuple(result.objectives) if result is not None else (),
+                tie=_donor_tie(scored, result, recipients, objective),
             )
         )
     return restarts
@@ -176,11 +184,28 @@ def _donor_candidates(
     truncation_fraction: float,
     recipients: frozenset[int],
     objective: Objective = DEFAULT,
+    tiebreak: Mapping[int, int] | None = None,
 ) -> list[int]:
     """The top of the scored members that keep their weights this generation, by the truncation
-    fraction (at least the best of them), ranked by ``objective``; none when no member has a score."""
+    fraction (at least the best of them), ranked by ``objective`` (equal scores by ``tiebreak``); none
+    when no member has a score."""
     finite = [r for r in scored if not math.isnan(r.score) and r.member not in recipients]
     if not finite:
         return []
-    order = [finite[i].member for i in ranking(objective.selection_keys(finite))]
+    priorities = None if tiebreak is None else [tiebreak[r.member] for r in finite]
+    order = [finite[i].member for i in ranking(objective.selection_keys(finite), priorities)]
     return order[: max(1, math.ceil(len(order) * truncation_fraction - 1e-12))]
+
+
+def _donor_tie(
+    scored: Sequence[MemberResult], donor: MemberResult | None, recipients: frozenset[int], objective: Objective
+) -> tuple[int, ...]:
+    """The donor candidates (scored, keeping their weights) whose score ties ``donor``'s, by id, with it
+    (empty: no donor, no tie, or several objectives, whose Pareto ranking orders its own ties)."""
+    if donor is None or objective.several:
+        return ()
+    finite = [r for r in scored if not math.isnan(r.score) and r.member not in recipients]
+    keys = objective.selection_keys(finite)
+    mine = keys[[r.member for r in finite].index(donor.member)]
+    tied = tuple(sorted(r.member for r, key in zip(finite, keys, strict=True) if key == mine))
+    return tied if len(tied) > 1 else ()

@@ -100,6 +100,7 @@ class PBTRules:
             self.truncation_fraction,
             recipients,
             self.objective,
+            self.tiebreak(generation, scored),
         )
         failures.update({restart.member: restart.failures for restart in planned})
         return planned
@@ -130,6 +131,7 @@ class PBTRules:
             self.strategy,
             self.truncation_fraction,
             objective=self.objective,
+            tiebreak=ready_tiebreak(self.seed, failure.member, interval, [result.member for result in others]),
         )
         failures[failure.member] = planned.failures
         return planned

@@ -210,11 +210,11 @@ def log_generation(
         )
 
 
-def tie_text(exploit: Exploit) -> str:
-    """An exploit's tie, said (empty without one): which members tied, and who broke it."""
-    if not exploit.tie:
+def tie_text(decision: Exploit | Restart) -> str:
+    """An exploit's or a restart's tie, said (empty without one): which members tied, and who broke it."""
+    if not decision.tie:
         return ""
-    return f" (members {', '.join(map(str, exploit.tie))} tied: broken by the run's draw, not the member id)"
+    return f" (members {', '.join(map(str, decision.tie))} tied: broken by the run's draw, not the member id)"
 
 
 def front_text(front: Sequence[Mapping]) -> str:
@@ -240,5 +240,5 @@ def log_restarts(restarts: Sequence[Restart], redone: str = "and trained generat
             restart.failures,
             start,
             redone.format(restart.generation),
-            ", ".join(restart.changes),
+            ", ".join(restart.changes) + tie_text(restart),
         )

@@ -89,3 +89,25 @@ def test_the_lineage_line_round_trips_to_the_failure_counts():
     assert [line["event"] for line in lines[:3]] == ["restart"] * 3
     assert lines[0]["error"] == "RuntimeError: boom" and lines[2]["failures"] == 2
     assert failures_by_member(lines) == {2: 2, 3: 1}
+
+
+def test_a_tie_for_the_donors_places_is_decided_by_the_runs_draw_and_named():
+    """Four members tied at 50 for the top quarter's 2 places (of 7): which two may be drawn is the
+    generation's tie draw (PBTRules.restarts), not the lower ids, and the restart names the tie."""
+    from evo.core.rules import PBTRules
+    from evo.core.streams import tie_priorities
+
+    scored = results([(0, 50.0), (1, 50.0), (2, 50.0), (3, 50.0), (4, 20.0), (5, 5.0), (6, 1.0)])
+    pools = set()
+    for seed in range(6):
+        rules = PBTRules("truncation", "perturb", SPACE, seed, rounds=9, population=8, max_member_failures=3)
+        priorities = tie_priorities((seed, 4), range(7))
+        pool = set(sorted(range(4), key=lambda m: priorities[m])[:2])
+        for round_ in range(8):
+            (restart,) = rules.restarts(4, [Failure(7, "RuntimeError: boom", OWN)], scored, {}, frozenset(), round_)
+            assert restart.donor in pool
+            assert restart.tie == (0, 1, 2, 3) and restart.to_json()["tie"] == [0, 1, 2, 3]
+        pools.add(frozenset(pool))
+    assert len(pools) > 1  # not members 0 and 1, the lower ids, every time
+    (untied,) = restarts([7], [(0, 10.0), (1, 50.0), (2, 40.0)])
+    assert untied.tie == () and "tie" not in untied.to_json()
