@@ -27,7 +27,7 @@ import numpy as np
 
 from evo.core.kinds import SearchSpace, sample_hparams
 from evo.core.result import MemberResult
-from evo.core.selection import ranking
+from evo.core.selection import ranking, tie_group
 
 ETA = 2
 """Successive halving's rate: a rung keeps 1/ETA of its students (BG-PBT's ``eta = 2.0``)."""
@@ -95,9 +95,19 @@ def halving_rungs(candidates: int, population: int, budget: int, eta: int = ETA)
     return [Rung(students=sizes[r], steps=steps[r], keep=sizes[r + 1]) for r in range(rungs)]
 
 
-def survivors(scores: Sequence[float], keep: int) -> list[int]:
-    """The indices of the ``keep`` best ``scores`` (NaN last, ties to the lower index), best first."""
-    return [int(i) for i in ranking(scores)[:keep]]
+def survivors(scores: Sequence[float], keep: int, tiebreak: Sequence[int] | None = None) -> list[int]:
+    """The indices of the ``keep`` best ``scores`` (NaN last, equal scores by ``tiebreak``, each index's
+    priority, lower first: evo.core.streams.tie_priorities; None: the lower index), best first."""
+    return [int(i) for i in ranking(scores, tiebreak)[:keep]]
+
+
+def tied_with(scores: Mapping[int, float], chosen: Sequence[int]) -> tuple[int, ...]:
+    """The ids whose score ties a ``chosen`` one's (ties of two or more; NaN ties NaN), sorted: a choice
+    among them (a stage's teachers, a rung's survivors and their order) rested on the tie draw."""
+    ids = sorted(scores)
+    keys = [scores[m] for m in ids]
+    groups = [tie_group(keys, ids.index(m)) for m in chosen]
+    return tuple(sorted({ids[i] for group in groups if len(group) > 1 for i in group}))
 
 
 def propose_architectures(
@@ -180,11 +190,15 @@ def student_ids(population: int, students: int, stage: int) -> range:
     return range(first, first + students)
 
 
-def top_members(population: Sequence[MemberResult], fraction: float) -> list[int]:
+def top_members(
+    population: Sequence[MemberResult], fraction: float, tiebreak: Mapping[int, int] | None = None
+) -> list[int]:
     """The teachers: the best max(1, int(N · ``fraction``)) members by their last score (BG-PBT's
-    ``quantile_fraction``), best first."""
+    ``quantile_fraction``), best first; equal scores by ``tiebreak`` (each id's priority, lower first;
+    None: the lower id)."""
     count = max(1, int(len(population) * fraction))
-    order = ranking([result.score for result in population])
+    priorities = None if tiebreak is None else [tiebreak[result.member] for result in population]
+    order = ranking([result.score for result in population], priorities)
     return [population[i].member for i in order[:count]]
 
 
@@ -198,15 +212,17 @@ def plan_students(
     kept: Sequence[Mapping[str, Any]],
     fraction: float,
     rng: np.random.Generator,
+    tiebreak: Mapping[int, int] | None = None,
 ) -> list[Student]:
     """Stage ``stage``'s ``count`` students, as BG-PBT's ``search_init`` makes them: architectures
     from :func:`propose_architectures` over the ``architecture`` dimensions of ``space``; a kept or
     BO architecture comes with the hyperparameters of a population member drawn at random, a random
     one with hyperparameters drawn from ``space``; each student's teacher is drawn from
-    :func:`top_members`. ``population``: the last generation's results, sorted by member."""
+    :func:`top_members` (a tie by ``tiebreak``). ``population``: the last generation's results, sorted by
+    member."""
     arch_space = {name: space[name] for name in architecture}
     rest = {name: kind for name, kind in space.items() if name not in arch_space}
-    teachers = top_members(population, fraction)
+    teachers = top_members(population, fraction, tiebreak)
     students = []
     ids = student_ids(len(population), count, stage)
     for member, (arch, how) in zip(ids, propose_architectures(arch_space, count, reached, kept, rng), strict=True):
@@ -331,11 +347,14 @@ class Distilling:
     def living(self) -> list[Student]:
         return [s for s in self.students if s.member in self.alive]
 
-    def cut(self, scores: Mapping[int, float]) -> tuple[Distilling, list[int]]:
-        """After rung ``rung``: the students it keeps (by ``scores``, {student: score}), best first,
-        and the book moved to the next rung."""
+    def cut(
+        self, scores: Mapping[int, float], tiebreak: Mapping[int, int] | None = None
+    ) -> tuple[Distilling, list[int]]:
+        """After rung ``rung``: the students it keeps (by ``scores``, {student: score}; equal scores by
+        ``tiebreak``, each id's priority, lower first), best first, and the book moved to the next rung."""
         alive = list(self.alive)
-        order = survivors([scores[m] for m in alive], self.rungs[self.rung].keep)
+        priorities = None if tiebreak is None else [tiebreak[m] for m in alive]
+        order = survivors([scores[m] for m in alive], self.rungs[self.rung].keep, priorities)
         kept = [alive[i] for i in order]
         return replace(self, rung=self.rung + 1, alive=tuple(kept)), kept
 

@@ -45,7 +45,7 @@ from evo.core.plan import Exploit
 from evo.core.restart import Restart, failures_by_member
 from evo.core.result import MemberResult
 from evo.core.selection import NO_PBT
-from evo.core.stages import Distilling, StageBook, Student, halving_rungs, plan_students
+from evo.core.stages import Distilling, StageBook, Student, halving_rungs, plan_students, tied_with, top_members
 from evo.core.streams import RESUMED_ENVS, STAGE_STREAM, member_seed
 from evo.learners.interface import Distiller, Learner
 from evo.mpi import exchange
@@ -154,6 +154,7 @@ class Stages:
             self.book.kept,
             self.session.rules.truncation_fraction,
             rng,
+            tiebreak := self.session.rules.tiebreak(generation, self.population),
         )
         steps = max(result.env_steps for result in self.population)
         self.book = self.book.start(Distilling(tuple(students), tuple(self.rungs), generation, steps))
@@ -169,6 +170,11 @@ class Stages:
             self.num_agents,
             len(self.rungs),
         )
+        scores = {result.member: result.score for result in self.population}
+        teachers = top_members(self.population, self.session.rules.truncation_fraction, tiebreak)
+        tie = tied_with(scores, teachers)
+        if tie:
+            logger.info("  the teachers rest on a tie: %s", tie_words(tie))
         for student in students:
             logger.info(
                 "  student %d (%s) of member %d: %s",
@@ -185,6 +191,7 @@ class Stages:
                     "stage": stage,
                     "reason": reason,
                     **s.to_json(self.space),
+                    **({"tie": list(tie)} if tie else {}),
                 }
                 for s in students
             ]
@@ -334,7 +341,8 @@ class Stages:
         score train)] best first)."""
         distilling = self.book.distilling
         scores = {result.member: result.score for result in everyone}
-        after, kept = distilling.cut(scores)
+        after, kept = distilling.cut(scores, self.session.rules.tiebreak(generation, everyone))
+        tie = tied_with({m: scores[m] for m in distilling.alive}, kept)
         by_member = {result.member: result for result in everyone}
         dropped = [m for m in distilling.alive if m not in kept]
         stage = self.book.stage
@@ -350,6 +358,8 @@ class Stages:
             ", ".join(f"{m} ({scores[m]:.2f})" for m in dropped) or "none",
             time.perf_counter() - started,
         )
+        if tie:
+            logger.info("  the cut rests on a tie: %s", tie_words(tie))
         log_restarts(restarts, "and trained rung generation {} again")
         teachers = {s.member: s.teacher for s in distilling.students}
         rung = {
@@ -360,6 +370,7 @@ class Stages:
             "kept": kept,
             "dropped": dropped,
             "scores": {str(m): None if math.isnan(s) else s for m, s in scores.items()},
+            **({"tie": list(tie)} if tie else {}),
         }
         lineage = [*(restart.to_json(self.space) for restart in restarts), rung]
         self.records.write_rung(generation, everyone, teachers, lineage)
@@ -417,3 +428,8 @@ class Stages:
                 list(range(len(survivors))),
                 [survivor[0] for survivor in survivors],
             )
+
+
+def tie_words(tie: tuple[int, ...]) -> str:
+    """A stage's tie, said: which members tied, and who broke it."""
+    return f"members {', '.join(map(str, tie))} tied: broken by the run's draw, not the member id"

@@ -197,3 +197,28 @@ def test_a_stages_students_as_bg_pbt_makes_them():
             assert all(HP_SPACE[n].contains(s.hparams[n]) for n in HP_SPACE)
         assert all(s.hparams["learning_rate"] in rates for s in students if s.how != "random")
         assert sum(s.hparams["learning_rate"] in rates for s in students if s.how == "random") == 0
+
+
+def test_a_stages_teachers_and_a_rungs_survivors_tied_are_drawn_by_the_run_and_named():
+    """Three members tied for two teachers' places, three students tied for two survivors': the places go
+    as the run's tie draw ranks them (not the lower ids: another seed, another pair), and the tie is named."""
+    from evo.core.stages import tied_with
+    from evo.core.streams import tie_priorities
+
+    pop = [MemberResult(m, 0, 1000, s) for m, s in enumerate([4.0, 4.0, 1.0, 4.0, 0.5, 0.2, 0.1, 0.0])]
+    students = tuple(Student(m, 0, {}, "random") for m in (8, 9, 10, 11))
+    teachers, kept_pairs = set(), set()
+    for seed in range(8):
+        priorities = tie_priorities((seed, 3), range(12))
+        top = top_members(pop, 0.25, priorities)
+        assert top == sorted((0, 1, 3), key=lambda m: priorities[m])[:2]
+        assert tied_with({r.member: r.score for r in pop}, top) == (0, 1, 3)
+        teachers.add(tuple(top))
+        distilling = Distilling(students, (Rung(4, 100, 2),), began=1, steps_at_start=0)
+        scores = {8: 2.0, 9: 2.0, 10: 1.0, 11: 2.0}
+        _, kept = distilling.cut(scores, priorities)
+        assert kept == sorted((8, 9, 11), key=lambda m: priorities[m])[:2]
+        assert tied_with(scores, kept) == (8, 9, 11)
+        kept_pairs.add(tuple(kept))
+    assert len(teachers) > 1 and len(kept_pairs) > 1
+    assert tied_with({0: 3.0, 1: 2.0, 2: 2.0}, [0]) == ()  # no tie touches the chosen: nothing to say
