@@ -16,11 +16,13 @@ import pytest
 import torch
 
 from evo.core.selection import ranking
+from evo.core.streams import tie_priorities
 from evo.rundir.checkpoint import file_sha256, load_payload
 from tests.support import mpiexec, read_lineage, read_population, write_hyperparams
 
 RANKS = 32
 GENERATIONS = 2
+SEED = 1
 RECIPIENTS = 8  # truncation's default fraction 0.25 of 32
 # the job took ~90 s (3 generations) on an idle 2-core machine, 14.5 minutes with the cores busy elsewhere
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -34,7 +36,7 @@ def run_dir(tmp_path_factory):
     run_dir = tmp / "run"
     arguments = [
         *("pbt_rl_truct.py", "--env-id", "CartPole-v1", "--hyperparams", str(hyperparams)),
-        *("--agent-training-steps", "64", "--total-generations", str(GENERATIONS), "--seed", "1"),
+        *("--agent-training-steps", "64", "--total-generations", str(GENERATIONS), "--seed", str(SEED)),
         *("--keep-checkpoints", str(GENERATIONS + 1), "--tb-writer", "False", "--progress-interval", "0"),
         *("--run-dir", str(run_dir)),
     ]
@@ -69,7 +71,9 @@ def test_exploits_follow_truncation_and_recipients_hold_their_donors_weights(run
     lineage = read_lineage(run_dir)
     for generation in range(1, GENERATIONS + 1):
         now = sorted((r for r in rows if int(r["generation"]) == generation), key=lambda r: int(r["member"]))
-        order = [int(m) for m in ranking([float(r["score"]) for r in now])]  # best first, NaN last, ties by id
+        draw = tie_priorities((SEED, generation), range(RANKS))  # ties as the run breaks them: its draw
+        scores = [float(r["score"]) for r in now]
+        order = [int(m) for m in ranking(scores, [draw[m] for m in range(RANKS)])]  # best first, NaN last
         top, bottom = set(order[:RECIPIENTS]), set(order[-RECIPIENTS:])
         exploits = [e for e in lineage if e["generation"] == generation]
         donors = {e["recipient"]: e["donor"] for e in exploits}
