@@ -30,6 +30,7 @@ in the study's folder, ``floors/<env>-seed<k>.json``.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,8 @@ TOOL = "evo-evaluate"
 ENVS = 8
 """Envs the episodes are spread over (``evo-evaluate --envs``): one env plays Procgen's episodes one
 step at a time, eight times slower."""
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -102,22 +105,28 @@ def read_cache(path: Path, wanted: dict | None = None) -> FreshReturns | None:
     """The cached returns at ``path`` if they were made as ``wanted`` says (None: however they were made)."""
     if not path.is_file():
         return None
-    saved = json.loads(path.read_text())
-    how = saved.get("how", {})
-    if wanted is not None and not _same(how, wanted):
+    try:
+        saved = json.loads(path.read_text())
+        how = saved.get("how", {})
+        if wanted is not None and not _same(how, wanted):
+            return None
+        members = {int(m): r for m, r in saved["members"].items()}
+        objectives = {
+            int(m): {key: [number(v) for v in values] for key, values in o.items()}
+            for m, o in (saved.get("objectives") or {}).items()
+        }
+        digests = {int(m): str(d) for m, d in (saved.get("digests") or {}).items()}
+        kept = saved.get("best_ever")
+        if kept is None:
+            return FreshReturns(members, how=how, objectives=objectives, digests=digests)
+        return FreshReturns(
+            members, kept["returns"], kept["member"], kept["generation"], how, objectives, digests, kept.get("digest")
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as error:  # cut short, hand-edited, another file's
+        logger.warning(
+            "the re-evaluation cache %s is damaged (%s); its members are played again", path, type(error).__name__
+        )
         return None
-    members = {int(m): r for m, r in saved["members"].items()}
-    objectives = {
-        int(m): {key: [number(v) for v in values] for key, values in o.items()}
-        for m, o in (saved.get("objectives") or {}).items()
-    }
-    digests = {int(m): str(d) for m, d in (saved.get("digests") or {}).items()}
-    kept = saved.get("best_ever")
-    if kept is None:
-        return FreshReturns(members, how=how, objectives=objectives, digests=digests)
-    return FreshReturns(
-        members, kept["returns"], kept["member"], kept["generation"], how, objectives, digests, kept.get("digest")
-    )
 
 
 def reevaluate(

@@ -42,6 +42,12 @@ def test_a_kept_checkpoint_is_re_evaluated_and_cached_beside_the_run(run_dir):
     assert reevaluated(run_dir, 3, generation=1, seed=5).members[0] == [123.0] * 3
     # a cache made another way (other episodes) is made again
     assert reevaluated(run_dir, 2, generation=1, seed=5).members[0] != [123.0] * 2
+    # a damaged cache (cut short, not JSON, not a cache's mapping) is made again, said once: it was a traceback
+    for damaged in ('{"how": {"tool"', "[1, 2]", '{"how": {}, "members": 3}'):
+        cache_path(run_dir, 1).write_text(damaged)
+        assert read_cache(cache_path(run_dir, 1)) is None
+        assert sorted(reevaluated(run_dir, 2, generation=1, seed=5).members) == [0, 1, 2, 3]
+        assert json.loads(cache_path(run_dir, 1).read_text())["how"]["episodes"] == 2  # written again, whole
 
 
 def test_each_members_weights_digest_is_cached_equal_only_for_a_copy_and_its_donor(run_dir):
