@@ -110,8 +110,8 @@ def with_run_dir(argv: list[str], tmp_path: Path) -> list[str]:
 
 
 def tree_digest(path) -> str:
-    """The names and contents of every file below ``path``, hashed (as tests/e2e/runs.py's, which
-    imports torch)."""
+    """The names and contents of every file below ``path``, hashed (to show that nothing was written;
+    tests/support.py's, kept here because this script runs without the tests package on its path)."""
     digest = hashlib.sha256()
     for item in sorted(Path(path).rglob("*")):
         digest.update(str(item.relative_to(path)).encode())

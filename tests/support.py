@@ -4,7 +4,6 @@ capturing what SB3 logs, skipping where the MuJoCo, Atari or importance extra is
 
 import contextlib
 import csv
-import hashlib
 import json
 import os
 import shutil
@@ -13,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.startup_refusals import tree_digest as tree_digest  # kept there: that script runs without tests.support
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -201,16 +202,6 @@ def unprivileged():
         yield
     finally:
         os.seteuid(0)
-
-
-def tree_digest(path) -> str:
-    """The names and contents of every file below ``path``, hashed (to show that nothing was written)."""
-    digest = hashlib.sha256()
-    for item in sorted(Path(path).rglob("*")):
-        digest.update(str(item.relative_to(path)).encode())
-        if item.is_file():
-            digest.update(item.read_bytes())
-    return digest.hexdigest()
 
 
 def recorded_intervals(run_dir) -> dict[tuple[int, int], dict]:
