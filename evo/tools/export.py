@@ -73,11 +73,6 @@ logger = logging.getLogger(__name__)
 EXIT_BAD_INPUT = 2
 
 
-def export_problems(run: SavedRun) -> list[str]:
-    """Why the run's members cannot be exported (none yet: every learner and policy exports)."""
-    return []
-
-
 def impala_module(env_name: str) -> str:
     """The name of the module an IMPALA export writes beside ``<env_name>.zip``: ``<env_name>_impala`` as a
     Python name (``bigfish_impala``; each character that cannot be in one as ``_``)."""
@@ -315,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings = []
     try:
         run = open_run(args.run_dir)
-        problems = export_problems(run) + video_problems(args, run)
+        problems = video_problems(args, run)
         problems += onnx_missing() if args.format == "onnx" else []
         problems += output_problems("--out", args.out, folder=True) + output_problems("--video", args.video)
         if problems:
@@ -384,7 +379,7 @@ def main_front(args: argparse.Namespace) -> int:
                 f"{', '.join(given)}, or drop --front to export one member"
             )
         run = open_run(args.run_dir)
-        problems = export_problems(run) + output_problems("--out", args.out, folder=True)
+        problems = output_problems("--out", args.out, folder=True)
         problems += onnx_missing() if args.format == "onnx" else []
         if problems:
             raise SavedRunError("; ".join(problems))
