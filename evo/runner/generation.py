@@ -214,7 +214,12 @@ def tie_text(decision: Exploit | Restart) -> str:
     """An exploit's or a restart's tie, said (empty without one): which members tied, and who broke it."""
     if not decision.tie:
         return ""
-    return f" (members {', '.join(map(str, decision.tie))} tied: broken by the run's draw, not the member id)"
+    return f" ({tie_words(decision.tie)})"
+
+
+def tie_words(tie: Sequence[int]) -> str:
+    """A tie, said: which members tied, and who broke it."""
+    return f"members {', '.join(map(str, tie))} tied: broken by the run's draw, not the member id"
 
 
 def front_text(front: Sequence[Mapping]) -> str:

@@ -51,7 +51,7 @@ from evo.learners.interface import Distiller, Learner
 from evo.mpi import exchange
 from evo.rundir.checkpoint import Checkpoint, write_checkpoint
 from evo.runner.best import KeptBest
-from evo.runner.generation import log_restarts, rank_timing, write_timing
+from evo.runner.generation import log_restarts, rank_timing, tie_words, write_timing
 from evo.runner.loop import GenerationReport, Hooks, LoopOutcome, LoopSettings, run_generations
 from evo.runner.session import Session
 
@@ -428,8 +428,3 @@ class Stages:
                 list(range(len(survivors))),
                 [survivor[0] for survivor in survivors],
             )
-
-
-def tie_words(tie: tuple[int, ...]) -> str:
-    """A stage's tie, said: which members tied, and who broke it."""
-    return f"members {', '.join(map(str, tie))} tied: broken by the run's draw, not the member id"
