@@ -70,11 +70,6 @@ def recorded_wrappers(entries: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
     return tuple((str(path), dict(kwargs or {})) for entry in entries or () for path, kwargs in entry.items())
 
 
-def wrapper_module(path: str) -> str:
-    """The module of a wrapper's class path."""
-    return path.rpartition(".")[0]
-
-
 def python_literal(text: str, where: str, problems: list[str]) -> Any:
     """A zoo value written as a string of Python: a literal (``"{'norm_obs': True}"``, ``"True"``) or a
     ``dict(key=value, ...)`` call of literals, where torch's activation classes (``nn.ReLU``,
