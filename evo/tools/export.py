@@ -209,12 +209,9 @@ def _write_onnx(run: SavedRun, chosen: MemberFile, folder: Path, env_name: str) 
 
 def _write(run: SavedRun, chosen: MemberFile, best: MemberFile | None, folder: Path, env_name: str) -> None:
     folder.mkdir(parents=True)  # its own name is new: mkdir fails on whatever is there, a link included
-    stats_dir = folder / env_name
-    stats_dir.mkdir()
-    with contextlib.ExitStack() as stack:
-        impala = (
-            stack.enter_context(standalone_impala(folder, env_name)) if run.config.agent.policy == "impala" else None
-        )
+    (folder / env_name).mkdir()
+    extractor = standalone_impala(folder, env_name) if run.config.agent.policy == "impala" else contextlib.nullcontext()
+    with extractor as impala:
         _write_models(run, chosen, best, folder, env_name, impala)
 
 
