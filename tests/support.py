@@ -220,3 +220,49 @@ def assert_each_member_has(rows, intervals: dict[int, int], steps: int) -> None:
     interval)."""
     assert sorted(rows) == sorted((m, i) for m, n in intervals.items() for i in range(1, n + 1))
     assert all(int(row["env_steps"]) == steps * interval for (_, interval), row in rows.items())
+
+
+USER_ENV_MODULE = '''
+"""A user's env: episodes of `length` steps that pay `reward_scale` each, so every episode
+returns length * reward_scale whatever the policy does. With $USER_ENV_LOG set, each instance writes
+its kwargs and its MPI rank to a file there."""
+import json
+import os
+import uuid
+
+import gymnasium as gym
+import numpy as np
+
+
+class ConstantReward(gym.Env):
+    def __init__(self, length=10, reward_scale=1.0):
+        self.length, self.reward_scale, self.t = length, reward_scale, 0
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        log_dir = os.environ.get("USER_ENV_LOG")
+        if log_dir:
+            record = {"rank": int(os.environ.get("OMPI_COMM_WORLD_RANK", -1)), "length": length,
+                      "reward_scale": reward_scale}
+            with open(os.path.join(log_dir, uuid.uuid4().hex + ".json"), "w") as handle:
+                json.dump(record, handle)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), float(self.reward_scale), self.t >= self.length, False, {}
+
+
+gym.register("@ENV_ID@", entry_point=ConstantReward)
+'''
+"""A user's own env module, as a test writes it into a folder outside evo (tests/e2e/test_user_env.py,
+tests/unit/config/): :func:`user_env_module` names its env id."""
+
+
+def user_env_module(env_id: str) -> str:
+    """:data:`USER_ENV_MODULE` registering its env as ``env_id`` (each test module its own: the unit tier's tests
+    share one gym registry)."""
+    return USER_ENV_MODULE.replace("@ENV_ID@", env_id)

@@ -11,44 +11,9 @@ import pytest
 
 import evo.tools.export as export_tool
 from tests.e2e.runs import play, zoo_venv_python
-from tests.support import mpiexec
+from tests.support import mpiexec, user_env_module
 
-USER_MODULE = '''
-"""A user's env: episodes of `length` steps that pay `reward_scale` each, so every episode
-returns length * reward_scale whatever the policy does. Each instance writes its kwargs and
-its MPI rank to a file in $USER_ENV_LOG."""
-import json
-import os
-import uuid
-
-import gymnasium as gym
-import numpy as np
-
-
-class ConstantReward(gym.Env):
-    def __init__(self, length=10, reward_scale=1.0):
-        self.length, self.reward_scale, self.t = length, reward_scale, 0
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-        log_dir = os.environ.get("USER_ENV_LOG")
-        if log_dir:
-            record = {"rank": int(os.environ.get("OMPI_COMM_WORLD_RANK", -1)), "length": length,
-                      "reward_scale": reward_scale}
-            with open(os.path.join(log_dir, uuid.uuid4().hex + ".json"), "w") as handle:
-                json.dump(record, handle)
-
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.zeros(1, np.float32), float(self.reward_scale), self.t >= self.length, False, {}
-
-
-gym.register("ConstantReward-v0", entry_point=ConstantReward)
-'''
+USER_MODULE = user_env_module("ConstantReward-v0")
 
 TINY = ["--hyperparams", "n_envs:2", "n_steps:32", "batch_size:32", "n_epochs:1"]
 

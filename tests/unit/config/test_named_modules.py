@@ -13,6 +13,7 @@ import evo.study.main as study_main
 from evo.config import ConfigError, parse_config
 from evo.runner.session import open_records
 from evo.tools import export as export_tool
+from tests.support import user_env_module
 
 SHIPPED = """
 from pathlib import Path
@@ -22,27 +23,7 @@ raise SystemExit("the shipped module ran")
 """
 """A module a run directory could ship: it leaves a file beside itself when it runs."""
 
-USER_MODULE = """
-import gymnasium as gym
-import numpy as np
-
-
-class Constant(gym.Env):
-    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.zeros(1, np.float32), 1.0, self.t >= 8, False, {}
-
-
-gym.register("ConstantNamedModules-v0", entry_point=Constant)
-"""
+USER_MODULE = user_env_module("ConstantNamedModules-v0")
 TINY = ["--hyperparams", "n_envs:1", "n_steps:32", "batch_size:32", "n_epochs:1", "--tb-writer", "False"]
 
 

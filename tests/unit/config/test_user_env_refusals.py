@@ -11,30 +11,9 @@ import sys
 import pytest
 
 from evo.config import ConfigError, parse_config
+from tests.support import user_env_module
 
-USER_MODULE = """
-import gymnasium as gym
-import numpy as np
-
-
-class ConstantReward(gym.Env):
-    def __init__(self, length=10, reward_scale=1.0):
-        self.length, self.reward_scale, self.t = length, reward_scale, 0
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.zeros(1, np.float32), float(self.reward_scale), self.t >= self.length, False, {}
-
-
-gym.register("ConstantRewardUnit-v0", entry_point=ConstantReward)
-
+MISSION_OBSERVATION = """
 
 class MissionObservation(ConstantReward):  # MiniGrid's shape of observation: an image and a Text mission
     def __init__(self):
@@ -46,7 +25,8 @@ class MissionObservation(ConstantReward):  # MiniGrid's shape of observation: an
 
 gym.register("MissionObservationUnit-v0", entry_point=MissionObservation)
 """
-"""A user's env (tests/e2e/test_user_env.py's, without its log) in a module of its own."""
+USER_MODULE = user_env_module("ConstantRewardUnit-v0") + MISSION_OBSERVATION
+"""A user's env (tests/support.py's, as tests/e2e/test_user_env.py trains it) and one with MiniGrid's observations."""
 TINY = ["--hyperparams", "n_envs:2", "n_steps:32", "batch_size:32", "n_epochs:1"]
 
 
