@@ -13,7 +13,7 @@ from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
 from evo.core.result import MemberResult, by_member
-from evo.core.selection import TIE_RULES, keep_tied, leaders, select, tie_group
+from evo.core.selection import TIE_RULES, keep_tied, leaders, select, tied_ids
 from evo.core.streams import SELECTION_STREAM
 
 
@@ -100,8 +100,7 @@ def generation_rng(seed: int, generation: int) -> np.random.Generator:
 def ties_of(scores: Sequence[float], ids: Sequence[int], recipient: int, donor: int) -> tuple[int, ...]:
     """The ids tied with the member at position ``recipient`` or ``donor`` (a tie of two or more; empty
     when neither ties anyone), sorted: an exploit that rests on a tie says so."""
-    groups = [tie_group(scores, index) for index in (recipient, donor)]
-    return tuple(sorted({ids[i] for group in groups if len(group) > 1 for i in group}))
+    return tied_ids(scores, ids, (recipient, donor))
 
 
 def plan_generation(

@@ -51,6 +51,15 @@ def tie_group(scores: Sequence[float] | Sequence[Sequence[float]], index: int) -
     return [i for i in range(len(scores)) if tied(scores[i], scores[index])]
 
 
+def tied_ids(
+    scores: Sequence[float] | Sequence[Sequence[float]], ids: Sequence[int], positions: Sequence[int]
+) -> tuple[int, ...]:
+    """The ids (``ids[i]`` is the member at ``scores[i]``) tied with the member at any of ``positions`` (a tie
+    of two or more; empty when none ties anyone), sorted: a decision that rests on a tie says so."""
+    groups = [tie_group(scores, index) for index in positions]
+    return tuple(sorted({ids[i] for group in groups if len(group) > 1 for i in group}))
+
+
 def truncation_count(population: int, fraction: float) -> int:
     """How many members are replaced: ceil(N * fraction), capped at floor(N / 2)."""
     return min(math.ceil(population * fraction - 1e-12), population // 2)

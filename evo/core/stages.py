@@ -27,7 +27,7 @@ import numpy as np
 
 from evo.core.kinds import SearchSpace, sample_hparams
 from evo.core.result import MemberResult
-from evo.core.selection import ranking, tie_group
+from evo.core.selection import ranking, tied_ids
 
 ETA = 2
 """Successive halving's rate: a rung keeps 1/ETA of its students (BG-PBT's ``eta = 2.0``)."""
@@ -105,9 +105,7 @@ def tied_with(scores: Mapping[int, float], chosen: Sequence[int]) -> tuple[int, 
     """The ids whose score ties a ``chosen`` one's (ties of two or more; NaN ties NaN), sorted: a choice
     among them (a stage's teachers, a rung's survivors and their order) rested on the tie draw."""
     ids = sorted(scores)
-    keys = [scores[m] for m in ids]
-    groups = [tie_group(keys, ids.index(m)) for m in chosen]
-    return tuple(sorted({ids[i] for group in groups if len(group) > 1 for i in group}))
+    return tied_ids([scores[m] for m in ids], ids, [ids.index(m) for m in chosen])
 
 
 def propose_architectures(
