@@ -1,8 +1,8 @@
 """What the end-to-end tests share: a run started in the background (and ended if the test leaves it
 running), waiting for an event, the flags common to a test's runs, its TensorBoard scalars,
-python -m entry points, the line of a member's weights back through its exploits, a tree's
-digest (to show nothing was written), the kept best checked against the records, and the
-evo-less virtualenv (.venv-zoo)."""
+python -m entry points, the line of a member's weights back through its exploits, the kept best
+checked against the records, and the evo-less virtualenv (.venv-zoo) playing an export (a tree's digest:
+tests/support.py)."""
 
 import collections
 import os
