@@ -123,6 +123,11 @@ REGISTERED_BY = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
 """Env id prefixes of packages that register their envs when imported (and are not gymnasium's own)."""
 
 
+def registered_by(bare: str) -> str | None:
+    """The package of :data:`REGISTERED_BY` whose import registers the env id ``bare`` (no ``module:``), or None."""
+    return next((name for prefix, name in REGISTERED_BY.items() if bare.startswith(prefix)), None)
+
+
 def unknown_env_message(env_id: str) -> str | None:
     """None if ``env_id`` can be made, else a message with close matches."""
     if procgen_game(env_id) is not None:
@@ -155,7 +160,7 @@ def unknown_env_message(env_id: str) -> str | None:
     matches = difflib.get_close_matches(bare, candidates, n=5, cutoff=0.6)
     matches += [c for c in candidates if c.lower() == bare.lower() and c not in matches]
     hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
-    package = next((name for prefix, name in REGISTERED_BY.items() if bare.startswith(prefix)), None)
+    package = registered_by(bare)
     if package is not None:
         hint += f" {bare} is registered by the {package} package when it is imported: name it {package}:{bare}"
         hint += f" (pip install {package} where it is missing)."
@@ -303,7 +308,7 @@ def unbatchable(space) -> tuple[str, ...]:
 
 def unbatchable_message(env_id: str, parts: Sequence[str]) -> str:
     """The refusal of an env whose observations hold ``parts`` that SB3 cannot batch, with what to do."""
-    minigrid = env_id.rpartition(":")[2].startswith(("MiniGrid-", "BabyAI-"))
+    minigrid = registered_by(env_id.rpartition(":")[2]) == "minigrid"
     wrapper = (
         "minigrid.wrappers.ImgObsWrapper (the image alone) or FlatObsWrapper (the image and the mission, encoded)"
         if minigrid
