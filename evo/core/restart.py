@@ -32,7 +32,7 @@ from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
 from evo.core.plan import json_hparams
 from evo.core.result import MemberResult
-from evo.core.selection import NO_PBT, ranking
+from evo.core.selection import NO_PBT, ranking, tied_ids
 from evo.core.streams import RESTART_STREAM
 
 
@@ -189,7 +189,7 @@ def _donor_candidates(
     """The top of the scored members that keep their weights this generation, by the truncation
     fraction (at least the best of them), ranked by ``objective`` (equal scores by ``tiebreak``); none
     when no member has a score."""
-    finite = [r for r in scored if not math.isnan(r.score) and r.member not in recipients]
+    finite = _keeping(scored, recipients)
     if not finite:
         return []
     priorities = None if tiebreak is None else [tiebreak[r.member] for r in finite]
@@ -204,8 +204,11 @@ def _donor_tie(
     (empty: no donor, no tie, or several objectives, whose Pareto ranking orders its own ties)."""
     if donor is None or objective.several:
         return ()
-    finite = [r for r in scored if not math.isnan(r.score) and r.member not in recipients]
-    keys = objective.selection_keys(finite)
-    mine = keys[[r.member for r in finite].index(donor.member)]
-    tied = tuple(sorted(r.member for r, key in zip(finite, keys, strict=True) if key == mine))
-    return tied if len(tied) > 1 else ()
+    finite = _keeping(scored, recipients)
+    ids = [r.member for r in finite]
+    return tied_ids(objective.selection_keys(finite), ids, [ids.index(donor.member)])
+
+
+def _keeping(scored: Sequence[MemberResult], recipients: frozenset[int]) -> list[MemberResult]:
+    """The members of ``scored`` with a score (not NaN) that keep their weights this generation."""
+    return [r for r in scored if not math.isnan(r.score) and r.member not in recipients]
