@@ -61,7 +61,7 @@ def test_its_settings_are_checked_as_evos_own_learners_are():
 
 
 def test_its_values_reach_the_model_and_its_state_moves_bit_for_bit(tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr(learner_module, "_SAID_REPLACED", set(), raising=False)  # nothing said before
+    monkeypatch.setattr(learner_module, "_SAID_REPLACED", set())  # nothing said before
     config = parse_config(["--algo", TRPO, "--env-id", "CartPole-v1", *TINY], check_run_dir=False)
     donor, recipient = member_of(config, 0), member_of(config, 1)
     assert isinstance(donor, Learner)
