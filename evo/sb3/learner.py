@@ -528,22 +528,13 @@ class SB3Learner:
         (run seed, member, env steps trained) and forked from the process's own, so that training draws
         the same numbers either way. ``on_step``, if given, is called at every step of the evaluation env
         (the run's watchdog: evo.runner.watchdog)."""
-        infos: dict[str, list[float]] = {key: [] for key in self.objective.info_keys}
+        infos, collect = episode_infos(self.objective.info_keys, on_step)
         if self.eval_episodes <= 0 or self.eval_env is None:
             return float("nan"), infos
         self.eval_env.close()
         self.eval_env = self.make_eval_env()
         if self.stats is not None:
             freeze_into(self.normalizer, self.eval_env)
-
-        def collect(found: dict, _) -> None:  # each env's step of an episode evaluate_policy counts
-            if on_step is not None:
-                on_step()
-            episode = found["info"].get("episode") if found["done"] else None
-            for key in infos if episode is not None else ():
-                if key in episode:
-                    infos[key].append(float(episode[key]))
-
         sampled = self.eval_actions == "sampled"
         seed = eval_actions_seed(self.setup.seed, self.member_id, self.env_steps) if sampled else None
         with forked_rng(seed, self.device):
@@ -553,7 +544,7 @@ class SB3Learner:
                 n_eval_episodes=self.eval_episodes,
                 deterministic=not sampled,
                 warn=False,
-                callback=collect if infos or on_step is not None else None,
+                callback=collect,
             )
         return float(mean), infos
 
@@ -838,6 +829,25 @@ class SB3Learner:
         self.model.env.close()
         if self.eval_env is not None:
             self.eval_env.close()
+
+
+def episode_infos(
+    keys: Sequence[str], on_step: Callable[[], Any] | None = None
+) -> tuple[dict[str, list[float]], Callable[[dict, Any], None] | None]:
+    """Each of ``keys`` at the end of each episode that reported it, gathered by the callback returned with
+    them for SB3's ``evaluate_policy``, which also calls ``on_step`` (if given) at each env step it counts;
+    the callback is None where there is nothing to gather or call."""
+    infos: dict[str, list[float]] = {key: [] for key in keys}
+
+    def collect(found: dict, _) -> None:  # each env's step of an episode evaluate_policy counts
+        if on_step is not None:
+            on_step()
+        episode = found["info"].get("episode") if found["done"] else None
+        for key in infos if episode is not None else ():
+            if key in episode:
+                infos[key].append(float(episode[key]))
+
+    return infos, collect if infos or on_step is not None else None
 
 
 def learner_class(algo: str) -> type[SB3Learner]:

@@ -33,7 +33,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 from evo.config.agent import ATARI_WRAPPER
 from evo.config.envnames import is_atari, sticky_actions
 from evo.core.envparams import attribute, is_env_param
-from evo.sb3.learner import constructor_parameters
+from evo.sb3.learner import constructor_parameters, episode_infos
 from evo.sb3.normalize import freeze_into, frozen
 from evo.sb3.optimizer import stock_optimizer
 from evo.sb3.policies import ImpalaCNN, NatureCNNChannelsLast
@@ -240,16 +240,7 @@ def play_recorded(
         freeze_into(member.normalizer, env)
     if not deterministic:
         torch.manual_seed(seed)
-    infos: dict[str, list[float]] = {key: [] for key in info_keys}
-
-    def collect(found: dict, _) -> None:
-        if on_step is not None:
-            on_step()
-        episode = found["info"].get("episode") if found["done"] else None
-        for key in infos if episode is not None else ():
-            if key in episode:
-                infos[key].append(float(episode[key]))
-
+    infos, collect = episode_infos(info_keys, on_step)
     returns, _ = evaluate_policy(
         member.model,
         env,
@@ -257,7 +248,7 @@ def play_recorded(
         deterministic=deterministic,
         return_episode_rewards=True,
         warn=False,
-        callback=collect if infos or on_step is not None else None,
+        callback=collect,
     )
     return [float(r) for r in returns], infos
 
