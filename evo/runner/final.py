@@ -220,7 +220,7 @@ def stopped_line(session, decided: Plan, results: dict[int, dict]) -> str:
     )
 
 
-def record(settings: FinalSettings, decided: Plan, results: dict[int, dict], files: dict[int, str], run_dir: Path):
+def record(settings: FinalSettings, decided: Plan, results: dict[int, dict], run_dir: Path):
     """final.json's record (docs/records.md) and the pick."""
     fresh = {member: fresh_score(result["values"]) for member, result in results.items()}
     chosen = decided.chosen
@@ -239,7 +239,7 @@ def record(settings: FinalSettings, decided: Plan, results: dict[int, dict], fil
                 "fresh_episodes": score.count,
                 "selection_bias": candidate.selection_score - score.mean,
                 "env_steps_played": result["env_steps_played"],
-                "file": str(Path(files[candidate.member]).relative_to(run_dir)),
+                "file": str(Path(decided.files[candidate.member]).relative_to(run_dir)),
             }
         )
     by_member = {entry["member"]: entry for entry in members}
@@ -263,7 +263,7 @@ def report(session, settings: FinalSettings, decided: Plan, results: dict[int, d
         line = "final pick: none, as no member of the final population has a finite selection score"
         logger.warning("%s; evo-export --member best takes the best selection score", line)
         return line
-    picked, written = record(settings, decided, results, decided.files, run_dir)
+    picked, written = record(settings, decided, results, run_dir)
     write_final(run_dir, written)
     levels = f", levels {settings.levels[0]}-{sum(settings.levels) - 1}" if settings.levels else ""
     logger.info(
