@@ -433,10 +433,10 @@ def verdict(
     return text + f"**Not separated**: {which} includes 0, so these seeds cannot tell which is better."
 
 
-def family_size(comparisons_: Sequence[Comparison], envs) -> int:
-    """How many comparisons the report makes: every declared one on every env (the number a secondary
-    comparison's correction is for)."""
-    return len(comparisons_) * len(envs)
+def family_size(index: int, comparisons_: Sequence[Comparison], envs) -> int:
+    """The family the declared comparison ``index`` is judged in: 1 for the primary (index 0); for a secondary,
+    how many comparisons the report makes, every declared one on every env (the number its correction is for)."""
+    return 1 if index == 0 else len(comparisons_) * len(envs)
 
 
 def corrected(pair: Paired, family: int) -> tuple[float, float, float]:
@@ -455,7 +455,7 @@ def verdicts(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], plan
         for env_id in envs:
             kind = "Primary" if index == 0 else "Secondary"
             pair = compared(runs, env_id, comparison, fresh)
-            family = 1 if index == 0 else family_size(comparisons_, envs)
+            family = family_size(index, comparisons_, envs)
             text = verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else "", family)
             if fresh:
                 text += same_episodes_words(sameness(runs, env_id, comparison))

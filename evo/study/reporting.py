@@ -177,7 +177,7 @@ def report_json(study: Study, runs: Sequence[Run], floor_values, foreign: Mappin
     fresh = study.fresh is not None
     comparisons = []
     for index, comparison in enumerate(study.comparisons):
-        family = 1 if index == 0 else report.family_size(study.comparisons, study.envs)
+        family = report.family_size(index, study.comparisons, study.envs)
         for env_id in study.envs:
             pair = report.compared(runs, env_id, comparison, fresh)
             correction = None
