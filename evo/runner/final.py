@@ -133,6 +133,7 @@ def fresh_env(session, settings: FinalSettings, info_keys: tuple[str, ...]):
         env_kwargs=dict(setup.env.env_kwargs),
         info_keys=info_keys,
         frame_stack=setup.agent.frame_stack,
+        wrappers=setup.agent.env_wrapper,
     )
 
 
