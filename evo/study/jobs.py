@@ -161,9 +161,14 @@ def pasteable(job: Job, cwd: Path, mpiexec: str | None) -> str:
 
     line = f"cd {shlex.quote(str(cwd))} && "
     if any(named_module(name) for name in (job.env_id, flag_value(job.command, "--algo")) if name):
-        path = os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH", "")) if p)
-        line += f"PYTHONPATH={shlex.quote(path)} "
+        line += f"PYTHONPATH={shlex.quote(study_pythonpath(cwd))} "
     return line + shlex.join(launch_argv(job, mpiexec or "mpiexec"))
+
+
+def study_pythonpath(cwd: Path) -> str:
+    """The runs' PYTHONPATH: the study's folder first (a ``module:Env`` id's module there imports on every
+    rank), then the study's own."""
+    return os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def launch_argv(job: Job, mpiexec: str) -> list[str]:

@@ -26,7 +26,7 @@ from evo.launch import stops_with
 from evo.rundir.checkpoint import atomic_write, open_appending
 from evo.rundir.lock import LOCK, RunDirError, RunLock, read_holder, stale
 from evo.rundir.unstarted import has_checkpoint
-from evo.study.jobs import WALL, Job, is_finished, launch_argv
+from evo.study.jobs import WALL, Job, is_finished, launch_argv, study_pythonpath
 
 LAUNCHES = "launches.jsonl"
 PARTIAL = "wall_s.partial"
@@ -81,8 +81,7 @@ def study_lock(out: Path) -> RunLock:
 def job_environment(cwd: Path) -> dict[str, str]:
     """The runs' environment: unbuffered output, and the study's folder on PYTHONPATH (a ``module:Env``
     id's module there imports on every rank)."""
-    path = os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH", "")) if p)
-    return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=path)
+    return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=study_pythonpath(cwd))
 
 
 def start(job: Job, mpiexec: str, logs: Path, cwd: Path) -> Running:
