@@ -51,9 +51,9 @@ class ActionHead(nn.Module):
     def __init__(self, policy: nn.Module):
         super().__init__()
         self.policy = policy
-        discrete = isinstance(policy.action_space, spaces.Discrete)
+        self.discrete = isinstance(policy.action_space, spaces.Discrete)
         if isinstance(policy, ActorCriticPolicy):
-            self.kind, self.names = "actor-critic", ["logits" if discrete else "mean", "action"]
+            self.kind, self.names = "actor-critic", ["logits" if self.discrete else "mean", "action"]
         elif hasattr(policy, "q_net") or hasattr(policy, "quantile_net"):
             self.kind, self.names = "q", ["q_values", "action"]
         else:
@@ -64,8 +64,7 @@ class ActionHead(nn.Module):
         if self.kind == "actor-critic":
             features = policy.extract_features(obs, policy.pi_features_extractor)
             head = policy.action_net(policy.mlp_extractor.forward_actor(features))
-            discrete = isinstance(policy.action_space, spaces.Discrete)
-            return head, head.argmax(dim=1) if discrete else head
+            return head, head.argmax(dim=1) if self.discrete else head
         if self.kind == "q":
             q_values = policy.q_net(obs) if hasattr(policy, "q_net") else policy.quantile_net(obs).mean(dim=1)
             return q_values, q_values.argmax(dim=1)
