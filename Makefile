@@ -48,7 +48,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot study compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
+.PHONY: install run toy plot study file-seconds compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
 
 install: $(STAMP)
 
@@ -126,10 +126,18 @@ compare-procgen: install
 compare-procgen-pilot: install
 	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/procgen-pilot.yml $(ARGS)
 
-# the tiers in two phases (scripts/test-tiers.sh: unit beside slurm and multinode, then mpi and e2e); with
-# PYTEST_ARGS, one plain pytest session with them
+# the tiers in three pytest sessions at once (scripts/test-tiers.sh: slurm and multinode in one, unit, mpi and e2e
+# shared by two drawing files from one queue, longest first); with PYTEST_ARGS, one plain pytest session with them
 test: install zoo-venv
 	$(MPI_ENV) bash scripts/test-tiers.sh $(BIN)/python $(PYTEST_ARGS)
+
+# tests/file-seconds.txt, the order in which make test's sharing sessions take files, from the durations of the
+# last make test's two sharing sessions
+SHARED_DURATIONS := test-durations-shared-1.txt test-durations-shared-2.txt
+file-seconds:
+	@test -f test-durations-shared-1.txt || { echo "no $(SHARED_DURATIONS): run make test first"; exit 2; }
+	{ head -1 tests/file-seconds.txt; awk '/^# by file, every one:/ {on = 1; next} /^#/ {on = 0} on' \
+		$(SHARED_DURATIONS) | sort -rn; } >tests/file-seconds.new && mv tests/file-seconds.new tests/file-seconds.txt
 
 test-fast: install
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

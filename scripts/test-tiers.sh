@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# `make test`: the five tiers in two phases, so that the tiers that mostly wait share the machine with one that
-# computes on one core. Phase 1: the unit tier (one process: about one core) beside the SLURM and two-host tiers
-# (a private SLURM's scheduling, requeue holds and grace times, and namespaces: mostly waiting) in a second
-# pytest session. Phase 2: the MPI and end-to-end tiers (mpiexec jobs that take both cores), alone.
-# Each session writes its slowest tests to test-durations-<phase>.txt; test-durations.txt gets them all.
-# The last line is the whole suite's count. With arguments, one plain pytest session with them instead
-# (make test PYTEST_ARGS='tests/e2e/test_golden.py').
+# `make test`: the five tiers in three pytest sessions at once, so that the 2 cores stay busy to the end. One
+# session runs the SLURM and two-host tiers (a private SLURM's scheduling, requeue holds and grace times, and
+# namespaces: mostly waiting). Two sessions share the unit, MPI and end-to-end tiers (--share, tests/conftest.py):
+# each collects them all, longest files first (tests/file-seconds.txt), and runs a file only if it claims it
+# before the other, so they draw files from one queue, each file runs once with its module fixtures, and both
+# end within a file of each other. Each session writes its durations to test-durations-<session>.txt;
+# test-durations.txt gets them all. The last line is the whole suite's count. With arguments, one plain pytest
+# session with them instead (make test PYTEST_ARGS='tests/e2e/test_golden.py').
 #   scripts/test-tiers.sh PYTHON [PYTEST ARGS...]
 set -uo pipefail
 python=${1:?usage: scripts/test-tiers.sh PYTHON [PYTEST ARGS...]}
@@ -22,22 +23,29 @@ session() { # session NAME TIER-FOLDERS...: one pytest session over those folder
     EVO_TEST_DURATIONS="test-durations-$name.txt" "$python" -m pytest --junitxml="$results/$name.xml" "$@"
 }
 started=$SECONDS
-echo "== phase 1: tests/unit here, tests/slurm and tests/multinode beside it (their output follows when they end)"
+echo "== tests/slurm and tests/multinode in one session, tests/unit, tests/mpi and tests/e2e shared by two beside it"
+echo "   (the second session's output and the cluster's follow when they end)"
 session cluster tests/slurm tests/multinode >"$results/cluster.log" 2>&1 &
-beside=$!
-# one torch thread for the unit tier's own members (runs set theirs from --torch-threads): two threads would
-# spin against the SLURM jobs' ranks on 2 cores
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} session unit tests/unit
-unit=$?
-wait "$beside"
+cluster_pid=$!
+mkdir "$results/claims"
+# one torch thread for the members the unit tests train in process (runs set theirs from --torch-threads): two
+# threads would spin against the other sessions' ranks on 2 cores
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+shared=(tests/unit tests/mpi tests/e2e --share "$results/claims")
+session shared-2 "${shared[@]}" >"$results/shared-2.log" 2>&1 &
+second_pid=$!
+session shared-1 "${shared[@]}"
+first=$?
+wait "$second_pid"
+second=$?
+wait "$cluster_pid"
 cluster=$?
-echo "== tests/slurm and tests/multinode (ran beside the unit tier), exit status $cluster:"
+echo "== the second shared session, exit status $second:"
+cat "$results/shared-2.log"
+echo "== tests/slurm and tests/multinode, exit status $cluster:"
 cat "$results/cluster.log"
-echo "== phase 2: tests/mpi and tests/e2e ($((SECONDS - started)) s so far)"
-session ranks tests/mpi tests/e2e
-ranks=$?
-cat test-durations-unit.txt test-durations-cluster.txt test-durations-ranks.txt >test-durations.txt 2>/dev/null
-echo "== $((SECONDS - started)) s in all; exit statuses: unit $unit, slurm and multinode $cluster, mpi and e2e $ranks"
+cat test-durations-shared-1.txt test-durations-shared-2.txt test-durations-cluster.txt >test-durations.txt 2>/dev/null
+echo "== $((SECONDS - started)) s in all; exit statuses: shared $first and $second, slurm and multinode $cluster"
 "$python" - "$results" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
@@ -53,7 +61,7 @@ for path in sorted(Path(sys.argv[1]).glob("*.xml")):
         counts["skipped"] += skipped
 print(f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 PY
-for status in "$unit" "$cluster" "$ranks"; do
+for status in "$first" "$second" "$cluster"; do
     # pytest's 5 (no test collected: a tier with nothing to run for this user) is not a failure
     if [[ $status != 0 && $status != 5 ]]; then
         exit 1

@@ -52,6 +52,94 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(tier)
         if getattr(getattr(item, "function", None), "__doc__", None):
             _documented.add(item.nodeid)
+    if config.getoption("share"):
+        longest_files_first(items)
+
+
+FILE_SECONDS = TESTS / "file-seconds.txt"
+"""Each test file's seconds in the last measured `make test` (`make file-seconds` writes it): the order in which
+sharing sessions take files, longest first. A file not listed goes last."""
+_claimed: dict[str, bool] = {}
+
+
+def file_seconds() -> dict[str, float]:
+    """tests/file-seconds.txt's seconds by file (the path from the checkout's root), empty without it."""
+    if not FILE_SECONDS.is_file():
+        return {}
+    rows = (line.split() for line in FILE_SECONDS.read_text().splitlines() if line and not line.startswith("#"))
+    return {path: float(seconds.rstrip("s")) for seconds, path in rows}
+
+
+def longest_files_first(items) -> None:
+    """``items`` reordered in place: whole files, the longest first by tests/file-seconds.txt (then by path), each
+    file's tests in their own order."""
+    seconds = file_seconds()
+    first_seen = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(item.nodeid.split("::")[0], index)
+    items.sort(key=lambda item: (-seconds.get(path := item.nodeid.split("::")[0], 0.0), first_seen[path]))
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--share",
+        metavar="DIR",
+        help="a directory that two or more sessions of the same tests share (scripts/test-tiers.sh): each takes the "
+        "longest files first (tests/file-seconds.txt) and runs a file only if it claims it first (a file in DIR), so "
+        "the sessions draw files from one queue and each file runs once, in one session, with its module fixtures",
+    )
+
+
+def claims(share: str, path: str) -> bool:
+    """Whether this session runs the file ``path``: True for the first session sharing ``share`` to ask, once and
+    for all."""
+    if path not in _claimed:
+        claim = Path(share) / path.replace("/", "__")
+        try:
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            _claimed[path] = True
+        except FileExistsError:
+            _claimed[path] = False
+    return _claimed[path]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """With ``--share``, pytest's own loop over the files this session claims: a file is claimed when this
+    session is ready for it (the one after the file it is running, when that one's last test starts, so that
+    its fixtures are torn down for the next test as pytest tears them down), and a file another session claimed
+    is neither run nor reported here."""
+    share = session.config.getoption("share")
+    if not share or INNER_SESSION:
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
+    if session.config.option.collectonly:
+        return True
+    files: dict[str, list] = {}
+    for item in session.items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    queue = iter(files.items())
+
+    def next_claimed():
+        return next((tests for path, tests in queue if claims(share, path)), None)
+
+    current = next_claimed()
+    while current:
+        upcoming = None
+        for index, item in enumerate(current):
+            if index + 1 < len(current):
+                following = current[index + 1]
+            else:  # the last test of the file: claim the next, whose first test decides what is torn down
+                upcoming = next_claimed()
+                following = upcoming[0] if upcoming else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=following)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+        current = upcoming
+    return True
 
 
 def pytest_runtest_logreport(report):
@@ -81,8 +169,8 @@ def pytest_sessionfinish(session, exitstatus):
         f"(exit status {int(exitstatus)}); by tier: "
         + ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in sorted(tiers.items())),
         *(f"{seconds:8.2f}s  {nodeid}" for nodeid, seconds in slowest),
-        "# by file, the slowest 30:",
-        *(f"{seconds:8.2f}s  {path}" for path, seconds in sorted(files.items(), key=lambda item: -item[1])[:30]),
+        "# by file, every one:",
+        *(f"{seconds:8.2f}s  {path}" for path, seconds in sorted(files.items(), key=lambda item: -item[1])),
         f"# over {LONG_S} s without a docstring that says why (docs/testing.md, the budget):",
         *(
             f"{seconds:8.2f}s  {nodeid}"
