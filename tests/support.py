@@ -133,6 +133,24 @@ def read_lineage(run_dir) -> list[dict]:
     return [json.loads(line) for line in (Path(run_dir) / "lineage.jsonl").read_text().splitlines()]
 
 
+def assert_tested(lineage: list[dict], alpha: float) -> list[dict]:
+    """``--exploit-test welch``'s lineage: every exploit selection decided either keeps the recipient's weights
+    or carries its test; a recipient copied exactly the donor it tested, where p < ``alpha``, and kept its
+    weights otherwise (counts within the score window of 10). Returns the tested lines."""
+    lines = [line for line in lineage if "event" not in line and "failures" not in line]
+    assert all("welch" in line or line["donor"] == line["recipient"] for line in lines)
+    tested = [line for line in lines if "welch" in line]
+    for line in tested:
+        test = line["welch"]
+        assert test["alpha"] == alpha and test["donor"] != line["recipient"]
+        assert 0 <= test["n_donor"] <= 10 and 0 <= test["n_recipient"] <= 10
+        if test["copied"]:
+            assert line["donor"] == test["donor"] and test["p"] < alpha
+        else:
+            assert line["donor"] == line["recipient"] and (test["p"] is None or test["p"] >= alpha)
+    return tested
+
+
 def last_manifest(run_dir) -> dict:
     return json.loads(sorted((Path(run_dir) / "checkpoints").glob("gen_*/manifest.json"))[-1].read_text())
 

@@ -34,6 +34,7 @@ from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.final import DEFAULT_TOP, FinalSettings, held_out_levels
 from evo.core.objective import Objective
 from evo.core.selection import TIE_RULES
+from evo.core.welch import EXPLOIT_TESTS
 from evo.core.streams import evaluation_seed
 from evo.learners import DEFAULT_ALGO, algo_problem, algos
 
@@ -216,6 +217,24 @@ class Config:
         group="selection",
         default="explore",
         choices=TIE_RULES,
+    )
+    exploit_test: str = option(
+        "'welch': a recipient copies the donor selection drew only if Welch's t-test on their scored episodes "
+        "(the returns, or the objective's first term, behind each score) says the donor is better at "
+        "--exploit-alpha, as in the PBT paper's RL experiments; otherwise it keeps its weights and explores its own "
+        "hyperparameters. 'none' copies whatever selection decides",
+        RESTORED,
+        group="selection",
+        default="none",
+        choices=EXPLOIT_TESTS,
+    )
+    exploit_alpha: float = option(
+        "the level of --exploit-test welch: the one-sided p-value below which the donor counts as better",
+        RESTORED,
+        group="selection",
+        default=0.05,
+        type=float,
+        check=must(lambda a: 0 < a < 1, "must be between 0 and 1, e.g. 0.05"),
     )
     eval_episodes: int = option(
         "0: score = mean return of the last --score-window training episodes; N>0: N eval episodes (--eval-actions)",

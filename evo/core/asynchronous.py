@@ -31,9 +31,10 @@ from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
 from evo.core.plan import Exploit, named_objectives, ties_of
-from evo.core.result import MemberResult
+from evo.core.result import MemberResult, Standing
 from evo.core.selection import NO_PBT, STRATEGIES, TIE_RULES, leaders, ranking, tied, truncation_count
 from evo.core.streams import ASYNC_STREAM, tie_priorities
+from evo.core.welch import welch
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,9 @@ class ReadyExploit:
     exploit: Exploit
     donor_interval: int
     donor_env_steps: int
-    donor_score_train: float = float("nan")
-    """The donor's training score at that ready point: what the recipient is scored by until it
+    donor_standing: Standing = Standing()
+    """What the donor's weights had earned at that ready point: what the recipient is scored by until it
     finishes an episode of its own (as in a generation)."""
-    donor_objectives: tuple[float, ...] = ()
-    """The donor's objectives there (``--objective``), carried with its training score."""
 
     @property
     def copies(self) -> bool:
@@ -139,6 +138,7 @@ def decide_at_ready(
     ties: str = "explore",
     objective: Objective = DEFAULT,
     tiebreak: Mapping[int, int] | None = None,
+    welch_alpha: float | None = None,
 ) -> ReadyExploit | None:
     """``member``'s exploit at the ready point ``latest[member]`` holds (``latest``: every
     member's most recent ready point, this one included), or None when it keeps its weights and
@@ -146,7 +146,10 @@ def decide_at_ready(
     decision, then explores from the donor's values. A recipient whose score ties its donor's
     explores its own values without a copy (``ties="explore"``, the default), as in a generation.
     ``objective``: what members are ranked by (evo.core.objective); ``tiebreak``: each id's priority in a
-    tie (:func:`choose_donor`), and an exploit whose recipient or donor ties another member names them."""
+    tie (:func:`choose_donor`), and an exploit whose recipient or donor ties another member names them.
+    ``welch_alpha`` (``--exploit-test welch``): the member copies its donor only if Welch's t-test at that level
+    shows the donor's outcomes better than its own (evo.core.welch); otherwise it explores its own values, the
+    test in its exploit."""
     if ties not in TIE_RULES:
         raise ValueError(f"unknown tie rule {ties!r}; use one of {TIE_RULES}")
     own = latest[member]
@@ -159,6 +162,11 @@ def decide_at_ready(
     if donor is not None and ties == "explore":
         mine, theirs = objective.selection_keys([own.result, latest[donor].result])
         if tied(mine, theirs):
+            donor = member
+    test = None
+    if donor is not None and donor != member and welch_alpha is not None:
+        test = welch(donor, latest[donor].result.outcomes, own.result.outcomes, welch_alpha)
+        if not test.copies:
             donor = member
     explorer.observe_ready(own.interval, own.result, latest[donor].result if donor is not None else own.result)
     if donor is None:
@@ -178,13 +186,13 @@ def decide_at_ready(
         donor_objectives=named_objectives(objective, source.result),
         front=front_of_latest(latest, objective),
         tie=tie,
+        test=test,
     )
     return ReadyExploit(
         exploit,
         source.interval,
         source.result.env_steps,
-        float(source.result.score_train),
-        tuple(source.result.objectives),
+        source.result.standing,
     )
 
 

@@ -82,6 +82,12 @@ class Objective:
         return tuple(term.name for term in self.terms)
 
     @property
+    def columns(self) -> tuple[str, ...]:
+        """population.csv's columns of the objective: its terms' names (none for the return's run, whose score
+        is the return)."""
+        return () if self.default else self.names
+
+    @property
     def info_keys(self) -> tuple[str, ...]:
         """The keys of ``info`` it reads, in order."""
         return tuple(term.key for term in self.terms if term.key is not None)
@@ -206,6 +212,17 @@ def term_values(
         if len(finite) < len(given):
             nonfinite[term.key] = len(given) - len(finite)
     return values, nonfinite
+
+
+def outcomes_of(
+    objective: Objective, returns: Sequence[float], info_values: Mapping[str, Sequence[float]]
+) -> tuple[float, ...]:
+    """The values behind a member's score, one per scored episode: the first term's, larger better, finite
+    ones only (``returns``: each scored episode's return; ``info_values``: as :func:`term_values` takes them).
+    What ``--exploit-test welch`` compares (evo.core.welch)."""
+    term = objective.terms[0]
+    given = returns if term.key is None else info_values.get(term.key, ())
+    return tuple(value for value in (term.oriented(float(v)) for v in given) if math.isfinite(value))
 
 
 def nonfinite_warning(objective: Objective, population: Sequence[Any]) -> str | None:

@@ -15,6 +15,7 @@ from evo.core.objective import DEFAULT, Objective
 from evo.core.result import MemberResult, by_member
 from evo.core.selection import TIE_RULES, keep_tied, leaders, select, tied_ids
 from evo.core.streams import SELECTION_STREAM
+from evo.core.welch import WelchTest, welch
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,10 @@ class Exploit:
     """The members whose score ties the recipient's or the donor's, by id (empty: no tie): where they
     stand among each other, and so this exploit, was decided by the run's tie draw
     (evo.core.streams.tie_priorities), not by their ids."""
+    test: WelchTest | None = None
+    """With ``--exploit-test welch``: the test of the donor selection drew (``test.donor``) against the
+    recipient; where it did not show the donor better, ``donor`` is the recipient (it explores without a
+    copy)."""
 
     def to_json(self, space: SearchSpace | None = None) -> dict[str, Any]:
         """The lineage's JSON line; each hyperparameter as its kind writes it (``space``; a number
@@ -60,6 +65,8 @@ class Exploit:
             line["front"] = list(self.front)
         if self.tie:
             line["tie"] = list(self.tie)
+        if self.test is not None:
+            line["welch"] = self.test.to_json()
         return line
 
 
@@ -68,6 +75,22 @@ def named_objectives(objective: Objective, result: MemberResult) -> dict[str, fl
     if objective.default or not result.objectives:
         return {}
     return dict(zip(objective.names, result.objectives, strict=True))
+
+
+def gate(
+    donors: Mapping[int, int], results: Mapping[int, MemberResult], alpha: float | None
+) -> tuple[dict[int, int], dict[int, WelchTest]]:
+    """``donors`` (``{recipient: donor}`` by member id) with each recipient whose donor Welch's t-test at
+    ``alpha`` does not show better (evo.core.welch, on the members' ``outcomes``) mapped to itself, and each
+    test by recipient; ``alpha`` None (``--exploit-test none``): ``donors`` as they are, no test."""
+    if alpha is None:
+        return dict(donors), {}
+    tests = {
+        recipient: welch(donor, results[donor].outcomes, results[recipient].outcomes, alpha)
+        for recipient, donor in donors.items()
+        if donor != recipient
+    }
+    return {r: d if r not in tests or tests[r].copies else r for r, d in donors.items()}, tests
 
 
 def weight_moves(exploits: Sequence[Exploit]) -> dict[int, int]:
@@ -115,6 +138,7 @@ def plan_generation(
     ties: str = "explore",
     objective: Objective = DEFAULT,
     tiebreak: Mapping[int, int] | None = None,
+    welch_alpha: float | None = None,
 ) -> list[Exploit]:
     """Decide who copies whom and each recipient's new hyperparameters.
 
@@ -136,6 +160,10 @@ def plan_generation(
 
     ``objective`` says what members are ranked by (evo.core.objective): their scores, or with several
     objectives their Pareto fronts.
+
+    ``welch_alpha`` (``--exploit-test welch``): a recipient copies the donor selection drew only if Welch's
+    t-test at that level shows the donor's outcomes better than its own (:func:`gate`); otherwise it keeps its
+    weights and explores its own hyperparameters, and its :attr:`Exploit.test` says why.
     """
     ordered = by_member(population)
     results = {result.member: result for result in ordered}
@@ -153,13 +181,15 @@ def plan_generation(
             chosen = keep_tied(chosen, scores)
         elif ties != "copy":
             raise ValueError(f"unknown tie rule {ties!r}; use one of {TIE_RULES}")
-        donors = {ids[recipient]: ids[donor] for recipient, donor in chosen.items()}
+        donors, tests = gate({ids[recipient]: ids[donor] for recipient, donor in chosen.items()}, results, welch_alpha)
     elif explore_hparams:
         donors = {member: member for member in results}
     else:
         donors = {}
     if not exploit or objective.several:
         tied_ids = {}
+    if not exploit:
+        tests = {}
     recipients = sorted(donors)
     explorer.observe(generation, ordered, donors)
     starts = [results[donors[r]].hparams for r in recipients]
@@ -181,6 +211,7 @@ def plan_generation(
             donor_objectives=named_objectives(objective, results[donors[recipient]]),
             front=front,
             tie=tied_ids.get(recipient, ()),
+            test=tests.get(recipient),
         )
         for recipient, (new, changes) in zip(recipients, explored, strict=True)
     ]

@@ -31,7 +31,7 @@ from evo.core.explorers.base import Change
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
 from evo.core.plan import json_hparams
-from evo.core.result import MemberResult
+from evo.core.result import MemberResult, Standing
 from evo.core.selection import NO_PBT, ranking, tied_ids
 from evo.core.streams import RESTART_STREAM
 
@@ -60,11 +60,9 @@ class Restart:
     old_hparams: dict[str, Any]
     new_hparams: dict[str, Any]
     changes: tuple[str, ...] = ()
-    donor_score_train: float = math.nan
-    """The donor's training score: what the restarted member is scored by until it finishes an
+    donor_standing: Standing = Standing()
+    """What the donor's weights earned: what the restarted member is scored by until it finishes an
     episode of its own (as a recipient of an exploit is)."""
-    donor_objectives: tuple[float, ...] = ()
-    """The donor's objectives (``--objective``), carried with its training score."""
     tie: tuple[int, ...] = ()
     """The members whose score ties the donor's, by id (empty: no tie): which of them could be drawn was
     decided by the run's tie draw (evo.core.streams.tie_priorities), not by their ids."""
@@ -171,8 +169,7 @@ def plan_restarts(
                     for name in new
                     if name in space or old.get(name) != new[name]
                 ),
-                donor_score_train=result.score_train if result is not None else math.nan,
-                donor_objectives=tuple(result.objectives) if result is not None else (),
+                donor_standing=result.standing if result is not None else Standing(),
                 tie=_donor_tie(scored, result, recipients, objective),
             )
         )

@@ -30,6 +30,22 @@ class Scores:
     nonfinite: Mapping[str, int] = field(default_factory=dict)
     """With an ``info:`` objective: per key, how many of the scored episodes ended with it NaN or ±inf
     (left out of its mean: evo.core.objective.term_values); keys with none are not listed."""
+    outcomes: tuple[float, ...] = ()
+    """The values behind ``score``, one per scored episode (its return, or with ``--objective`` the first
+    term's value, larger better; finite ones only): what ``--exploit-test welch`` compares
+    (evo.core.welch). Empty when the learner gives none."""
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What a member's weights earned, carried whole with them when they change hands (an exploit, a restart,
+    a ready point's copy, a stage's survivor): the training score, the objectives (``--objective``) and the
+    outcomes behind the score (:attr:`Scores.outcomes`). The member that takes the weights is scored by these
+    until it finishes an episode of its own."""
+
+    score_train: float = NAN
+    objectives: tuple[float, ...] = ()
+    outcomes: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,8 @@ class MemberResult:
     """The keys the member's scored env put in info at its episodes' ends (see :class:`Scores`)."""
     nonfinite: Mapping[str, int] = field(default_factory=dict)
     """Per info key, how many of its scored episodes ended with it NaN or ±inf (see :class:`Scores`)."""
+    outcomes: tuple[float, ...] = ()
+    """The values behind its score, one per scored episode (see :class:`Scores`)."""
 
     @classmethod
     def of(cls, member: int, rank: int, env_steps: int, scores: Scores, hparams: Mapping[str, float]) -> MemberResult:
@@ -66,7 +84,13 @@ class MemberResult:
             tuple(scores.objectives),
             scores.info_keys,
             dict(scores.nonfinite),
+            tuple(scores.outcomes),
         )
+
+    @property
+    def standing(self) -> Standing:
+        """What its weights carry to a member that copies them (:class:`Standing`)."""
+        return Standing(self.score_train, tuple(self.objectives), tuple(self.outcomes))
 
     @property
     def scored(self) -> bool:

@@ -43,6 +43,9 @@ class PBTRules:
     resample_probability: float = 0.25
     max_member_failures: int = 0
     objective: Objective = DEFAULT
+    welch_alpha: float | None = None
+    """With ``--exploit-test welch``: ``--exploit-alpha``, the level at which a recipient's drawn donor must be
+    better by Welch's t-test for it to copy (evo.core.welch); None: no test."""
 
     def explorer(self, state: Mapping[str, Any] | None = None) -> Explorer:
         """The run's explorer, continuing from a checkpoint's ``state`` if given (a new stage's starts
@@ -69,6 +72,7 @@ class PBTRules:
             ties=self.ties,
             objective=self.objective,
             tiebreak=self.tiebreak(generation, population),
+            welch_alpha=self.welch_alpha,
         )
 
     def tiebreak(self, generation: int, population: Sequence[MemberResult]) -> dict[int, int]:
@@ -110,7 +114,16 @@ class PBTRules:
         rng = ready_rng(self.seed, member, latest[member].interval)
         tiebreak = ready_tiebreak(self.seed, member, latest[member].interval, latest)
         return decide_at_ready(
-            member, latest, self.strategy, explorer, rng, self.truncation_fraction, self.ties, self.objective, tiebreak
+            member,
+            latest,
+            self.strategy,
+            explorer,
+            rng,
+            self.truncation_fraction,
+            self.ties,
+            self.objective,
+            tiebreak,
+            self.welch_alpha,
         )
 
     def ready_restart(

@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from evo.core.result import Scores
+from evo.core.result import Scores, Standing
 
 Layout = tuple[tuple[str, str, tuple[int, ...]], ...]
 """A payload's shape: (name, dtype, shape) of each buffer, in order."""
@@ -127,9 +127,10 @@ class Learner(Exchangeable, Protocol):
         raising from it."""
         ...
 
-    def carry_score(self, score: float, objectives: Sequence[float] = ()) -> None:
-        """The training score the weights it now holds had (its donor's at an exploit), and the
-        objectives with it (``--objective``)."""
+    def carry(self, standing: Standing) -> None:
+        """What the weights it now holds had earned (its donor's at an exploit: the training score, the
+        objectives with it and the outcomes behind it, evo.core.result.Standing): its standing until it
+        finishes an episode of its own."""
         ...
 
     def member_state(self, replay: bool = True) -> dict[str, Any]:

@@ -214,7 +214,7 @@ def load_run(run_dir: str | Path) -> RunHistory:
     kinds = kinds_of(config)
     algo = (config.get("agent") or {}).get("algo") or config.get("algo") or DEFAULT_ALGO
     objective = objective_of(config)
-    measured = () if objective.default else objective.names
+    measured = objective.columns
     rows = []
     with population.open(newline="") as handle:
         reader = csv.DictReader(handle)

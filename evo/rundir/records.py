@@ -34,7 +34,7 @@ import math
 import os
 import platform
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -159,7 +159,15 @@ def ready_record(
         "wall_s": point.wall,
         "row": row,
         "lineage": lineage,
+        **({"outcomes": list(point.result.outcomes)} if point.result.outcomes else {}),
     }
+
+
+def result_of_record(record: Mapping[str, Any], space: SearchSpace, objectives: Sequence[str] = ()) -> MemberResult:
+    """The :class:`MemberResult` of a ready point's record (:func:`ready_record`): its row's, with the outcomes
+    behind its score (which population.csv does not hold), so that a resumed run's Welch tests
+    (``--exploit-test welch``) see what the uninterrupted run saw."""
+    return replace(result_of_row(record["row"], space, objectives), outcomes=tuple(record.get("outcomes", ())))
 
 
 LINE_END = "\n"  # every CSV here, also the rows appended after a resume (csv's default is "\r\n")
@@ -258,7 +266,7 @@ class RunRecords:
         self.names = tuple(names)
         self.space = space
         self.objective = objective
-        self.objectives = () if objective.default else objective.names
+        self.objectives = objective.columns
         """The objective's columns (none for the return's run)."""
         self.scored_return = scored_return
         self.fields = population_fields(self.names, asynchronous, stages, self.objectives)
@@ -348,9 +356,11 @@ class RunRecords:
                 if self.stage is not None:
                     row.update(stage=self.stage, teacher="")
                 writer.writerow(row)
-        self._append_lineage([exploit.to_json(self.space) for exploit in [*restarts, *exploits]])
+        lines = [exploit.to_json(self.space) for exploit in [*restarts, *exploits]]
+        self._append_lineage(lines)
         self.population_step = max(result.env_steps for result in population)
         self._population_scalars(population)
+        self._test_scalars(lines)
         if self.writer is not None:
             self.writer.add_scalar("pbt/exploits", len(exploits), self.population_step)
             self.writer.add_scalar("pbt/generation", generation, self.population_step)
@@ -400,8 +410,18 @@ class RunRecords:
         self._append_lineage(record["lineage"])
         self.population_step = max(self.population_step, int(record["row"]["env_steps"]))
         self._population_scalars(latest)
+        self._test_scalars(record["lineage"])
         if self.writer is not None:
             self.writer.flush()
+
+    def _test_scalars(self, lines: Sequence[Mapping[str, Any]]) -> None:
+        """With ``--exploit-test welch``, in TensorBoard: how many of the lineage ``lines``' exploits were tested
+        (``pbt/welch_tests``) and how many of those copied (``pbt/welch_copies``); the rest kept their weights."""
+        tests = [line["welch"] for line in lines if "welch" in line]
+        if self.writer is None or not tests:
+            return
+        self.writer.add_scalar("pbt/welch_tests", len(tests), self.population_step)
+        self.writer.add_scalar("pbt/welch_copies", sum(test["copied"] for test in tests), self.population_step)
 
     def _append_lineage(self, entries: Sequence[dict]) -> None:
         with open_appending(self.lineage_path) as handle:

@@ -35,10 +35,10 @@ from evo.rundir.ready import (
     write_explorer_state,
     write_ready_checkpoint,
 )
-from evo.rundir.records import ready_record, result_of_row
+from evo.rundir.records import ready_record, result_of_record
 from evo.runner.best import KeptBest
 from evo.runner.final import final_pick
-from evo.runner.generation import front_text, log_restarts, tie_text
+from evo.runner.generation import front_text, log_restarts, test_text, tie_text
 from evo.runner.session import Session
 from evo.runner.stopping import EXIT_STOPPED
 
@@ -114,12 +114,6 @@ def done_line(session: Session, report) -> str | None:
     )
 
 
-def objective_columns(session: Session) -> tuple[str, ...]:
-    """population.csv's columns of the run's objective (none when it is the return)."""
-    objective = session.rules.objective
-    return () if objective.default else objective.names
-
-
 def build_members(session: Session, checkpoint: ReadyCheckpoints | None):
     """This rank's members (its placement's), new or each from its own last checkpoint, and the
     snapshots of their last ready points (what recipients copy from them)."""
@@ -154,7 +148,7 @@ def coordination(session: Session, best: KeptBest, checkpoint: ReadyCheckpoints 
         if record is not None:
             latest[member] = Latest(
                 record["interval"],
-                result_of_row(record["row"], session.space, objective_columns(session)),
+                result_of_record(record, session.space, session.rules.objective.columns),
                 float(record["wall_s"]),
             )
     done = checkpoint.intervals if checkpoint is not None else {}
@@ -215,10 +209,10 @@ def worker_hooks(session: Session, best: KeptBest, last: dict[int, MemberResult]
     def settled(member: Learner, point: Latest, exploit, restarts: tuple[Applied, ...], snapshot) -> dict:
         copied = exploit is not None and exploit.copies
         if copied:
-            member.carry_score(exploit.donor_score_train, exploit.donor_objectives)
+            member.carry(exploit.donor_standing)
         member.log_generation(point.result, copied)
         last[member.member_id] = point.result
-        record = ready_record(point, exploit, restarts, session.space, session.names, objective_columns(session))
+        record = ready_record(point, exploit, restarts, session.space, session.names, session.rules.objective.columns)
         payload = factory.payload(member, point.interval)
         if copied:
             payload[READY_STATE] = as_tensors(snapshot[2])
@@ -235,7 +229,7 @@ def worker_hooks(session: Session, best: KeptBest, last: dict[int, MemberResult]
         adopt=factory.moved,
         settled=settled,
         rebuild=factory.rebuild,
-        restarted=lambda member, planned: member.carry_score(planned.donor_score_train, planned.donor_objectives),
+        restarted=lambda member, planned: member.carry(planned.donor_standing),
     )
 
 
@@ -268,7 +262,7 @@ def log_ready(total: int, point: Latest, exploit: ReadyExploit | None, rank: int
     if exploit is None:
         logger.info("%s", head)
         return
-    changes = ", ".join(exploit.exploit.changes) + tie_text(exploit.exploit)
+    changes = ", ".join(exploit.exploit.changes) + tie_text(exploit.exploit) + test_text(exploit.exploit)
     if not exploit.copies:
         logger.info("%s; keeps its weights: %s", head, changes)
         return

@@ -79,7 +79,7 @@ def generation_hooks(
             generation, failed, scored, failures, recipients, round_
         ),
         rebuild=factory.rebuild,
-        restarted=lambda member, planned: member.carry_score(planned.donor_score_train, planned.donor_objectives),
+        restarted=lambda member, planned: member.carry(planned.donor_standing),
         best=(lambda g, population: best.beats(g, population, rules.tiebreak(g, population)))
         if best is not None
         else None,
@@ -104,17 +104,17 @@ def after_exchange(
 
 
 def carry_donor_scores(comm, members: Mapping[int, Learner], report: GenerationReport) -> None:
-    """Collective: each recipient on this rank takes its donor's training score of the generation (rank
-    0 knows the population and broadcasts them), so that until it finishes an episode with its new
-    weights it is scored by what those weights last scored, not NaN."""
-    donor_scores = None
+    """Collective: each recipient on this rank takes its donor's standing of the generation (its training
+    score, objectives and outcomes: rank 0 knows the population and broadcasts them), so that until it
+    finishes an episode with its new weights it is scored by what those weights last scored, not NaN."""
+    standings = None
     if report.population is not None:
-        by_id = {result.member: (result.score_train, result.objectives) for result in report.population}
-        donor_scores = {donor: by_id[donor] for donor in set(report.donors.values())}
-    donor_scores = exchange.broadcast(comm, donor_scores)
+        by_id = {result.member: result.standing for result in report.population}
+        standings = {donor: by_id[donor] for donor in set(report.donors.values())}
+    standings = exchange.broadcast(comm, standings)
     for recipient, donor in report.donors.items():
         if recipient in members:
-            members[recipient].carry_score(*donor_scores[donor])
+            members[recipient].carry(standings[donor])
 
 
 def write_records(
@@ -183,20 +183,22 @@ def log_generation(
     scores = np.array([result.score for result in population], dtype=float)
     finite = np.isfinite(scores).any()
     kept = sum(exploit.donor == exploit.recipient for exploit in exploits)
+    refused = sum(exploit.test is not None and not exploit.test.copies for exploit in exploits)
     logger.info(
-        "gen %d/%d  env steps/member %d  best %.2f  mean %.2f  copies %d%s  %.1fs  %.0f env-steps/s",
+        "gen %d/%d  env steps/member %d  best %.2f  mean %.2f  copies %d%s%s  %.1fs  %.0f env-steps/s",
         generation,
         total_generations,
         max(result.env_steps for result in population),
         np.nanmax(scores) if finite else float("nan"),
         np.nanmean(scores) if finite else float("nan"),
         len(exploits) - kept,
-        f" (+{kept} tied: explored without a copy)" if kept else "",
+        f" (+{kept - refused} tied: explored without a copy)" if kept - refused else "",
+        f" (+{refused} not better by Welch's t-test: explored without a copy)" if refused else "",
         elapsed,
         trained / elapsed,
     )
     for exploit in exploits:
-        changes = ", ".join(exploit.changes) + tie_text(exploit)
+        changes = ", ".join(exploit.changes) + tie_text(exploit) + test_text(exploit)
         if exploit.donor == exploit.recipient:  # a tie (or the no-exploit ablation): explore only
             logger.info("  member %d (%.2f) keeps its weights: %s", exploit.recipient, exploit.recipient_score, changes)
             continue
@@ -215,6 +217,23 @@ def tie_text(decision: Exploit | Restart) -> str:
     if not decision.tie:
         return ""
     return f" ({tie_words(decision.tie)})"
+
+
+def test_text(exploit: Exploit) -> str:
+    """An exploit's Welch test (``--exploit-test welch``), said (empty without one): the donor it tested, t and
+    p, and whether the recipient copied."""
+    test = exploit.test
+    if test is None:
+        return ""
+    if test.p != test.p:  # NaN: fewer than two outcomes on a side
+        return (
+            f" (member {test.donor} not tested: Welch's t-test needs two scored episodes on each side, it had "
+            f"{test.n_donor} and {test.n_recipient}; no copy)"
+        )
+    said = f"Welch's t-test against member {test.donor}: t {test.t:.2f}, p {test.p:.3g}"
+    if test.copies:
+        return f" ({said} < {test.alpha:g})"
+    return f" ({said} >= {test.alpha:g}: not better, no copy)"
 
 
 def tie_words(tie: Sequence[int]) -> str:

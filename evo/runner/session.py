@@ -315,6 +315,7 @@ def pbt_rules(config: Config) -> PBTRules:
         resample_probability=config.resample_probability,
         max_member_failures=config.max_member_failures,
         objective=config.objective,
+        welch_alpha=config.exploit_alpha if config.exploit_test == "welch" else None,
     )
 
 

@@ -374,7 +374,7 @@ class Stages:
         }
         lineage = [*(restart.to_json(self.space) for restart in restarts), rung]
         self.records.write_rung(generation, everyone, teachers, lineage)
-        survivors = [(m, by_member[m].env_steps, by_member[m].score_train, by_member[m].objectives) for m in kept]
+        survivors = [(m, by_member[m].env_steps, by_member[m].standing) for m in kept]
         return after, survivors
 
     def replace(
@@ -385,9 +385,8 @@ class Stages:
         survivors: list[tuple],
     ) -> None:
         """Collective, after the last rung: member i takes survivor i's place (best first): its weights,
-        statistics, architecture and hyperparameters by the exchange, its env-step count and its last
-        training score (and objectives: a survivor's fourth item, when the run has its own); the students are
-        closed."""
+        statistics, architecture and hyperparameters by the exchange, its env-step count and its standing (its
+        last training score, objectives and outcomes: evo.core.result.Standing); the students are closed."""
         distilling = self.book.distilling
         plans = {s.member: s for s in distilling.students}
         rank = self.session.rank
@@ -399,11 +398,11 @@ class Stages:
             change = f"stage {self.book.stage}: student {student} of member {plan.teacher} ({plan.how})"
             moves.append(Exploit(generation, slot, student, math.nan, math.nan, dict(before), plan.hparams, (change,)))
         exchange.apply_exploits(self.comm, moves, {**members, **students}, self.session.transport, self.owner, {})
-        for slot, (_, env_steps, score_train, *objectives) in enumerate(survivors):  # objectives: (their objectives,)
+        for slot, (_, env_steps, standing) in enumerate(survivors):
             member = members.get(slot)
             if member is not None:
                 member.continue_counts(env_steps, member.scores)
-                member.carry_score(score_train, *objectives)
+                member.carry(standing)
         for student in students.values():
             student.close()
         if self.records is not None:

@@ -47,8 +47,8 @@ from torch import nn
 
 from evo.config.agent import AgentSettings
 from evo.core.envparams import attribute, is_env_param
-from evo.core.objective import DEFAULT, Objective, scores_of, term_values
-from evo.core.result import MemberResult, Scores
+from evo.core.objective import DEFAULT, Objective, outcomes_of, scores_of, term_values
+from evo.core.result import MemberResult, Scores, Standing
 from evo.core.streams import eval_actions_seed, eval_env_seed, member_seed
 from evo.learners import DEFAULT_ALGO, LearnerSpec, Reach
 from evo.learners.interface import Layout, Payload, buffers_for
@@ -254,6 +254,8 @@ class SB3Learner:
         donor's at that moment); its training score while it has finished no episode since."""
         self.carried_objectives: tuple[float, ...] = ()
         """The objectives carried with it (``--objective``; the donor's on training episodes)."""
+        self.carried_outcomes: tuple[float, ...] = ()
+        """The outcomes carried with it (the donor's scored training episodes: evo.core.result.Scores.outcomes)."""
         self.eval_env = None
         self.hparams: dict[str, Any] = {}
         self.device = torch.device(setup.device)
@@ -507,21 +509,21 @@ class SB3Learner:
         may finish none in the generation after its exploit; NaN would rank it last)."""
         return not self.model.ep_info_buffer and not np.isnan(self.carried_score)
 
-    def carry_score(self, score: float, objectives: Sequence[float] = ()) -> None:
-        """The training score the weights this member now holds had (a donor's at its
-        exploit): the member's training score until it finishes an episode; ``objectives``: the
-        donor's objectives with it (``--objective``), its objectives until then when it selects on
-        training episodes."""
-        self.carried_score = float(score)
-        self.carried_objectives = tuple(float(value) for value in objectives)
+    def carry(self, standing: Standing) -> None:
+        """What the weights this member now holds had earned (a donor's at its exploit: evo.core.result.Standing):
+        its training score until it finishes an episode; the objectives (``--objective``) and the outcomes behind
+        the score with it, its objectives and outcomes until then when it selects on training episodes."""
+        self.carried_score = float(standing.score_train)
+        self.carried_objectives = tuple(float(value) for value in standing.objectives)
+        self.carried_outcomes = tuple(float(value) for value in standing.outcomes)
 
     def test_score(self, on_step=None) -> float:
         """Mean return of ``eval_episodes`` episodes on the evaluation env (for Procgen, levels the
         member never trained on); NaN without evaluation. ``on_step``: as :meth:`evaluation` takes it."""
-        return self.evaluation(on_step)[0]
+        return mean_return(self.evaluation(on_step)[0])
 
-    def evaluation(self, on_step=None) -> tuple[float, dict[str, list[float]]]:
-        """The mean return of ``eval_episodes`` episodes on the evaluation env (NaN without evaluation),
+    def evaluation(self, on_step=None) -> tuple[list[float], dict[str, list[float]]]:
+        """The returns of ``eval_episodes`` episodes on the evaluation env (none without evaluation),
         and each info key the objective reads at the ends of those that reported it (as the env gave
         it: :func:`evo.core.objective.term_values` averages the finite ones). Their actions: the policy's
         argmax or mean, or with ``--eval-actions sampled`` drawn from it by torch generators seeded from
@@ -530,7 +532,7 @@ class SB3Learner:
         (the run's watchdog: evo.runner.watchdog)."""
         infos, collect = episode_infos(self.objective.info_keys, on_step)
         if self.eval_episodes <= 0 or self.eval_env is None:
-            return float("nan"), infos
+            return [], infos
         self.eval_env.close()
         self.eval_env = self.make_eval_env()
         if self.stats is not None:
@@ -538,15 +540,16 @@ class SB3Learner:
         sampled = self.eval_actions == "sampled"
         seed = eval_actions_seed(self.setup.seed, self.member_id, self.env_steps) if sampled else None
         with forked_rng(seed, self.device):
-            mean, _ = evaluate_policy(
+            returns, _ = evaluate_policy(
                 self.model,
                 self.eval_env,
                 n_eval_episodes=self.eval_episodes,
                 deterministic=not sampled,
+                return_episode_rewards=True,
                 warn=False,
                 callback=collect,
             )
-        return float(mean), infos
+        return list(returns), infos
 
     def training_objectives(self, train: float) -> tuple[list[float], dict[str, int]]:
         """Each objective term on the training score's episodes (``train``: their mean return): an info
@@ -579,16 +582,21 @@ class SB3Learner:
         """Both scores, and ``score``: the one selection uses (``select_on``); with an objective of its
         own (``--objective``), the objective on those episodes (evo.core.objective). ``on_step``: called at
         every step of the evaluation episodes (evo.learners.interface.Learner.evaluate)."""
+        train = self.training_score()
+        returns, test_infos = self.evaluation(on_step)
+        test = mean_return(returns)
+        if self.select_on == "test":
+            outcomes = outcomes_of(self.objective, returns, test_infos)
+        else:
+            outcomes = self.training_outcomes()
         if self.objective.default:
-            train, test = self.training_score(), self.test_score(on_step)
             return Scores(
                 score=test if self.select_on == "test" else train,
                 score_train=train,
                 score_test=test,
                 score_train_stale=self.score_train_stale,
+                outcomes=outcomes,
             )
-        train = self.training_score()
-        test, test_infos = self.evaluation(on_step)
         if self.select_on == "test":
             values, nonfinite = term_values(self.objective, test, test_infos)
             keys = self.reported_keys(self.eval_env)
@@ -604,7 +612,17 @@ class SB3Learner:
             objectives=objectives,
             info_keys=keys,
             nonfinite=nonfinite,
+            outcomes=outcomes,
         )
+
+    def training_outcomes(self) -> tuple[float, ...]:
+        """The values behind the training score, one per episode it averages (evo.core.result.Scores.outcomes);
+        with none finished since the weights changed hands, those carried with them."""
+        episodes = list(self.model.ep_info_buffer or [])[-self.score_window :]
+        if not episodes:
+            return self.carried_outcomes
+        infos = {key: [info[key] for info in episodes if key in info] for key in self.objective.info_keys}
+        return outcomes_of(self.objective, [info["r"] for info in episodes], infos)
 
     def score(self) -> float:
         return self.evaluate().score
@@ -656,7 +674,7 @@ class SB3Learner:
         """Become a copy of a donor (its ``state``: weights and optimizer state, normalisation
         statistics), then take ``hparams``. Episode statistics are cleared, so the next score
         reflects the new weights only; until an episode finishes, the score is what
-        :meth:`carry_score` gives (NaN without it)."""
+        :meth:`carry` gives (NaN without it)."""
         weights = state[WEIGHTS]
         rebuilt = self.architecture_of({**self.agent.settings, **hparams}) != self.architecture
         if rebuilt:
@@ -679,6 +697,7 @@ class SB3Learner:
             self.model.ep_info_buffer.clear()
         self.carried_score = float("nan")
         self.carried_objectives = ()
+        self.carried_outcomes = ()
         self.set_hparams(hparams)
 
     # --- distillation ---------------------------------------------------------------------
@@ -729,6 +748,7 @@ class SB3Learner:
             "episodes": torch.tensor(episodes, dtype=torch.float64).reshape(-1, 3),
             "scores": [float(score) for score in self.scores],
             "carried_score": float(self.carried_score),
+            "carried_outcomes": list(self.carried_outcomes),
             "normalization": torch.from_numpy(self.stats.copy()) if self.stats is not None else None,
             "envs": envstate.capture(self.model),
             **objective,
@@ -766,6 +786,7 @@ class SB3Learner:
         self.scores = list(payload["scores"])
         self.carried_score = float(payload.get("carried_score", float("nan")))
         self.carried_objectives = tuple(payload.get("carried_objectives") or ())
+        self.carried_outcomes = tuple(payload.get("carried_outcomes") or ())
         saved_envs = payload.get("envs")
         if saved_envs is not None and not envstate.restore(self.model, saved_envs):
             self.set_env_params()
@@ -829,6 +850,11 @@ class SB3Learner:
         self.model.env.close()
         if self.eval_env is not None:
             self.eval_env.close()
+
+
+def mean_return(returns: Sequence[float]) -> float:
+    """The mean of the evaluation episodes' ``returns`` as SB3's evaluate_policy takes it; NaN with none."""
+    return float(np.mean(returns)) if len(returns) else float("nan")
 
 
 def episode_infos(

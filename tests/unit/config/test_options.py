@@ -244,6 +244,8 @@ def examples(tmp_path):
         "perturb_factors": ["--perturb-factors", "0.5", "2"],
         "resample_probability": ["--resample-probability", "0.5"],
         "ties": ["--ties", "copy"],
+        "exploit_test": ["--exploit-test", "welch"],
+        "exploit_alpha": ["--exploit-alpha", "0.01"],
         "eval_episodes": ["--eval-episodes", "3"],
         "eval_actions": ["--eval-actions", "sampled", "--eval-episodes", "3"],
         "score_window": ["--score-window", "50"],

@@ -243,7 +243,7 @@ def test_several_objectives_a_ready_member_copies_only_from_the_first_front():
     exploit = decide_at_ready(5, latest, "wta", explorer, ready_rng(0, 5, 1), objective=objective)
     assert exploit.exploit.donor in (0, 1, 2)
     assert exploit.exploit.recipient_objectives == {"return": 0.0, "info:energy": 9.0}
-    assert exploit.donor_objectives == values[exploit.exploit.donor]
+    assert exploit.donor_standing.objectives == values[exploit.exploit.donor]
 
 
 def test_a_tie_at_a_ready_point_is_decided_by_the_runs_tie_draw_not_the_id():

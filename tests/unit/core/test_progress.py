@@ -104,7 +104,10 @@ def test_a_pipe_is_not_a_terminal_and_a_rank_s_pseudo_terminal_needs_its_launche
     # pytest's parent (the shell or CI runner) decides: a pseudo-terminal alone is not enough
     import os
 
-    parent = os.readlink(f"/proc/{os.getppid()}/fd/1")
+    try:
+        parent = os.readlink(f"/proc/{os.getppid()}/fd/1")
+    except OSError:  # pytest's parent gone (pytest adopted by init) or not ours to read: isatty is trusted
+        parent = "/dev/pts/"
     assert output_is_terminal(PseudoTerminal()) == parent.startswith(("/dev/pts/", "/dev/tty"))
 
 

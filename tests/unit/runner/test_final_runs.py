@@ -27,6 +27,7 @@ EPISODES = 3
 def arguments(tmp_path, run_dir, mode) -> list[str]:
     tiny = write_hyperparams(tmp_path, TINY_DEFAULT)
     argv = [*budget(4, 2, 128), "--hyperparams", str(tiny), "--seed", "5", "--tb-writer", "False", *mode]
+    argv += ["--exploit-test", "welch"]  # the final pick with the test on (tests/unit/runner/test_welch_runs.py)
     return [*argv, "--final-eval", str(EPISODES), "--final-top", "3", "--run-dir", str(run_dir)]
 
 

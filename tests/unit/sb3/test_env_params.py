@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from evo.config import parse_config
+from evo.core.result import Standing
 from tests.support import TINY_DEFAULT, member_of
 
 ENV = ["--env-id", "tests.objective_env:Objectives-v0"]
@@ -101,7 +102,7 @@ def test_objectives_are_carried_with_the_weights_and_kept_in_the_checkpoint(tmp_
     recipient = member_of(config, 1, {"env.weight": 0.9})
     recipient.load(donor.exploit_state(), donor.hparams)
     assert math.isnan(recipient.evaluate().score)  # no episode with the new weights, nothing carried
-    recipient.carry_score(0.4, (0.9,))
+    recipient.carry(Standing(0.4, (0.9,)))
     assert recipient.evaluate().objectives == (0.9,) and recipient.evaluate().score_train_stale
     restored = member_of(config, 1, {"env.weight": 0.5})
     restored.restore(recipient.member_state())

@@ -8,6 +8,7 @@ import torch
 
 from evo.config import parse_config
 from evo.core.explorers import explore
+from evo.core.result import Standing
 from evo.sb3.flat import state_tensors
 from evo.sb3.policies import ImpalaCNN
 from tests.support import TINY_PROCGEN, capture_logger, member_of, write_hyperparams
@@ -254,12 +255,16 @@ def test_a_recipient_with_no_finished_episode_keeps_its_donors_score_marked_stal
     recipient.train(512)
     assert not recipient.score_train_stale and np.isfinite(recipient.training_score())
     donor_score = donor.training_score()
+    donor_outcomes = donor.evaluate().outcomes  # the returns behind its score, one per scored episode
+    assert donor_outcomes == tuple(info["r"] for info in donor.model.ep_info_buffer)[-10:]
+    assert np.mean(donor_outcomes) == pytest.approx(donor_score)
 
     recipient.load({"weights": donor.pack().copy()}, recipient.hparams)
-    assert np.isnan(recipient.training_score())  # nothing carried yet: as before
-    recipient.carry_score(donor_score)  # what the run does after the exchange
+    assert np.isnan(recipient.training_score()) and recipient.evaluate().outcomes == ()  # nothing carried yet
+    recipient.carry(Standing(donor_score, (), donor_outcomes))  # what the run does after the exchange
     scores = recipient.evaluate()
     assert scores.score == scores.score_train == donor_score and scores.score_train_stale
+    assert scores.outcomes == donor_outcomes  # what a Welch test compares travels with the weights
 
     # the carried score and the flag survive a checkpoint (a resume scores as the uninterrupted run)
     path = tmp_path / "member_1.pt"
@@ -267,12 +272,14 @@ def test_a_recipient_with_no_finished_episode_keeps_its_donors_score_marked_stal
     fresh = member_of(config, 1)
     fresh.restore(ckpt.load_payload(path))
     assert fresh.training_score() == donor_score and fresh.score_train_stale
+    assert fresh.evaluate().outcomes == donor_outcomes
 
     # once an episode finishes with the new weights, they are scored by it, not by the carried score
     recipient.train(512)
     returns = [info["r"] for info in recipient.model.ep_info_buffer][-10:]
     assert returns and not recipient.score_train_stale
     assert recipient.training_score() == pytest.approx(np.mean(returns))
+    assert recipient.evaluate().outcomes == tuple(returns)
     assert not recipient.evaluate().score_train_stale
 
 
