@@ -34,8 +34,8 @@ from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.final import DEFAULT_TOP, FinalSettings, held_out_levels
 from evo.core.objective import Objective
 from evo.core.selection import TIE_RULES
-from evo.core.welch import EXPLOIT_TESTS
 from evo.core.streams import evaluation_seed
+from evo.core.welch import EXPLOIT_TESTS
 from evo.learners import DEFAULT_ALGO, algo_problem, algos
 
 

@@ -65,9 +65,7 @@ def _mean_and_variance(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1)
 
 
-def welch(
-    donor: int, donor_outcomes: Sequence[float], recipient_outcomes: Sequence[float], alpha: float
-) -> WelchTest:
+def welch(donor: int, donor_outcomes: Sequence[float], recipient_outcomes: Sequence[float], alpha: float) -> WelchTest:
     """Welch's one-sided t-test at level ``alpha`` that the member ``donor``'s outcomes have a larger mean
     than its recipient's (the p-value of scipy.stats.ttest_ind(donor_outcomes, recipient_outcomes,
     equal_var=False, alternative="greater")). Where neither side has any spread the means decide outright:

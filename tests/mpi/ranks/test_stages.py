@@ -9,6 +9,7 @@ Run by tests/mpi/test_under_mpiexec.py under ``mpiexec -n 2`` and ``-n 4``; plai
 import numpy as np
 import pytest
 
+from evo.core.result import Standing
 from tests.mpi.ranks.test_normalize import NORMALIZED_PENDULUM, exact
 
 ARCHITECTURE_SPACE = "search_space:{learning_rate: {low: 1.0e-4, high: 1.0e-3, scale: log}, pi_layers: {low: 1, high: 3, type: int}, pi_width: {choices: [16, 32, 64]}}"  # noqa: E501
@@ -61,7 +62,9 @@ def test_survivors_take_the_members_places_with_their_whole_state(comm, transpor
         assert student.distillation is not None
     # survivors best first: the last students, in reverse, so most move to another rank and every
     # one to another architecture
-    survivors = [(plans[-1 - i].member, 2 * TRAIN + i, 10.0 - i) for i in range(members_count)]
+    survivors = [
+        (plans[-1 - i].member, 2 * TRAIN + i, Standing(10.0 - i, (), (10.0 - i, 9.0 - i))) for i in range(members_count)
+    ]
     expected = {}
     for slot, (student, _, _) in enumerate(survivors):
         here = students.get(student)
@@ -78,6 +81,10 @@ def test_survivors_take_the_members_places_with_their_whole_state(comm, transpor
         assert member.hparams["learning_rate"] == hparams["learning_rate"]
         assert {n: member.hparams[n] for n in member_shape} != member_shape
         assert member.env_steps == survivors[slot][1]
+        assert (member.carried_score, member.carried_outcomes) == (
+            10.0 - slot,
+            (10.0 - slot, 9.0 - slot),
+        )  # its standing
         assert member.distillation is None
         member.train(TRAIN)  # and it trains on as a member, in its new shape
         assert member.env_steps == survivors[slot][1] + TRAIN

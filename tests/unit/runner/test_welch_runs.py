@@ -6,7 +6,6 @@ tests as the uninterrupted run; a resume after a stop goes on testing. The test'
 tests/unit/core/test_welch.py; the run's final pick with the test on, stopped and resumed:
 tests/unit/runner/test_final_runs.py."""
 
-import json
 import math
 
 import numpy as np
@@ -42,7 +41,9 @@ def test_each_exploit_is_tested_and_copies_only_where_the_donor_is_shown_better(
         assert f"Welch's t-test against member {line['welch']['donor']}" in log
     lines = [line for line in lineage if "event" not in line and "failures" not in line]
     # population.csv names a donor exactly where a recipient copied
-    copied = {(line["generation"], line["recipient"]): line["donor"] for line in lines if line["donor"] != line["recipient"]}
+    copied = {
+        (line["generation"], line["recipient"]): line["donor"] for line in lines if line["donor"] != line["recipient"]
+    }
     rows = {(int(r["generation"]), int(r["member"])): r["donor"] for r in read_population(run_dir)}
     assert {key: int(donor) for key, donor in rows.items() if donor != ""} == copied
     if alpha < 1e-6:
