@@ -12,7 +12,7 @@ from evo.config.zoo import recorded_wrappers
 from evo.core.envparams import is_env_param
 from evo.core.kinds import Kind, kind_from_entry, kind_from_spec
 from evo.learners import DEFAULT_ALGO, LearnerSpec, learner_spec
-from evo.learners.spec import CNN_POLICIES, EnvShape, Setting
+from evo.learners.spec import CNN_POLICIES, EnvShape, LearnerContext, Setting
 
 ATARI_WRAPPER = "stable_baselines3.common.atari_wrappers.AtariWrapper"
 """zoo's ``env_wrapper`` of its ``atari`` entries (evo.sb3.envs.atari_wrapper applies it to every Atari game)."""
@@ -173,7 +173,7 @@ def build_agent(
     policy = _policy(spec, merged.get("policy", "mlp"), env_id, game, images, problems)
     _architecture(spec, settings, space, policy, merged.get("policy_kwargs", {}), problems)
     if spec.check is not None:
-        spec.check(settings, space, n_envs, shape, policy, problems)
+        spec.check(LearnerContext(settings, space, n_envs, shape, policy), problems)
     for name, kind in space.items():
         if is_env_param(name):
             continue  # its default is the env's own value, checked when the env is probed

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from evo.config.agent import AgentSettings
 from evo.core.kinds import Kind
-from evo.learners.spec import EnvShape
+from evo.learners.spec import EnvShape, LearnerContext
 
 MEMINFO = Path("/proc/meminfo")
 UNITS = ("bytes", "kB", "MB", "GB", "TB", "PB", "EB")
@@ -130,7 +130,10 @@ def memory_problems(
     if shape is None or spec.memory is None:
         return []
     inputs = shape.observation_dims if agent.policy == "mlp" else int(agent.policy_kwargs.get("features_dim", 0))
-    parts = spec.memory(agent.settings, largest_net_arch(agent), inputs, agent.n_envs, shape)
+    context = LearnerContext(
+        agent.settings, agent.search_space, agent.n_envs, shape, agent.policy, largest_net_arch(agent), inputs
+    )
+    parts = spec.memory(context)
     member = sum(part.bytes for part in parts)
     crowded = crowded_hosts(member, members_per_rank, ranks)
     if not crowded:

@@ -8,10 +8,6 @@ an exploit a recipient takes the donor's policy and value networks and the optim
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from evo.core.kinds import Kind
 from evo.learners.onpolicy import advantage_and_sde, check_sde, gae_lambda, memory, rollout_steps
 from evo.learners.spec import (
     COUNT,
@@ -19,7 +15,7 @@ from evo.learners.spec import (
     IMAGE_POLICIES,
     NON_NEGATIVE,
     POSITIVE,
-    EnvShape,
+    LearnerContext,
     LearnerSpec,
     Reach,
     setting,
@@ -75,16 +71,10 @@ SETTINGS = (
 )
 
 
-def check(
-    settings: dict[str, Any],
-    space: Mapping[str, Kind],
-    n_envs: int,
-    shape: EnvShape | None,
-    policy: str,
-    problems: list[str],
-) -> None:
+def check(context: LearnerContext, problems: list[str]) -> None:
     """A2C's rule across settings and the env (each value's own range is its domain, checked before):
     gSDE needs continuous actions."""
+    settings, shape = context.settings, context.shape
     check_sde(settings, shape, problems)
 
 

@@ -12,20 +12,13 @@ learned entropy coefficient and its Adam.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from evo.core.kinds import Kind
-from evo.learners.entropy import check_entropy, entropy_settings
+from evo.learners.entropy import check, entropy_settings
 from evo.learners.offpolicy import (
+    OFF_POLICY,
     actor_critic_memory,
-    budget_notes,
-    check_shared,
-    collection_steps,
-    replay_footprint,
     shared_settings,
 )
-from evo.learners.spec import COUNT, EnvShape, Footprint, LearnerSpec, Reach, setting
+from evo.learners.spec import COUNT, Footprint, LearnerContext, LearnerSpec, Reach, setting
 
 SETTINGS = (
     *shared_settings(learning_rate=1e-3, tau=None),
@@ -42,27 +35,10 @@ SETTINGS = (
 )
 
 
-def check(
-    settings: dict[str, Any],
-    space: Mapping[str, Kind],
-    n_envs: int,
-    shape: EnvShape | None,
-    policy: str,
-    problems: list[str],
-) -> None:
-    check_shared(settings, space, problems)
-    check_entropy(settings, space, shape, problems)
-
-
-def memory(
-    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
-) -> list[Footprint]:
+def memory(context: LearnerContext) -> list[Footprint]:
     """The actor (a mean and a log-std per action dimension) and two critics, no target networks, and the
     replay buffer."""
-    networks = actor_critic_memory(
-        net_arch, inputs, shape, 2 * shape.action_dims, actor_targets=0, critic_targets=False
-    )
-    return [networks, replay_footprint(settings, n_envs, shape)]
+    return actor_critic_memory(context, 2 * context.shape.action_dims, actor_targets=0, critic_targets=False)
 
 
 SPEC = LearnerSpec(
@@ -72,9 +48,7 @@ SPEC = LearnerSpec(
     action_spaces=("Box",),
     policy_kwargs={"log_std_init": float, "use_expln": bool, "batch_norm_momentum": float, "renorm_warmup_steps": int},
     default_net_arch={"pi": (256, 256), "qf": (1024, 1024)},
-    replay=True,
     check=check,
-    steps=collection_steps,
     memory=memory,
-    notes=budget_notes,
+    **OFF_POLICY,
 )

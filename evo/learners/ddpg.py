@@ -8,40 +8,25 @@ their target networks and both Adams; its replay buffer and its exploration nois
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from evo.core.kinds import Kind
 from evo.learners.offpolicy import (
+    OFF_POLICY,
     actor_critic_memory,
-    budget_notes,
     check_shared,
-    collection_steps,
-    replay_footprint,
     shared_settings,
 )
-from evo.learners.spec import EnvShape, Footprint, LearnerSpec
+from evo.learners.spec import Footprint, LearnerContext, LearnerSpec
 from evo.learners.td3 import NOISE_SETTINGS, check_noise
 
 
-def check(
-    settings: dict[str, Any],
-    space: Mapping[str, Kind],
-    n_envs: int,
-    shape: EnvShape | None,
-    policy: str,
-    problems: list[str],
-) -> None:
+def check(context: LearnerContext, problems: list[str]) -> None:
+    settings, space = context.settings, context.space
     check_shared(settings, space, problems)
     check_noise(settings, space, problems)
 
 
-def memory(
-    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
-) -> list[Footprint]:
+def memory(context: LearnerContext) -> list[Footprint]:
     """The actor and its target, one critic and its target, and the replay buffer."""
-    networks = actor_critic_memory(net_arch, inputs, shape, shape.action_dims, actor_targets=1, critics=1)
-    return [networks, replay_footprint(settings, n_envs, shape)]
+    return actor_critic_memory(context, context.shape.action_dims, actor_targets=1, critics=1)
 
 
 SPEC = LearnerSpec(
@@ -50,9 +35,7 @@ SPEC = LearnerSpec(
     settings=(*shared_settings(learning_rate=1e-3), *NOISE_SETTINGS),
     action_spaces=("Box",),
     default_net_arch={"pi": (400, 300), "qf": (400, 300)},
-    replay=True,
     check=check,
-    steps=collection_steps,
     memory=memory,
-    notes=budget_notes,
+    **OFF_POLICY,
 )

@@ -9,7 +9,7 @@ buffer and its place on the exploration schedule stay its own.
 from __future__ import annotations
 
 from evo.learners.greedy import check, greedy_settings, q_memory
-from evo.learners.offpolicy import budget_notes, collection_steps
+from evo.learners.offpolicy import OFF_POLICY
 from evo.learners.spec import IMAGE_POLICIES, LearnerSpec
 
 SPEC = LearnerSpec(
@@ -21,9 +21,7 @@ SPEC = LearnerSpec(
     action_spaces=("Discrete",),
     policies=IMAGE_POLICIES,
     default_net_arch={"qf": (64, 64)},
-    replay=True,
     check=check,
-    steps=collection_steps,
     memory=q_memory,
-    notes=budget_notes,
+    **OFF_POLICY,
 )

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from evo.core.kinds import Kind
-from evo.learners.spec import COUNT, POSITIVE, EnvShape, Interval, Named, Reach, Values, setting
+from evo.learners.offpolicy import check_shared
+from evo.learners.spec import COUNT, POSITIVE, EnvShape, Interval, LearnerContext, Named, Reach, Values, setting
 
 AUTO = Values(("auto",))
 
@@ -70,6 +71,12 @@ def entropy_settings(target_update_interval: bool = True) -> tuple:
             why_fixed="not tuned",
         ),
     )
+
+
+def check(context: LearnerContext, problems: list[str]) -> None:
+    """The rules of a maximum-entropy actor-critic (SAC, TQC, CrossQ): the off-policy ones and the entropy's."""
+    check_shared(context.settings, context.space, problems)
+    check_entropy(context.settings, context.space, context.shape, problems)
 
 
 def check_entropy(

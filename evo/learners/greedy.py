@@ -13,10 +13,7 @@ its own counter, so its place on the schedule stays its own, as its replay buffe
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
 
-from evo.core.kinds import Kind
 from evo.learners.offpolicy import check_shared, replay_footprint, shared_settings
 from evo.learners.spec import (
     COUNT,
@@ -24,9 +21,9 @@ from evo.learners.spec import (
     FRACTION,
     POSITIVE,
     TRAINED,
-    EnvShape,
     Footprint,
     Interval,
+    LearnerContext,
     Reach,
     check_ranges,
     mlp_parameters,
@@ -91,31 +88,18 @@ def greedy_settings(
     )
 
 
-def check(
-    settings: dict[str, Any],
-    space: Mapping[str, Kind],
-    n_envs: int,
-    shape: EnvShape | None,
-    policy: str,
-    problems: list[str],
-) -> None:
+def check(context: LearnerContext, problems: list[str]) -> None:
     """The off-policy rules; an ε or a target interval explored from 0 would stay there."""
+    settings, space = context.settings, context.space
     check_shared(settings, space, problems)
     trap = "positive (a perturbation multiplies: a member at 0 would stay there)"
     check_ranges(space, {"exploration_final_eps": (0, 1, f"{trap} and at most 1")}, problems)
     check_ranges(space, {"target_update_interval": (1, math.inf, "at least 1")}, problems)
 
 
-def q_memory(
-    settings: Mapping[str, Any],
-    net_arch: Mapping[str, Sequence[int]],
-    inputs: int,
-    n_envs: int,
-    shape: EnvShape,
-    outputs_per_action: int = 1,
-) -> list[Footprint]:
+def q_memory(context: LearnerContext, outputs_per_action: int = 1) -> list[Footprint]:
     """The Q-network (at least one action's ``outputs_per_action`` outputs: the space's size is not known
     here) and its target, and the replay buffer."""
-    network = mlp_parameters(inputs, net_arch["qf"], outputs_per_action)
-    networks = networks_footprint(net_arch, network * TRAINED + network * FLOAT32)
-    return [networks, replay_footprint(settings, n_envs, shape)]
+    net_arch = context.net_arch
+    network = mlp_parameters(context.inputs, net_arch["qf"], outputs_per_action)
+    return [networks_footprint(net_arch, network * TRAINED + network * FLOAT32), replay_footprint(context)]

@@ -4,7 +4,7 @@ and their rules. Pure; their SB3 side is evo/sb3/offpolicy.py."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from evo.core.kinds import Kind
@@ -15,9 +15,9 @@ from evo.learners.spec import (
     NON_NEGATIVE,
     POSITIVE,
     TRAINED,
-    EnvShape,
     Footprint,
     Interval,
+    LearnerContext,
     Reach,
     Values,
     check_ranges,
@@ -132,33 +132,33 @@ def check_shared(settings: dict[str, Any], space: Mapping[str, Kind], problems: 
     )
 
 
-def replay_footprint(settings: Mapping[str, Any], n_envs: int, shape: EnvShape) -> Footprint:
+def replay_footprint(context: LearnerContext) -> Footprint:
     """SB3's ``ReplayBuffer`` (``optimize_memory_usage`` off, as evo keeps it): ``buffer_size`` rows (a
     whole number per env) of an observation and the next one in the observation space's dtype, an action
     in float32 (SB3 casts float64 actions down), and a float32 reward, done and timeout."""
-    rows = max(settings["buffer_size"] // n_envs, 1) * n_envs
+    n_envs, shape = context.n_envs, context.shape
+    rows = max(context.settings["buffer_size"] // n_envs, 1) * n_envs
     row = 2 * shape.observation_dims * shape.observation_itemsize + shape.action_dims * FLOAT32 + 3 * FLOAT32
     return Footprint(f"replay buffer {rows} x {row} bytes", rows * row, "a smaller buffer_size")
 
 
 def actor_critic_memory(
-    net_arch: Mapping[str, Sequence[int]],
-    inputs: int,
-    shape: EnvShape,
+    context: LearnerContext,
     actor_outputs: int,
     actor_targets: int,
     critics: int = 2,
     critic_outputs: int = 1,
     critic_targets: bool = True,
-) -> Footprint:
+) -> list[Footprint]:
     """An actor (``pi``, with ``actor_outputs`` outputs, and ``actor_targets`` target copies of it) and
     ``critics`` critics (``qf``: the observation and the action in, ``critic_outputs`` values out: SB3's two
-    Q values; DDPG's one; TQC's quantiles) with their targets (none without ``critic_targets``: CrossQ)."""
-    actions = shape.action_dims
+    Q values; DDPG's one; TQC's quantiles) with their targets (none without ``critic_targets``: CrossQ); and
+    the replay buffer (:func:`replay_footprint`)."""
+    net_arch, inputs, actions = context.net_arch, context.inputs, context.shape.action_dims
     actor = mlp_parameters(inputs, net_arch["pi"], actor_outputs)
     critic = critics * mlp_parameters(inputs + actions, net_arch["qf"], critic_outputs)
     trained, kept = actor + critic, actor_targets * actor + (critic if critic_targets else 0)
-    return networks_footprint(net_arch, trained * TRAINED + kept * FLOAT32)
+    return [networks_footprint(net_arch, trained * TRAINED + kept * FLOAT32), replay_footprint(context)]
 
 
 def budget_notes(settings: Mapping[str, Any], env_steps: int) -> list[str]:
@@ -176,3 +176,8 @@ def budget_notes(settings: Mapping[str, Any], env_steps: int) -> list[str]:
 def collection_steps(settings: Mapping[str, Any], n_envs: int) -> int:
     """Env steps of one collection (train_freq steps of every env): a budget is rounded up to them."""
     return n_envs * settings["train_freq"]
+
+
+OFF_POLICY = {"replay": True, "steps": collection_steps, "notes": budget_notes}
+"""The fields of a LearnerSpec every off-policy learner shares: a replay buffer, a budget in whole collections,
+and the note on a budget that never passes ``learning_starts``."""

@@ -5,7 +5,7 @@ evo/sb3/onpolicy.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from evo.learners.spec import (
@@ -15,6 +15,7 @@ from evo.learners.spec import (
     TRAINED,
     EnvShape,
     Footprint,
+    LearnerContext,
     Reach,
     Setting,
     Values,
@@ -71,15 +72,14 @@ def rollout_steps(settings: Mapping[str, Any], n_envs: int) -> int:
     return n_envs * settings["n_steps"]
 
 
-def memory(
-    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
-) -> list[Footprint]:
+def memory(context: LearnerContext) -> list[Footprint]:
     """The policy and value networks (one output per action dimension: a lower bound for discrete
     actions' logits), and SB3's rollout buffer: per env step an observation in the space's dtype, an
     action, and six float32 values (reward, return, episode start, value, log-probability, advantage)."""
+    net_arch, inputs, shape = context.net_arch, context.inputs, context.shape
     actions = shape.action_dims
     parameters = mlp_parameters(inputs, net_arch["pi"], actions) + mlp_parameters(inputs, net_arch["vf"], 1)
-    steps = n_envs * settings["n_steps"]
+    steps = context.n_envs * context.settings["n_steps"]
     step = shape.observation_dims * shape.observation_itemsize + actions * FLOAT32 + 6 * FLOAT32
     rollout = Footprint(f"rollout buffer {steps} x {step} bytes", steps * step, "a smaller n_steps or n_envs")
     return [networks_footprint(net_arch, parameters * TRAINED), rollout]

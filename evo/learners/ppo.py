@@ -23,7 +23,7 @@ from evo.learners.spec import (
     IMAGE_POLICIES,
     NON_NEGATIVE,
     POSITIVE,
-    EnvShape,
+    LearnerContext,
     LearnerSpec,
     Reach,
     Values,
@@ -115,18 +115,12 @@ SETTINGS = (
 )
 
 
-def check(
-    settings: dict[str, Any],
-    space: Mapping[str, Kind],
-    n_envs: int,
-    shape: EnvShape | None,
-    policy: str,
-    problems: list[str],
-) -> None:
+def check(context: LearnerContext, problems: list[str]) -> None:
     """PPO's rules across its settings (each value's own range is its domain, checked before): a batch
     size within the rollout (from ``n_minibatches`` if given), search ranges within the rollout, gSDE
     with continuous actions only, and DrAC's (:func:`check_drac`)."""
-    rollout = max(1, n_envs * settings["n_steps"])
+    settings, space = context.settings, context.space
+    rollout = max(1, context.n_envs * settings["n_steps"])
     if settings["n_minibatches"] is not None:
         settings["batch_size"] = rollout // settings["n_minibatches"]
     if not (2 <= settings["batch_size"] <= rollout):
@@ -148,8 +142,8 @@ def check(
         },
         problems,
     )
-    check_sde(settings, shape, problems)
-    check_drac(settings, space, policy, problems)
+    check_sde(settings, context.shape, problems)
+    check_drac(settings, space, context.policy, problems)
 
 
 def check_drac(settings: Mapping[str, Any], space: Mapping[str, Kind], policy: str, problems: list[str]) -> None:

@@ -10,22 +10,17 @@ replay buffer and its place on the exploration schedule stay its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 from evo.learners.greedy import check, greedy_settings, q_memory
-from evo.learners.offpolicy import budget_notes, collection_steps
-from evo.learners.spec import IMAGE_POLICIES, EnvShape, Footprint, LearnerSpec
+from evo.learners.offpolicy import OFF_POLICY
+from evo.learners.spec import IMAGE_POLICIES, Footprint, LearnerContext, LearnerSpec
 
 QUANTILES = 200
 """sb3-contrib's default number of quantiles."""
 
 
-def memory(
-    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
-) -> list[Footprint]:
+def memory(context: LearnerContext) -> list[Footprint]:
     """DQN's, with ``n_quantiles`` outputs per action (sb3-contrib's default: the YAML's is not given here)."""
-    return q_memory(settings, net_arch, inputs, n_envs, shape, outputs_per_action=QUANTILES)
+    return q_memory(context, outputs_per_action=QUANTILES)
 
 
 SPEC = LearnerSpec(
@@ -38,9 +33,7 @@ SPEC = LearnerSpec(
     policies=IMAGE_POLICIES,
     policy_kwargs={"n_quantiles": int},
     default_net_arch={"qf": (64, 64)},
-    replay=True,
     check=check,
-    steps=collection_steps,
     memory=memory,
-    notes=budget_notes,
+    **OFF_POLICY,
 )

@@ -338,6 +338,24 @@ def networks_footprint(net_arch: Mapping[str, Sequence[int]], size: int) -> Foot
 
 
 @dataclass(frozen=True)
+class LearnerContext:
+    """What a learner's own rules (:attr:`LearnerSpec.check`) and memory estimate (:attr:`LearnerSpec.memory`)
+    read about a run, in one value: its settings as resolved (``check`` may complete them: a batch size from a
+    count of minibatches), its search space, ``n_envs``, the env's shapes (None: the env could not be made; never
+    None for ``memory``) and the policy's name as resolved ('mlp', 'impala'); for ``memory``, the largest networks
+    the run may build (``net_arch``: each head's hidden layers) and the features they read (``inputs``: the
+    observation's, or a CNN's output)."""
+
+    settings: dict[str, Any]
+    space: Mapping[str, Kind] = field(default_factory=dict)
+    n_envs: int = 1
+    shape: EnvShape | None = None
+    policy: str = "mlp"
+    net_arch: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    inputs: int = 0
+
+
+@dataclass(frozen=True)
 class LearnerSpec:
     """What a learner is, as the config layer needs to know it (its SB3 side: evo/sb3/<name>.py)."""
 
@@ -361,11 +379,10 @@ class LearnerSpec:
     """Whether a student can be distilled from a teacher with its loss (BG-PBT's stages, --max-distillations:
     PPO's policy KL and value MSE); an off-policy learner would also need its critics and replay buffer."""
     precisions: tuple[str, ...] = ("fp32",)
-    check: Callable[[dict[str, Any], Mapping[str, Kind], int, EnvShape | None, str, list[str]], None] | None = None
-    """``check(settings, search_space, n_envs, env_shape, policy, problems)``: its own rules across
-    settings, search ranges, the env and the policy (a batch within the rollout, say; ``env_shape``
-    None: the env could not be made; ``policy``: the policy's name as resolved, e.g. 'mlp' or
-    'impala'); it may set what its rules resolve (a batch size from a count of minibatches)."""
+    check: Callable[[LearnerContext, list[str]], None] | None = None
+    """``check(context, problems)``: its own rules across settings, search ranges, the env and the policy
+    (:class:`LearnerContext`; a batch within the rollout, say), each broken one added to ``problems``; it may set
+    what its rules resolve in ``context.settings`` (a batch size from a count of minibatches)."""
     upgrade: Callable[[dict[str, Any]], None] | None = None
     """Completes the settings a run recorded before the learners were declared (config.yaml's
     ``agent`` of a PPO run of then) with what the learner resolves now."""
@@ -374,14 +391,12 @@ class LearnerSpec:
     steps: Callable[[Mapping[str, Any], int], int] | None = None
     """``steps(settings, n_envs)``: the env steps one unit of its training takes (a PPO rollout);
     a generation's budget is rounded up to whole units."""
-    memory: Callable[[Mapping[str, Any], Mapping[str, Sequence[int]], int, int, EnvShape], list[Footprint]] | None = (
-        None
-    )
-    """``memory(settings, net_arch, inputs, n_envs, env_shape)``: what one member holds, at least
-    (:class:`Footprint`), for ``net_arch`` (each head's hidden layers) on ``inputs`` features (the
-    observation's, or a CNN's output): the networks it trains (:data:`TRAINED` bytes per parameter) and
-    keeps (target networks: their weights), and its buffers as SB3 allocates them. Checked at start-up
-    against the memory a rank has, so that a size that cannot be allocated is refused before training."""
+    memory: Callable[[LearnerContext], list[Footprint]] | None = None
+    """``memory(context)``: what one member holds, at least (:class:`Footprint`), for ``context.net_arch`` (each
+    head's hidden layers) on ``context.inputs`` features (:class:`LearnerContext`): the networks it trains
+    (:data:`TRAINED` bytes per parameter) and keeps (target networks: their weights), and its buffers as SB3
+    allocates them. Checked at start-up against the memory a rank has, so that a size that cannot be allocated is
+    refused before training."""
 
     notes: Callable[[Mapping[str, Any], int], list[str]] | None = None
     """``notes(settings, env_steps)``: what a run whose members each train ``env_steps`` env steps in all should

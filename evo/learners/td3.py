@@ -9,23 +9,21 @@ optimizers; its replay buffer and its exploration noise stay its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from evo.core.kinds import Kind
 from evo.learners.offpolicy import (
+    OFF_POLICY,
     actor_critic_memory,
-    budget_notes,
     check_shared,
-    collection_steps,
-    replay_footprint,
     shared_settings,
 )
 from evo.learners.spec import (
     COUNT,
     NON_NEGATIVE,
-    EnvShape,
     Footprint,
+    LearnerContext,
     LearnerSpec,
     Reach,
     Values,
@@ -92,14 +90,8 @@ SETTINGS = (
 )
 
 
-def check(
-    settings: dict[str, Any],
-    space: Mapping[str, Kind],
-    n_envs: int,
-    shape: EnvShape | None,
-    policy: str,
-    problems: list[str],
-) -> None:
+def check(context: LearnerContext, problems: list[str]) -> None:
+    settings, space = context.settings, context.space
     check_shared(settings, space, problems)
     check_noise(settings, space, problems)
     trap = "positive (a perturbation multiplies: a member at 0 would stay there)"
@@ -117,12 +109,9 @@ def check_noise(settings: Mapping[str, Any], space: Mapping[str, Kind], problems
     check_ranges(space, {"noise_std": (0, math.inf, trap)}, problems)
 
 
-def memory(
-    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
-) -> list[Footprint]:
+def memory(context: LearnerContext) -> list[Footprint]:
     """The actor and its target, two critics and their targets, and the replay buffer."""
-    networks = actor_critic_memory(net_arch, inputs, shape, actor_outputs=shape.action_dims, actor_targets=1)
-    return [networks, replay_footprint(settings, n_envs, shape)]
+    return actor_critic_memory(context, actor_outputs=context.shape.action_dims, actor_targets=1)
 
 
 SPEC = LearnerSpec(
@@ -131,9 +120,7 @@ SPEC = LearnerSpec(
     settings=SETTINGS,
     action_spaces=("Box",),
     default_net_arch={"pi": (400, 300), "qf": (400, 300)},
-    replay=True,
     check=check,
-    steps=collection_steps,
     memory=memory,
-    notes=budget_notes,
+    **OFF_POLICY,
 )

@@ -10,20 +10,13 @@ and, with ``ent_coef: auto``, the learned entropy coefficient and its Adam (a fi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from evo.core.kinds import Kind
-from evo.learners.entropy import check_entropy, entropy_settings
+from evo.learners.entropy import check, entropy_settings
 from evo.learners.offpolicy import (
+    OFF_POLICY,
     actor_critic_memory,
-    budget_notes,
-    check_shared,
-    collection_steps,
-    replay_footprint,
     shared_settings,
 )
-from evo.learners.spec import NON_NEGATIVE, EnvShape, Footprint, LearnerSpec, Reach, setting
+from evo.learners.spec import NON_NEGATIVE, Footprint, LearnerContext, LearnerSpec, Reach, setting
 
 QUANTILES, CRITICS = 25, 2
 """sb3-contrib's defaults: quantiles per critic, critics."""
@@ -43,27 +36,12 @@ SETTINGS = (
 )
 
 
-def check(
-    settings: dict[str, Any],
-    space: Mapping[str, Kind],
-    n_envs: int,
-    shape: EnvShape | None,
-    policy: str,
-    problems: list[str],
-) -> None:
-    check_shared(settings, space, problems)
-    check_entropy(settings, space, shape, problems)
-
-
-def memory(
-    settings: Mapping[str, Any], net_arch: Mapping[str, Sequence[int]], inputs: int, n_envs: int, shape: EnvShape
-) -> list[Footprint]:
+def memory(context: LearnerContext) -> list[Footprint]:
     """The actor (a mean and a log-std per action dimension), the critics of sb3-contrib's defaults (each
     ``QUANTILES`` quantiles out) and their targets, and the replay buffer."""
-    networks = actor_critic_memory(
-        net_arch, inputs, shape, 2 * shape.action_dims, actor_targets=0, critics=CRITICS, critic_outputs=QUANTILES
+    return actor_critic_memory(
+        context, 2 * context.shape.action_dims, actor_targets=0, critics=CRITICS, critic_outputs=QUANTILES
     )
-    return [networks, replay_footprint(settings, n_envs, shape)]
 
 
 SPEC = LearnerSpec(
@@ -73,9 +51,7 @@ SPEC = LearnerSpec(
     action_spaces=("Box",),
     policy_kwargs={"log_std_init": float, "n_quantiles": int, "n_critics": int},
     default_net_arch={"pi": (256, 256), "qf": (256, 256)},
-    replay=True,
     check=check,
-    steps=collection_steps,
     memory=memory,
-    notes=budget_notes,
+    **OFF_POLICY,
 )

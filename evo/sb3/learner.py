@@ -700,31 +700,6 @@ class SB3Learner:
         self.carried_outcomes = ()
         self.set_hparams(hparams)
 
-    # --- distillation ---------------------------------------------------------------------
-
-    def start_distillation(
-        self,
-        teacher_state: np.ndarray,
-        teacher_hparams: Mapping[str, Any],
-        total_steps: int,
-        teacher_normalization: np.ndarray | None = None,
-    ) -> None:
-        """Learn from a teacher as BG-PBT's students do: built for PPO only
-        (:meth:`evo.sb3.ppo.PPOLearner.start_distillation`), whose policies are a categorical or a
-        diagonal Gaussian with one value head. SAC and TD3 would need their own terms, not built: for
-        SAC the KL between the teacher's and the student's squashed (tanh) Gaussian actors (equal to
-        their pre-tanh Gaussians' KL, tanh being a bijection); for TD3, whose actor is deterministic,
-        a distance to the teacher's actions instead; for both the MSE of the critics' Q(s, a) against
-        the teacher's (each twin critic, at the replay buffer's actions)."""
-        raise NotImplementedError(
-            f"distillation is built for PPO's categorical and Gaussian policies, not {self.spec.title}'s: "
-            "SAC would need its squashed-Gaussian actor's KL and TD3 its actor's distance to the teacher's "
-            "actions, and both the critics' Q MSE against the teacher's"
-        )
-
-    def stop_distillation(self) -> None:
-        """Nothing to stop: only PPO members distil."""
-
     # --- the whole member -----------------------------------------------------------------
 
     def member_state(self, replay: bool = True) -> dict[str, Any]:

@@ -423,7 +423,12 @@ def set_n_minibatches(learner: SB3Learner, value: int) -> None:
 
 class PPOLearner(SB3Learner):
     """A PPO member: on-policy, its state the policy and its Adam optimizer. It can be distilled
-    from a teacher (:meth:`start_distillation`)."""
+    from a teacher (:meth:`start_distillation`): distillation lives here, for PPO's categorical and diagonal
+    Gaussian policies with one value head. No other learner has it (their specs do not say ``distils``, and a
+    stage of theirs is refused at start-up). SAC and TD3 would need their own terms: for SAC the KL between the
+    teacher's and the student's squashed (tanh) Gaussian actors (equal to their pre-tanh Gaussians' KL, tanh
+    being a bijection); for TD3, whose actor is deterministic, a distance to the teacher's actions; for both the
+    MSE of the critics' Q(s, a) against the teacher's (each twin critic, at the replay buffer's actions)."""
 
     algorithm = PPO
     custom = {"gae_lambda": set_gae_lambda, "n_minibatches": set_n_minibatches}

@@ -11,7 +11,7 @@ from stable_baselines3.common.buffers import ReplayBuffer
 
 from evo.learners import learner_spec
 from evo.learners.offpolicy import replay_footprint
-from evo.learners.spec import FLOAT32, TRAINED, EnvShape
+from evo.learners.spec import FLOAT32, TRAINED, EnvShape, LearnerContext
 
 PENDULUM = EnvShape("Box", (1,), (3,), 4)
 
@@ -23,7 +23,8 @@ def parameters(*modules) -> int:
 def test_ppos_networks_and_rollout_buffer_are_as_sb3_builds_them():
     model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, policy_kwargs={"net_arch": [48, 32]})
     net_arch = {"pi": [48, 32], "vf": [48, 32]}
-    networks, rollout = learner_spec("ppo").memory({"n_steps": 64}, net_arch, 3, 1, PENDULUM)
+    context = LearnerContext({"n_steps": 64}, n_envs=1, shape=PENDULUM, net_arch=net_arch, inputs=3)
+    networks, rollout = learner_spec("ppo").memory(context)
     trained = parameters(model.policy) - model.policy.log_std.numel()
     assert networks.bytes == trained * TRAINED
     arrays = ("observations", "actions", "rewards", "returns", "episode_starts", "values", "log_probs", "advantages")
@@ -36,7 +37,8 @@ def test_the_actor_critic_networks_are_as_sb3_builds_them(algo):
     model = {"sac": SAC, "td3": TD3}[algo](
         "MlpPolicy", "Pendulum-v1", buffer_size=100, policy_kwargs={"net_arch": net_arch}
     )
-    networks, _ = learner_spec(algo).memory({"buffer_size": 100}, net_arch, 3, 1, PENDULUM)
+    context = LearnerContext({"buffer_size": 100}, n_envs=1, shape=PENDULUM, net_arch=net_arch, inputs=3)
+    networks, _ = learner_spec(algo).memory(context)
     policy = model.policy
     trained = parameters(policy.actor, policy.critic)
     kept = parameters(policy.critic_target, *([policy.actor_target] if algo == "td3" else []))
@@ -52,5 +54,5 @@ def test_the_replay_buffer_is_as_sb3_allocates_it(n_envs, buffer_size):
     buffer = ReplayBuffer(buffer_size, observations, actions, n_envs=n_envs)
     arrays = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
     shape = EnvShape("Box", (6,), (17,), 8)
-    footprint = replay_footprint({"buffer_size": buffer_size}, n_envs, shape)
+    footprint = replay_footprint(LearnerContext({"buffer_size": buffer_size}, n_envs=n_envs, shape=shape))
     assert footprint.bytes == sum(getattr(buffer, name).nbytes for name in arrays)

@@ -370,17 +370,18 @@ def test_no_teacher_runs_none_of_it(cartpole_teacher, monkeypatch):
 
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
-def test_sac_and_td3_are_refused_with_what_they_would_need(algo):
-    config = parse_config(
-        ["--algo", algo, "--env-id", "Pendulum-v1", "--hyperparams", "learning_starts:32", "buffer_size:500"],
-        check_run_dir=False,
-    )
-    member = member_of(config, 0)
-    weights = member.pack().copy()
-    with pytest.raises(NotImplementedError, match="built for PPO's categorical and Gaussian policies, not") as refusal:
-        member.start_distillation(weights, member.hparams, 1000)
-    assert "squashed-Gaussian actor's KL" in str(refusal.value) and "critics' Q MSE" in str(refusal.value)
+def test_only_ppo_members_distil_and_a_stage_of_sac_or_td3_is_refused_with_what_it_would_need(algo):
+    """Distillation lives in PPO's learner (evo/sb3/ppo.py); a SAC or TD3 member has none, and a run that
+    would distil one is refused at start-up, naming what it would need."""
+    from evo.config import ConfigError
+    from evo.sb3.ppo import PPOLearner
+
+    flags = ["--algo", algo, "--env-id", "Pendulum-v1", "--hyperparams", "learning_starts:32", "buffer_size:500"]
+    member = member_of(parse_config(flags, check_run_dir=False), 0)
+    assert not hasattr(member, "start_distillation") and not isinstance(member, PPOLearner)
     member.close()
+    with pytest.raises(ConfigError, match="a distillation of its critics and its replay buffer, not built"):
+        parse_config([*flags, "--max-distillations", "1"], check_run_dir=False)
 
 
 def test_a_distillation_that_cannot_start_is_refused(cartpole_teacher, narrow_teacher, pendulum_teacher):
