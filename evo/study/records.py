@@ -10,9 +10,10 @@ import csv
 import json
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
+from evo.core.objective import Objective, outcomes_of
 from evo.rundir.history import RunHistory, copies_by_generation, load_run
 from evo.study.fresh import FreshReturns
 from evo.study.jobs import WALL, ZOO_RESULT, Job
@@ -107,6 +108,9 @@ class Run:
     result: Result
     points: list[Point]
     timing: Timing
+    measure: str = "return"
+    """What its fresh numbers and its selection scores measure: ``return``, or the first term of the run's own
+    objective (``--objective``, e.g. ``info:success``; larger better), like minus like (:func:`fresh_values`)."""
 
 
 def reward_threshold(env_id: str, thresholds: Mapping[str, float]) -> float | None:
@@ -123,12 +127,27 @@ def reward_threshold(env_id: str, thresholds: Mapping[str, float]) -> float | No
     return gymnasium.spec(env_id.split(":", 1)[-1]).reward_threshold
 
 
+def fresh_values(returns: FreshReturns, member: int, objective: Objective) -> list[float]:
+    """``member``'s fresh numbers on what its run selected by, like its selection score: each fresh episode's
+    return for a run of the return; with ``--objective``, the first term's value at each episode's end, larger
+    better (negated for a ``min`` term), the finite ones (evo.core.objective.outcomes_of)."""
+    if objective.default:
+        return list(returns.members[member])
+    return list(outcomes_of(objective, returns.members[member], returns.objectives.get(member, {})))
+
+
+def mean_or_nan(values: Sequence[float]) -> float:
+    return float(statistics.mean(values)) if values else math.nan
+
+
 def summarise(job: Job, threshold: float | None, fresh: Mapping[int, FreshReturns] | None = None) -> Result:
     """The numbers of one finished run; ``fresh``: its cached fresh returns by generation (the last's
-    give the fresh fields)."""
+    give the fresh fields, on the run's objective: :func:`fresh_values`; the kept best's only for a run of the
+    return, since its cache keeps returns alone)."""
     if not job.mpi:
         return zoo_result(job)
     history = load_run(job.run_dir)
+    objective = history.objective
     last_generation = history.generations[-1]
     final_members = [m for m in history.members if history.has(last_generation, m)]
     members = len(final_members)  # a run with stages also has its students' rows
@@ -139,13 +158,13 @@ def summarise(job: Job, threshold: float | None, fresh: Mapping[int, FreshReturn
     if fresh and last_generation in fresh:
         returns = fresh[last_generation]
         selected = selected_member(history, last_generation)
-        means = [statistics.mean(returns.members[m]) for m in sorted(returns.members)]
+        means = [mean_or_nan(fresh_values(returns, m, objective)) for m in sorted(returns.members)]
         tested = {
-            "fresh_selected": statistics.mean(returns.members[selected]),
+            "fresh_selected": mean_or_nan(fresh_values(returns, selected, objective)),
             "fresh_median": statistics.median(means),
             "fresh_selected_member": selected,
         }
-        if returns.best_ever is not None:
+        if returns.best_ever is not None and objective.default:
             tested["fresh_best_ever"] = statistics.mean(returns.best_ever)
             tested["fresh_best_ever_member"] = returns.best_ever_member
     return Result(
@@ -208,6 +227,7 @@ def points(job: Job, history: RunHistory, fresh: Mapping[int, FreshReturns], fra
     """The run at each re-evaluated fraction of its budget (those whose returns ``fresh`` holds)."""
     curve, _ = best_curve(history, None)
     copies = copies_by_generation(history)
+    objective = history.objective
     found = []
     for fraction in fractions:
         generation = round(fraction * job.generations)
@@ -215,7 +235,8 @@ def points(job: Job, history: RunHistory, fresh: Mapping[int, FreshReturns], fra
             continue
         returns = fresh[generation]
         selected = selected_member(history, generation)
-        means = {m: float(statistics.mean(r)) for m, r in sorted(returns.members.items())}
+        values = {m: fresh_values(returns, m, objective) for m in sorted(returns.members)}
+        means = {m: mean_or_nan(v) for m, v in values.items()}
         copied = tuple(sorted(m for m in copies.get(generation, {}) if m in means))
         kept = [v for m, v in means.items() if m not in copied]
         found.append(
@@ -226,12 +247,12 @@ def points(job: Job, history: RunHistory, fresh: Mapping[int, FreshReturns], fra
                 selected_member=selected,
                 selection_score=history.row(generation, selected).score,
                 selected=means[selected],
-                selected_se=standard_error(returns.members[selected]),
+                selected_se=standard_error(values[selected]),
                 median=statistics.median(means.values()),
                 median_uncopied=statistics.median(kept) if kept else math.nan,
                 copied=copied,
                 members=means,
-                returns=tuple(returns.members[selected]),
+                returns=tuple(values[selected]),
                 digest=returns.digests.get(selected),
                 tied=selection_tie(history, generation, selected),
             )

@@ -394,17 +394,41 @@ def compared(runs: Sequence[Run], env_id: str, comparison: Comparison, fresh: bo
     return paired(*both_by_seed(runs, env_id, comparison, fresh))
 
 
+def measure_of(runs: Sequence[Run], env_id: str, comparison: Comparison) -> str | None:
+    """What both sides of ``comparison`` on ``env_id`` measure (records.Run.measure: ``return``, or the first term
+    of the runs' own objective); None where the two methods' runs measure different things (a run of
+    ``--objective info:success`` against one of the return, or an rl_zoo3 agent, which has returns only)."""
+    found = {run.measure for run in runs if run.job.env_id == env_id and run.job.method in (comparison.a, comparison.b)}
+    return found.pop() if len(found) == 1 else (None if found else "return")
+
+
 def verdict(
-    comparison: Comparison, pair: Paired, planned: int, fresh: bool = True, env_id: str = "", family: int = 1
+    comparison: Comparison,
+    pair: Paired,
+    planned: int,
+    fresh: bool = True,
+    env_id: str = "",
+    family: int = 1,
+    measure: str | None = "return",
 ) -> str:
     """The comparison in words: the mean paired difference, its 95 % t-interval, the seeds each way,
     and which is better only where the interval excludes 0 ("not separated" otherwise). A secondary
     comparison is one of ``family`` the report makes (:func:`family_size`): it is judged on its Bonferroni
     interval (:func:`corrected`), which the words give beside the 95 % one; the primary (``family`` 1)
-    is the question the study was declared for and keeps its 95 %."""
+    is the question the study was declared for and keeps its 95 %. ``measure``: what both sides' runs measure
+    (:func:`measure_of`): the fresh returns, or the fresh values of the runs' own objective, like minus like;
+    None: they measure different things, and nothing is said."""
     what = "fresh returns" if fresh else "selection scores (biased upwards: they chose the members)"
+    if fresh and measure not in ("return", None):
+        what = f"fresh values of the runs' objective, {measure} (larger better)"
     where = f" on {env_id}" if env_id else ""
     label = f"**{comparison.a} − {comparison.b}** at {percent(comparison.at)} of the budget{where}"
+    if measure is None:
+        return (
+            f"{label}: {comparison.a}'s and {comparison.b}'s runs measure different things (their objectives differ, "
+            "or one is an rl_zoo3 agent, which has returns only); nothing is said. Compare methods whose runs select "
+            "on one objective"
+        )
     if pair.n == 0:
         return f"{label}: no seed has both runs yet; nothing can be said."
     d = decimals(pair.mean, pair.low, pair.high)
@@ -456,7 +480,8 @@ def verdicts(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], plan
             kind = "Primary" if index == 0 else "Secondary"
             pair = compared(runs, env_id, comparison, fresh)
             family = family_size(index, comparisons_, envs)
-            text = verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else "", family)
+            measure = measure_of(runs, env_id, comparison)
+            text = verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else "", family, measure)
             if fresh:
                 text += same_episodes_words(sameness(runs, env_id, comparison))
                 text += selection_ties_words(selection_ties(runs, env_id, comparison))

@@ -79,7 +79,8 @@ def collect(study: Study, job: Job, threshold: float | None) -> Run:
     fresh = fresh_returns(study, job, stage_generations(history))
     result = summarise(job, threshold, fresh)
     fractions = study.fresh.at if study.fresh else ()
-    return Run(job, result, points(job, history, fresh, fractions), timing(job))
+    measure = "return" if history.objective.default else history.objective.terms[0].text
+    return Run(job, result, points(job, history, fresh, fractions), timing(job), measure)
 
 
 def wants_floors(study: Study, env_id: str) -> bool:
@@ -172,6 +173,15 @@ def markdown(study: Study, runs: Sequence[Run], floor_values, thresholds, foreig
     return text
 
 
+def measure_words(runs: Sequence[Run], env_id: str, comparison, fresh: bool) -> str | None:
+    """report.json's ``measure`` of a comparison: ``fresh`` (returns), ``fresh <term>`` (the runs' own
+    objective), ``selection score``, or None where the two sides' runs measure different things."""
+    if not fresh:
+        return "selection score"
+    measure = report.measure_of(runs, env_id, comparison)
+    return None if measure is None else "fresh" if measure == "return" else f"fresh {measure}"
+
+
 def report_json(study: Study, runs: Sequence[Run], floor_values, foreign: Mapping) -> dict:
     """Every number of the report, for plots and for docs that quote it."""
     fresh = study.fresh is not None
@@ -187,12 +197,13 @@ def report_json(study: Study, runs: Sequence[Run], floor_values, foreign: Mappin
             comparisons.append(
                 {
                     "env_id": env_id, "a": comparison.a, "b": comparison.b, "at": comparison.at,
-                    "primary": comparison == study.primary, "measure": "fresh" if fresh else "selection score",
+                    "primary": comparison == study.primary, "measure": measure_words(runs, env_id, comparison, fresh),
                     "seeds": pair.seeds, "differences": pair.differences, "mean": pair.mean, "low": pair.low,
                     "high": pair.high, "wins": pair.wins, "losses": pair.losses, "p_sign_flip": pair.p,
                     "correction": correction,
                     "verdict": report.verdict(
-                        comparison, pair, len(study.seeds), fresh, env_id if len(study.envs) > 1 else "", family
+                        comparison, pair, len(study.seeds), fresh, env_id if len(study.envs) > 1 else "", family,
+                        report.measure_of(runs, env_id, comparison),
                     ),
                 }
             )  # fmt: skip

@@ -63,6 +63,10 @@ def test_bad_user_env_input_is_refused(tmp_path, monkeypatch, argv, expected):
     folder.mkdir()
     (folder / "my_unit_envs.py").write_text(USER_MODULE)
     monkeypatch.syspath_prepend(str(folder))
+    import gymnasium as gym
+
+    for env_id in [env_id for env_id in gym.registry if env_id.startswith("MiniGrid-")]:
+        monkeypatch.delitem(gym.registry, env_id)  # as in a new process: another test may have imported minigrid
     message = refusal(tmp_path, *argv)
     assert expected in message and "Traceback" not in message
 

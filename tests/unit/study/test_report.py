@@ -161,7 +161,8 @@ def test_seeds_whose_selected_members_played_every_episode_alike_are_named_in_th
     def run(method, seed, returns, digest=None):
         point = Point(1.0, 4, 400, 0, 3.0, sum(returns) / len(returns), 0.5, 2.0, 2.0, returns=tuple(returns),
                       digest=digest)  # fmt: skip
-        return type("Run", (), {"job": Job("starpilot", method, seed, 2, (), Path()), "points": [point]})()
+        job = Job("starpilot", method, seed, 2, (), Path())
+        return type("Run", (), {"measure": "return", "job": job, "points": [point]})()
 
     runs = [run("pbt", 0, [1.0, 4.0]), run("random", 0, [1.0, 4.0]),  # no digests: the same score only
             run("pbt", 1, [2.0, 3.0]), run("random", 1, [3.0, 2.0]),  # the same mean, other episodes
@@ -389,7 +390,7 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
     floor = report.floor_values([1.0, 2.0, 3.0], {0: [0.0, 0.0, 0.0]})  # 2.0 +- 0.577
     point = Point(1.0, 4, 400, 0, math.nan, 4.0, 0.5, 4.0, 4.0)
     assert report.above_floor(point, floor) == pytest.approx(2.0 / math.sqrt(0.5**2 + 1 / 3))
-    runs = [type("Run", (), {"job": Job("starpilot", "one", 0, 1, (), Path()), "points": [
+    runs = [type("Run", (), {"measure": "return", "job": Job("starpilot", "one", 0, 1, (), Path()), "points": [
         point, replace(point, fraction=0.5, selected=3.0, total_env_steps=200),
         replace(point, fraction=0.25, selected=10.0, total_env_steps=100, selected_se=0.1)]})()]  # fmt: skip
     summary = report.floor_summary(runs, {"starpilot": {0: floor}}, ["starpilot"], ["one"])
@@ -469,7 +470,7 @@ def test_the_anytime_table_has_one_row_per_method_and_fraction_when_the_seeds_to
     total: the seeds' points at one fraction are one row (the range of their totals), not one row each."""
     point = Point(1.0, 10, 80_002, 0, -100.0, -110.0, 1.0, -120.0, -120.0, members={0: -110.0, 1: -130.0})
     runs = [
-        type("Run", (), {"job": Job("Pendulum-v1", "pbt", seed, 2, (), Path()), "points": [
+        type("Run", (), {"measure": "return", "job": Job("Pendulum-v1", "pbt", seed, 2, (), Path()), "points": [
             replace(point, total_env_steps=total, selected=value),
             replace(point, fraction=0.5, generation=5, total_env_steps=total // 2, selected=value - 50)]})()
         for seed, (total, value) in enumerate(((80_002, -110.0), (80_041, -120.0), (80_010, -130.0)))
@@ -521,7 +522,8 @@ def test_a_selected_member_resting_on_a_tie_is_said_in_the_verdict_and_the_per_s
 
     def run(method, seed, mean, tied=()):
         point = Point(1.0, 4, 400, 2, 3.0, mean, 0.5, 2.0, 2.0, returns=(mean,), tied=tied)
-        return type("Run", (), {"job": Job("starpilot", method, seed, 2, (), Path()), "points": [point]})()
+        job = Job("starpilot", method, seed, 2, (), Path())
+        return type("Run", (), {"measure": "return", "job": job, "points": [point]})()
 
     runs = [run("pb2-mix", 0, 3.0), run("random", 0, 2.0), run("pb2-mix", 1, 3.1, (3,)), run("random", 1, 3.2)]
     comparison = Comparison("pb2-mix", "random", 1.0)
