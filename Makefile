@@ -133,9 +133,9 @@ test: install zoo-venv
 
 # tests/file-seconds.txt, the order in which make test's sharing sessions take files, from the durations of the
 # last make test's two sharing sessions
-SHARED_DURATIONS := test-durations-shared-1.txt test-durations-shared-2.txt
+SHARED_DURATIONS = $(wildcard test-durations-shared-*.txt)
 file-seconds:
-	@test -f test-durations-shared-1.txt || { echo "no $(SHARED_DURATIONS): run make test first"; exit 2; }
+	@test -f test-durations-shared-1.txt || { echo "no test-durations-shared-*.txt: run make test first"; exit 2; }
 	{ head -1 tests/file-seconds.txt; awk '/^# by file, every one:/ {on = 1; next} /^#/ {on = 0} on' \
 		$(SHARED_DURATIONS) | sort -rn; } >tests/file-seconds.new && mv tests/file-seconds.new tests/file-seconds.txt
 

@@ -247,6 +247,12 @@ def _point(point) -> dict:
     }  # fmt: skip
 
 
+def results_json(runs: Sequence[Run]) -> bytes:
+    """results.json's bytes: each run's record (its stages' where any run has them)."""
+    with_stages = any(run.result.stages for run in runs)
+    return (dumps([run.result.record(with_stages) for run in runs], indent=1) + "\n").encode()
+
+
 def write_report(study: Study, jobs: Sequence[Job], foreign: Mapping | None = None) -> list[Run]:
     """The report of the finished runs (none finished: nothing written, an empty list)."""
     from evo.study.plot import plot, plot_anytime
@@ -260,8 +266,7 @@ def write_report(study: Study, jobs: Sequence[Job], foreign: Mapping | None = No
     out = Path(study.out)
     out.mkdir(parents=True, exist_ok=True)
     results = [run.result for run in runs]
-    with_stages = any(r.stages for r in results)
-    atomic_write(out / "results.json", (dumps([r.record(with_stages) for r in results], indent=1) + "\n").encode())
+    atomic_write(out / "results.json", results_json(runs))
     text = markdown(study, runs, floor_values, thresholds, foreign or {})
     atomic_write(out / "results.md", text.encode())
     dump(out / "report.json", report_json(study, runs, floor_values, foreign or {}))
