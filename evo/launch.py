@@ -138,7 +138,9 @@ def run_quietly(command: Sequence[str]) -> int:
     block: list[str] = []  # an Open MPI message being read, from its first rule
     try:
         for line in job.stderr:
-            if block:
+            if PMIX_ERROR in line:  # the ranks' exit seen by PMIx: noise after a refusal, wherever it falls (under
+                banner.append(line)  # load it can come between the banner's opening rule and its first line)
+            elif block:
                 block.append(line)
                 if len(block) == 2 and NONZERO_BANNER not in line:  # another message: let it through
                     sys.stderr.writelines(block)
@@ -147,8 +149,6 @@ def run_quietly(command: Sequence[str]) -> int:
                     banner, block = banner + block, []
             elif line.rstrip("\n") == RULE:
                 block = [line]
-            elif PMIX_ERROR in line:  # the ranks' exit seen by PMIx: noise after a refusal
-                banner.append(line)
             else:
                 sys.stderr.write(line)
         status = job.wait()
