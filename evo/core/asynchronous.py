@@ -30,11 +30,10 @@ import numpy as np
 from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
-from evo.core.plan import Exploit, named_objectives, ties_of
+from evo.core.plan import Exploit, gate, named_objectives, ties_of
 from evo.core.result import MemberResult, Standing
 from evo.core.selection import NO_PBT, STRATEGIES, TIE_RULES, leaders, ranking, tied, truncation_count
 from evo.core.streams import ASYNC_STREAM, tie_priorities
-from evo.core.welch import welch
 
 
 @dataclass(frozen=True)
@@ -164,10 +163,9 @@ def decide_at_ready(
         if tied(mine, theirs):
             donor = member
     test = None
-    if donor is not None and donor != member and welch_alpha is not None:
-        test = welch(donor, latest[donor].result.outcomes, own.result.outcomes, welch_alpha)
-        if not test.copies:
-            donor = member
+    if donor is not None:  # the generation's gate, on this one recipient (evo.core.plan.gate)
+        donors, tests = gate({member: donor}, {m: point.result for m, point in latest.items()}, welch_alpha)
+        donor, test = donors[member], tests.get(member)
     explorer.observe_ready(own.interval, own.result, latest[donor].result if donor is not None else own.result)
     if donor is None:
         return None

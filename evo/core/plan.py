@@ -12,7 +12,7 @@ import numpy as np
 from evo.core.explorers.base import Explorer
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
-from evo.core.result import MemberResult, by_member
+from evo.core.result import MemberResult, by_member, finite_or_none
 from evo.core.selection import TIE_RULES, keep_tied, leaders, select, tied_ids
 from evo.core.streams import SELECTION_STREAM
 from evo.core.welch import WelchTest, welch
@@ -52,15 +52,15 @@ class Exploit:
             "generation": self.generation,
             "recipient": self.recipient,
             "donor": self.donor,
-            "recipient_score": _finite_or_none(self.recipient_score),
-            "donor_score": _finite_or_none(self.donor_score),
+            "recipient_score": finite_or_none(self.recipient_score),
+            "donor_score": finite_or_none(self.donor_score),
             "old_hparams": json_hparams(self.old_hparams, space),
             "new_hparams": json_hparams(self.new_hparams, space),
             "changes": list(self.changes),
         }
         if self.recipient_objectives or self.donor_objectives:
-            line["recipient_objectives"] = {k: _finite_or_none(v) for k, v in self.recipient_objectives.items()}
-            line["donor_objectives"] = {k: _finite_or_none(v) for k, v in self.donor_objectives.items()}
+            line["recipient_objectives"] = {k: finite_or_none(v) for k, v in self.recipient_objectives.items()}
+            line["donor_objectives"] = {k: finite_or_none(v) for k, v in self.donor_objectives.items()}
         if self.front:
             line["front"] = list(self.front)
         if self.tie:
@@ -108,11 +108,6 @@ def json_hparams(hparams: dict[str, Any], space: SearchSpace | None) -> dict[str
 
 def _plain(value: Any) -> Any:
     return None if isinstance(value, float) and math.isinf(value) else value
-
-
-def _finite_or_none(value: float) -> float | None:
-    """A score as JSON holds it: NaN and ±inf, which JSON cannot, as null."""
-    return float(value) if math.isfinite(value) else None
 
 
 def generation_rng(seed: int, generation: int) -> np.random.Generator:

@@ -31,7 +31,7 @@ from evo.core.explorers.base import Change
 from evo.core.kinds import SearchSpace
 from evo.core.objective import DEFAULT, Objective
 from evo.core.plan import json_hparams
-from evo.core.result import MemberResult, Standing
+from evo.core.result import MemberResult, Standing, finite_or_none
 from evo.core.selection import NO_PBT, ranking, tied_ids
 from evo.core.streams import RESTART_STREAM
 
@@ -74,7 +74,7 @@ class Restart:
             "generation": self.generation,
             "member": self.member,
             "donor": self.donor,
-            "donor_score": float(self.donor_score) if math.isfinite(self.donor_score) else None,
+            "donor_score": finite_or_none(self.donor_score),
             "failures": self.failures,
             "error": self.error,
             "old_hparams": json_hparams(self.old_hparams, space),

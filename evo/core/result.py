@@ -99,6 +99,11 @@ class MemberResult:
         return math.isfinite(self.score)
 
 
+def finite_or_none(value: float) -> float | None:
+    """A number as JSON holds it: NaN and ±inf, which JSON cannot, as null."""
+    return float(value) if math.isfinite(value) else None
+
+
 def by_member(population: Sequence[MemberResult]) -> list[MemberResult]:
     """The population sorted by member id; refuses a member id given twice."""
     ordered = sorted(population, key=lambda result: result.member)

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evo.core.result import finite_or_none
+
 EXPLOIT_TESTS = ("none", "welch")
 """``--exploit-test``'s choices: ``none`` copies whatever selection decides (PBT's truncation and
 winner-takes-all on the mean), ``welch`` only where the test says the donor is better."""
@@ -46,18 +48,14 @@ class WelchTest:
         recipient copied (JSON has no NaN or infinity: those as null)."""
         return {
             "donor": self.donor,
-            "t": _number(self.t),
-            "df": _number(self.df),
-            "p": _number(self.p),
+            "t": finite_or_none(self.t),
+            "df": finite_or_none(self.df),
+            "p": finite_or_none(self.p),
             "n_donor": self.n_donor,
             "n_recipient": self.n_recipient,
             "alpha": self.alpha,
             "copied": self.copies,
         }
-
-
-def _number(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
 
 
 def _mean_and_variance(values: Sequence[float]) -> tuple[float, float]:

@@ -1,16 +1,18 @@
 """``--exploit-test welch`` in whole CartPole runs in one process (tests/support.py:run_in_process), synchronous
 and asynchronous: every exploit selection decided carries its test in lineage.jsonl, a recipient copies
-exactly when the test showed its drawn donor better, and the log says each test. An asynchronous run's ready
-records keep the outcomes behind each score (the returns its training score averages), so that a resume
-tests as the uninterrupted run; a resume after a stop goes on testing. The test's arithmetic and its gate:
+exactly when the test showed its drawn donor better, the log says each test and TensorBoard counts them. An
+asynchronous run's ready records keep the outcomes behind each score (the returns its training score averages),
+which a resume reads back (evo.rundir.records.result_of_record). The test's arithmetic and its gate:
 tests/unit/core/test_welch.py; the run's final pick with the test on, stopped and resumed:
-tests/unit/runner/test_final_runs.py."""
+tests/unit/runner/test_final_runs.py. (Under mpiexec the tests are decided on rank 0 from the gathered
+results, as every other exploit: the rank tier's gather and exchange tests.)"""
 
 import math
 
 import numpy as np
 import pytest
 import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from evo.rundir.ready import latest_ready
 from evo.rundir.records import result_of_record
@@ -30,7 +32,7 @@ def test_each_exploit_is_tested_and_copies_only_where_the_donor_is_shown_better(
     recipient keeps its weights and explores its own values, and population.csv names no donor."""
     run_dir = tmp_path / "run"
     tiny = write_hyperparams(tmp_path, TINY_DEFAULT)
-    argv = [*budget(4, 3, 256), "--hyperparams", str(tiny), "--seed", "3", "--tb-writer", "False", *mode]
+    argv = [*budget(4, 3, 256), "--hyperparams", str(tiny), "--seed", "3", *mode]
     argv += ["--exploit-test", "welch", "--exploit-alpha", str(alpha), "--run-dir", str(run_dir)]
     status, log = logged(argv)
     assert status == 0, log[-3000:]
@@ -46,6 +48,12 @@ def test_each_exploit_is_tested_and_copies_only_where_the_donor_is_shown_better(
     }
     rows = {(int(r["generation"]), int(r["member"])): r["donor"] for r in read_population(run_dir)}
     assert {key: int(donor) for key, donor in rows.items() if donor != ""} == copied
+    # TensorBoard's population counts the tests and the copies as the lineage does
+    accumulator = EventAccumulator(str(run_dir / "tb" / "population"))
+    accumulator.Reload()
+    assert sum(event.value for event in accumulator.Scalars("pbt/welch_tests")) == len(tested)
+    copies = sum(line["welch"]["copied"] for line in tested)
+    assert sum(event.value for event in accumulator.Scalars("pbt/welch_copies")) == copies
     if alpha < 1e-6:
         assert not copied and "not better by Welch's t-test: explored without a copy" in log
     if not mode:
