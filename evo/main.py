@@ -5,13 +5,16 @@ Start-up: rank 0 parses and validates the command line, picks the run's driver (
 synchronous or asynchronous) and, for ``--resume``, finds the checkpoint, and broadcasts them, or
 the fact that the input was refused: every rank then exits with status 2. Nothing here imports
 torch, SB3 or a learner: they are imported (with the session, evo.runner.session, and the driver's
-module) only once the input is accepted, so bad input is refused at once, on any number of ranks.
+module) only once the input is accepted, so bad input is refused at once, on any number of ranks;
+``--init-from``'s agent is the exception (rank 0 checks it against a member of the run before it
+takes the run directory, so a source that does not fit leaves nothing written).
 Any exception afterwards prints the rank's traceback and aborts the whole MPI job, so no rank is
 left waiting in a collective or a receive.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
@@ -69,15 +72,30 @@ def startup(
         try:
             if host_problems:
                 raise ConfigError(list(dict.fromkeys(host_problems)))  # once per host
+            config = accepted_source(config)
             driver = driver_for(config.asynchronous)
             lock = RunLock.acquire(config.run_dir, create=not config.resume)
             checkpoint = driver.find(config.run_dir, config.run_id, config.num_agents) if config.resume else None
-            outcome = ("ok", (driver, checkpoint))
+            outcome = ("ok", (config, driver, checkpoint))
         except (ConfigError, RunDirError) as error:
             refuse(prog, error)
         if outcome[0] != "ok" and lock is not None:
             lock.release()
-    return (config, *accepted(exchange.broadcast(comm, outcome)), lock)
+    return (*accepted(exchange.broadcast(comm, outcome)), lock)
+
+
+def accepted_source(config: Config) -> Config:
+    """``config`` with ``--init-from``'s source resolved (a run source's member chosen), once the agent is checked
+    to fit the run (raises ConfigError otherwise: evo/tools/source.py); a config without one, or a resumed run's,
+    as it is. Rank 0's, at start-up; torch and SB3 are imported for it only."""
+    if config.init_from is None or config.resume:
+        return config
+    from evo.runner.session import member_factory
+    from evo.tools.source import check_fit, run_source
+
+    config = dataclasses.replace(config, init_source=config.init_source or run_source(config.init_from))
+    check_fit(config.init_source, member_factory(config), config.algo)
+    return config
 
 
 def refuse(prog: str, error: ConfigError | RunDirError) -> None:

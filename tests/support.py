@@ -64,11 +64,12 @@ def run_in_process(argv: list[str], strategy: str = "truncation", transport: str
     from mpi4py import MPI
 
     from evo.config import parse_config
+    from evo.main import accepted_source
     from evo.runner import driver_for
     from evo.runner.final import final_pending, run_final_only
     from evo.runner.session import open_session
 
-    config = parse_config(argv, strategy=strategy, transport=transport, world_size=1)
+    config = accepted_source(parse_config(argv, strategy=strategy, transport=transport, world_size=1))
     driver = driver_for(config.asynchronous)
     checkpoint = driver.find(config.run_dir, config.run_id, config.num_agents) if config.resume else None
     nothing_left = driver.done(checkpoint, config.total_generations, config.num_agents) is not None

@@ -71,6 +71,7 @@ from evo.config.resume import (
     resume_differences,
     resume_dir,
 )
+from evo.config.source import SourceRef, source_problems, zip_source
 from evo.core.envparams import is_env_param
 from evo.core.names import file_name
 from evo.learners import DEFAULT_ALGO, LearnerSpec, algo_problem, learner_spec
@@ -135,6 +136,7 @@ def parse_config(
                 "the same value (drop the flag to keep it)"
             ]
         )
+    checks.initial_hparams(args, problems)
     checks.asynchronous(args, strategy, transport, problems)
     strategy = checks.script_strategy(strategy, args.strategy, args.explore, transport, problems)
     problems += option_problems(args)
@@ -156,6 +158,7 @@ def parse_config(
         sources=sources,
     )
     resolved = cross_option_checks(args, spec, settings, game, world_size, problems)
+    resolved["init_source"] = init_source(args.init_from, saved, problems)
     resolved.update(run_names(args, game, prog, now, check_run_dir, problems))
     ranges = {"learning_rate": args.learning_rate_range, "gamma": args.gamma_range}
     wrappers = [(path, kwargs) for path, kwargs in settings.get("env_wrapper", ())]
@@ -225,6 +228,19 @@ def restore_from_run(args: argparse.Namespace, given: set[str]) -> dict[str, Any
     restore_options(args, saved["cli"], given)
     args.run_dir = run_dir
     return saved
+
+
+def init_source(text: str | None, saved: dict[str, Any] | None, problems: list[str]) -> SourceRef | None:
+    """``--init-from``'s agent: a resumed run's as its config.yaml recorded it; a new run's zip with its digest
+    (a run's member is chosen at start-up: evo/tools/source.py), once SOURCE is checked to be one."""
+    if saved is not None:
+        recorded = saved.get("init_source")
+        return SourceRef(**recorded) if recorded else None
+    if text is None:
+        return None
+    found = source_problems(text)
+    problems += found
+    return zip_source(text) if not found and Path(text).is_file() else None
 
 
 def apply_param_set(args: argparse.Namespace, given: set[str], game: str | None, problems: list[str]) -> str | None:

@@ -399,6 +399,18 @@ def _range(kind: Kind) -> str:
     return f"(the choices {list(choices)})" if choices is not None else f"[{kind.low}, {kind.high}]"
 
 
+def initial_hparams(args: Any, problems: list[str]) -> None:
+    """``--initial-hparams`` resolved: ``source`` with ``--init-from``, else ``sample``; the source's modes
+    need a source."""
+    if args.initial_hparams is None:
+        args.initial_hparams = "source" if args.init_from is not None else "sample"
+    elif args.initial_hparams in ("source", "around-source") and args.init_from is None:
+        problems.append(
+            f"--initial-hparams {args.initial_hparams} starts the members from an agent's hyperparameters: give "
+            "--init-from SOURCE too, or use --initial-hparams sample or defaults"
+        )
+
+
 def env_defaults(how: str, space: Mapping[str, Kind], defaults: Mapping[str, Any], problems: list[str]) -> None:
     """``--initial-hparams defaults`` starts every member from the env's own value of each env
     parameter, which must then lie within its search range."""

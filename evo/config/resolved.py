@@ -29,6 +29,7 @@ from evo.config.declare import FIXED, OWN, RESTORED, declared, derived, must, op
 from evo.config.envnames import DISTRIBUTION_MODES, procgen_game, unknown_env_message
 from evo.config.hyperparams import PARAM_SETS
 from evo.config.precision import PRECISIONS
+from evo.config.source import SourceRef
 from evo.core.devices import DEVICES
 from evo.core.explorers import DEFAULT_EXPLORER, EXPLORERS
 from evo.core.final import DEFAULT_TOP, FinalSettings, held_out_levels
@@ -58,6 +59,9 @@ def known_param_set(flag: str, name: str | None) -> str | None:
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"{flag} {name!r} is not one of {', '.join(PARAM_SETS)}{hint}"
 
+
+INITIAL_HPARAMS = ("sample", "defaults", "source", "around-source")
+"""Where members' hyperparameters start (``--initial-hparams``); the last two need ``--init-from``."""
 
 EVAL_ACTIONS = ("deterministic", "sampled")
 """How ``--eval-episodes`` episodes pick actions (``--eval-actions``): the first is SB3's default."""
@@ -285,11 +289,21 @@ class Config:
     )
     initial_hparams: str = option(
         "'sample': each member starts from its own draw from the search space; 'defaults': every member "
-        "starts from the YAML's values (with --num-agents 1: the learner alone, with the env's tuned settings)",
+        "starts from the YAML's values (with --num-agents 1: the learner alone, with the env's tuned settings); "
+        "with --init-from, 'source': every member starts from the source's values (the YAML's where it has none), "
+        "'around-source': member 0 from them, the others from draws centred on them (default: sample; source "
+        "with --init-from)",
         RESTORED,
         group="population",
-        default="sample",
-        choices=("sample", "defaults"),
+        choices=INITIAL_HPARAMS,
+    )
+    init_from: str | None = option(
+        "start every member from an agent: an SB3 model zip (an evo export, a zoo agent) or a run directory "
+        "with an optional :MEMBER (best, best-ever or an id; default its kept best): its weights, optimizer "
+        "state and normalisation statistics, and its hyperparameters as --initial-hparams says",
+        FIXED,
+        group="population",
+        metavar="SOURCE",
     )
     seed: int = option(
         "base seed", FIXED, group="population", default=0, type=int, check=must(lambda s: s >= 0, "must be >= 0")
@@ -589,6 +603,8 @@ class Config:
     """A checkpoint from another run is refused."""
     cli: dict[str, Any] = derived("the options' values, saved for --resume")
     """The command-line values this run was started with (a resume starts from them)."""
+    init_source: SourceRef | None = derived("--init-from, resolved: its file and digest (a resume: the run's)")
+    """The agent new members start from (None: fresh weights)."""
     schedule: tuple[tuple[int, dict[str, float]], ...] = derived("the entries of --schedule FILE")
     """``(env_steps, hparams)`` entries, sorted; empty without one."""
 
@@ -661,8 +677,8 @@ class Config:
                 return plain(value.to_dict())
             if isinstance(value, Objective):
                 return value.text
-            if isinstance(value, Path):
-                return str(value)
+            if isinstance(value, (Path, SourceRef)):
+                return value.to_dict() if isinstance(value, SourceRef) else str(value)
             if isinstance(value, (tuple, list)):
                 return [plain(v) for v in value]
             if isinstance(value, dict):

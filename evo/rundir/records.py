@@ -245,22 +245,25 @@ class RunRecords:
         stages: bool = False,
         objective: Objective = DEFAULT,
         scored_return: str = "score_train",
+        start: Sequence[dict] = (),
     ):
         """Create the run directory (``new_run``: the config to save and the command line), or continue
         its records (``continued``; ``command_line`` is appended to command.txt). ``names``: the
         explored hyperparameters, written by ``space``'s kinds; ``asynchronous``: a row per ready point,
         with its wall time and the donor's interval; ``stages``: with the stage and teacher columns;
         ``objective``: with a column per term when it is not the return (``scored_return``: the score
-        holding the scored episodes' return, for TensorBoard's population tags)."""
+        holding the scored episodes' return, for TensorBoard's population tags); ``start``: the lineage's first
+        lines, before any generation's (``--init-from``'s source: kept when an asynchronous run's lineage is
+        rebuilt from its ready points)."""
         self.run_dir = Path(run_dir)
         self.population_path = self.run_dir / "population.csv"
         self.lineage_path = self.run_dir / "lineage.jsonl"
-        lineage, population_step = None, None
+        lineage, population_step = list(start), None
         if continued is not None:
             lineage, population_step = continued.lineage, continued.population_step
             if asynchronous:
                 records = continued.ready_records or []
-                lineage = [entry for record in records for entry in record["lineage"]]
+                lineage = [*start, *(entry for record in records for entry in record["lineage"])]
                 population_step = max((int(record["row"]["env_steps"]) for record in records), default=0)
         self.lineage: list[dict] = list(lineage or [])
         self.names = tuple(names)
@@ -284,7 +287,7 @@ class RunRecords:
             header = io.StringIO()
             csv.DictWriter(header, self.fields, lineterminator=LINE_END).writeheader()
             atomic_write(self.population_path, header.getvalue().encode())
-            atomic_write(self.lineage_path, b"")
+            atomic_write(self.lineage_path, "".join(dumps(entry) + "\n" for entry in self.lineage).encode())
         else:
             resumed = (
                 "each member's last checkpointed ready point" if asynchronous else f"generation {continued.generation}"

@@ -123,7 +123,7 @@ def build_members(session: Session, checkpoint: ReadyCheckpoints | None):
     saved = checkpoint.members if checkpoint is not None else {}
     for member_id in session.placement.members_of(session.rank):
         if member_id not in saved:
-            members[member_id] = factory.make(member_id)
+            members[member_id] = factory.new(member_id)
             continue
         entry = saved[member_id]
         member, payload = factory.resumed(member_id, entry.path, entry.interval)

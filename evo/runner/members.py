@@ -11,15 +11,17 @@ evo/core/streams.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from evo.config.source import SourceRef
 from evo.core.kinds import SearchSpace, sample_hparams
 from evo.core.restart import Restart
 from evo.core.streams import (
@@ -36,13 +38,23 @@ from evo.rundir.records import tb_dir
 from evo.sb3.learner import MemberSetup, build_member
 from evo.sb3.rng import rng_state, set_rng_state
 
+if TYPE_CHECKING:
+    from evo.sb3.source import SourceAgent
+
 logger = logging.getLogger("evo")
+
+
+AROUND = 0.25
+"""``--initial-hparams around-source``: how far a member's draw may lie from the source's value, as a share of the
+search range in its kind's own coordinate (PB2's [0, 1]: log-spaced for a log range, by horizon for a discount)."""
 
 
 @dataclass(frozen=True)
 class InitialHparams:
     """Where members start: a draw from the search space (``"sample"``, each member its own stream),
-    the YAML's values (``"defaults"``), or the first entry of a replayed schedule."""
+    the YAML's values (``"defaults"``), the first entry of a replayed schedule, or ``--init-from``'s agent's
+    values (``"source"``; ``"around-source"``: member 0 at them, every other member drawn within
+    :data:`AROUND` of them)."""
 
     space: SearchSpace
     defaults: Mapping[str, Any]
@@ -52,13 +64,37 @@ class InitialHparams:
     schedule_start: Mapping[str, Any] | None = None
     """A replayed schedule's first hyperparameters (``--schedule``), or None."""
 
-    def of(self, member: int) -> dict[str, Any]:
-        """Member ``member``'s starting hyperparameters."""
+    def of(self, member: int, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Member ``member``'s starting hyperparameters (``source``: the source agent's values, by name, for
+        the source's ways; without them those take the YAML's, as a member restored right after does)."""
         if self.schedule_start is not None:
             return dict(self.schedule_start)
-        if self.how == "defaults":
-            return {name: kind.coerce(self.defaults[name]) for name, kind in self.space.items()}
+        if self.how in ("defaults", "source", "around-source"):
+            start = {name: kind.coerce(self.defaults[name]) for name, kind in self.space.items()}
+            if self.how == "defaults" or source is None:
+                return start
+            start.update({name: self.source_value(name, source) for name in self.space if name in source})
+            if self.how == "source" or member == 0:
+                return start
+            rng = np.random.default_rng([self.seed, member, INIT_STREAM])
+            return {name: around(kind, start[name], rng) for name, kind in self.space.items()}
         return sample_hparams(self.space, np.random.default_rng([self.seed, member, INIT_STREAM]))
+
+    def source_value(self, name: str, source: Mapping[str, Any]) -> Any:
+        """The source's value of ``name`` within its search range (a value outside it at the nearest bound), or
+        the YAML's where the source's is not one of the kind's values."""
+        kind = self.space[name]
+        try:
+            value = kind.clip(kind.coerce(source[name]))
+        except (TypeError, ValueError):
+            value = None
+        return value if value is not None and kind.contains(value) else kind.coerce(self.defaults[name])
+
+
+def around(kind, centre: Any, rng: np.random.Generator) -> Any:
+    """A draw of ``kind`` within :data:`AROUND` of ``centre`` in the kind's unit coordinate."""
+    unit = float(np.clip(kind.to_unit(centre) + rng.uniform(-AROUND, AROUND), 0.0, 1.0))
+    return kind.from_unit(unit)
 
 
 @dataclass(frozen=True)
@@ -76,6 +112,26 @@ class MemberFactory:
     """The run's ranks: a checkpoint of another world size restores no RNG states (:meth:`restore`)."""
     replay: bool = True
     """Whether a member's checkpoint file holds its replay buffer (``--no-checkpoint-buffers``: not)."""
+    init_source: SourceRef | None = None
+    """``--init-from``'s agent, which new members start from (read when the first is made); None: fresh weights."""
+
+    @functools.cached_property
+    def source(self) -> SourceAgent | None:
+        """The agent :attr:`init_source` names, read once on this rank."""
+        from evo.sb3.source import load_source
+
+        return load_source(self.init_source) if self.init_source is not None else None
+
+    def new(self, member: int, env_seed: int | None = None) -> Learner:
+        """A new member ``member`` at the run's start: fresh weights and its initial hyperparameters, or, with
+        ``--init-from``, the source's weights, optimizer state and statistics with the hyperparameters
+        ``--initial-hparams`` gives it."""
+        source = self.source
+        if source is None:
+            return self.make(member, env_seed=env_seed)
+        learner = self.make(member, self.initial.of(member, source.hparams), env_seed=env_seed)
+        learner.start_from(source)
+        return learner
 
     # --- new members ------------------------------------------------------------------------------
 
@@ -111,8 +167,10 @@ class MemberFactory:
         members = {}
         for member_id in ids:
             env_seed = member_seed(self.setup.seed, member_id, stream=RESUMED_ENVS + start) if start else None
-            member = self.make(member_id, env_seed=env_seed)
-            if checkpoint is not None:
+            if checkpoint is None:
+                member = self.new(member_id, env_seed=env_seed)
+            else:
+                member = self.make(member_id, env_seed=env_seed)
                 self.restore(member, checkpoint, rank)
             members[member_id] = member
         return members

@@ -297,6 +297,7 @@ def member_factory(config: Config, device: str = "cpu") -> MemberFactory:
         tb_writer=config.tb_writer,
         world_size=config.world_size,
         replay=config.checkpoint_buffers,
+        init_source=config.init_source,
     )
 
 
@@ -359,7 +360,17 @@ def open_records(
         stages=config.max_distillations > 0,
         objective=config.objective,
         scored_return="score_test" if config.select_on == "test" else "score_train",
+        start=init_lines(config),
     )
+
+
+def init_lines(config: Config) -> list[dict]:
+    """The lineage's first line with ``--init-from``: the agent every member started from, and its digest."""
+    if config.init_source is None:
+        return []
+    return [
+        {"event": "init", "generation": 0, "initial_hparams": config.initial_hparams, **config.init_source.to_dict()}
+    ]
 
 
 def open_session(

@@ -36,8 +36,9 @@ def run(session: Session, checkpoint: Checkpoint | None) -> int:
     if rank == 0:
         log_start(session, start, checkpoint)
     if checkpoint is None:  # the initial population, so that a stop in generation 1 can resume
+        lineage = list(session.records.lineage) if session.records is not None else []  # --init-from's line
         write_checkpoint(
-            comm, session.target, 0, session.members.files(members, 0), {"lineage": [], "population_step": 0}
+            comm, session.target, 0, session.members.files(members, 0), {"lineage": lineage, "population_step": 0}
         )
     manifest = checkpoint.manifest if checkpoint is not None else {}
     explorer = session.rules.explorer(explorer_state(manifest, session.rules.explore))

@@ -25,6 +25,7 @@ learners' own lists in their modules.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 from collections import deque
@@ -42,6 +43,7 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import HParam
+from stable_baselines3.common.save_util import recursive_getattr
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, update_learning_rate
 from torch import nn
 
@@ -699,6 +701,36 @@ class SB3Learner:
         self.carried_objectives = ()
         self.carried_outcomes = ()
         self.set_hparams(hparams)
+
+    def start_from(self, source: Any) -> None:
+        """Take ``source``'s weights, optimizer state, tensors and normalisation statistics (the agent
+        ``--init-from`` names, an evo.sb3.source.SourceAgent checked to fit the run), keeping its own
+        hyperparameters and its optimizers' settings: what the source's optimizers bring is their state (moments,
+        step counts). A run's member (its flat state) is taken as a donor's is at an exploit."""
+        if source.state is not None:
+            self.load(source.state, self.hparams)
+            return
+        model = self.model
+        settings = [
+            [{key: value for key, value in group.items() if key != "params"} for group in optimizer.param_groups]
+            for optimizer in optimizers_of(model)
+        ]
+        model.set_parameters(source.params, exact_match=False, device=self.device)
+        for optimizer, groups in zip(optimizers_of(model), settings, strict=True):
+            for group, own in zip(optimizer.param_groups, groups, strict=True):
+                group.update(own)
+        for name, tensor in source.variables.items():
+            recursive_getattr(model, name).data.copy_(tensor.to(self.device))
+        normalizer, statistics = self.normalizer, source.normalization
+        if normalizer is not None and statistics is not None:
+            if statistics.norm_obs and normalizer.norm_obs:
+                normalizer.obs_rms = copy.deepcopy(statistics.obs_rms)
+            if statistics.norm_reward and normalizer.norm_reward:
+                normalizer.ret_rms = copy.deepcopy(statistics.ret_rms)
+            pack_statistics(normalizer, self.stats)
+            renormalize_last_obs(model, normalizer)
+        self.bind(model)  # the optimizers' loaded state tensors into the member's flat state again
+        self.set_hparams(self.hparams)
 
     # --- the whole member -----------------------------------------------------------------
 

@@ -87,13 +87,16 @@ def stock_arguments(member, algorithm: type) -> dict[str, Any]:
     return arguments
 
 
-def stock_algorithm(member) -> type:
-    """The SB3 or sb3-contrib class that ``member``'s model is (evo's own subclasses stand in for it)."""
+def stock_class(algorithm: type) -> type:
+    """The SB3 or sb3-contrib class ``algorithm`` is (evo's own subclasses stand in for it)."""
     return next(
-        cls
-        for cls in type(member.model).__mro__
-        if cls.__module__.split(".")[0] in ("stable_baselines3", "sb3_contrib")
+        cls for cls in algorithm.__mro__ if cls.__module__.split(".")[0] in ("stable_baselines3", "sb3_contrib")
     )
+
+
+def stock_algorithm(member) -> type:
+    """The SB3 or sb3-contrib class that ``member``'s model is."""
+    return stock_class(type(member.model))
 
 
 def stock_model(member, impala: type | None = None):

@@ -5,6 +5,7 @@ import dataclasses
 import datetime as dt
 import re
 import typing
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -195,6 +196,7 @@ def test_the_resume_classes_of_the_issue():
         "start_level",
         "students",  # a stage's students' member ids follow from it
         "objective",  # population.csv's columns follow from it
+        "init_from",  # what the members started from: the run's record of it stays true
     }
     assert own == {"resume", "run_dir", "log_level", "cpu_tuning"}
     assert set(FIXED_ON_RESUME) == {OPTION_BY_NAME[name].field_name for name in fixed} | {"agent"}
@@ -230,6 +232,10 @@ def examples(tmp_path):
     entry = {"env_steps": 0, "hparams": {**hparams, "vf_coef": 0.5}}
     schedule.write_text(yaml.safe_dump({"env_id": "CartPole-v1", "schedule": [entry]}))
     bigfish = ["--env-id", "bigfish"]
+    agent_zip = tmp_path / "agent.zip"  # what start-up's parse reads of a model zip: its two members' names
+    with zipfile.ZipFile(agent_zip, "w") as archive:
+        archive.writestr("data", "{}")
+        archive.writestr("policy.pth", b"")
     sac = ["--algo", "sac", "--env-id", "Pendulum-v1"]  # the replay-buffer options are refused for PPO
     return {
         "env_id": ["--env-id", "Acrobot-v1"],
@@ -252,6 +258,7 @@ def examples(tmp_path):
         "final_eval": ["--final-eval", "10"],
         "final_top": ["--final-top", "1", "--final-eval", "10"],
         "initial_hparams": ["--initial-hparams", "defaults"],
+        "init_from": ["--init-from", str(agent_zip)],
         "seed": ["--seed", "7"],
         "exp_name": ["--exp-name", "other"],
         "tb_writer": ["--tb-writer", "False"],
