@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evo.config import Config, ConfigError, parse_config
+from evo.config.envnames import is_atari, procgen_game
 from evo.config.memory import RankHost, this_rank
 from evo.core.devices import device_problem, visible_gpus
 from evo.core.objective import ObjectiveNotReported
@@ -171,6 +172,7 @@ def run(config: Config, comm, command: Sequence[str], driver: Driver, checkpoint
         if comm.Get_rank() == 0:
             logger.info("%s", nothing_left)
         return 0
+    hold_back_unused(config)
     from evo.runner.session import open_session  # torch, SB3 and the learners: only now
 
     session = open_session(config, comm, command, driver.continuation(checkpoint))
@@ -181,6 +183,15 @@ def run(config: Config, comm, command: Sequence[str], driver: Driver, checkpoint
     except ObjectiveNotReported as error:  # raised on every rank at once: the run's input, found wanting late
         session.halted(error)
         return EXIT_BAD_INPUT
+
+
+def hold_back_unused(config: Config) -> None:
+    """SB3's optional imports of gym and OpenCV held back in a run that uses neither (evo/sb3/holdback.py): a
+    registered env that is not a Procgen game, with no wrapper of the YAML's; OpenCV kept for an Atari game."""
+    from evo.sb3.holdback import hold_back
+
+    plain = ":" not in config.env_id and not procgen_game(config.env_id) and not config.agent.env_wrapper
+    hold_back(gym=plain, cv2=plain and not is_atari(config.env_id))
 
 
 def main_wta() -> int:

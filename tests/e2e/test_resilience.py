@@ -52,10 +52,12 @@ def tb_steps(event_dir, tag):
 WATCH = (
     "import atexit, runpy, sys\n"
     "atexit.register(lambda: print('torch._dynamo imported:', 'torch._dynamo' in sys.modules, flush=True))\n"
+    "atexit.register(lambda: print('gym or cv2 imported:', bool({'gym', 'cv2'} & set(sys.modules)), flush=True))\n"
     "sys.argv = sys.argv[1:]\n"
     "runpy.run_path(sys.argv[0], run_name='__main__')\n"
 )
-"""``python -c WATCH SCRIPT ARGS``: SCRIPT run as __main__, saying at exit whether torch._dynamo was imported."""
+"""``python -c WATCH SCRIPT ARGS``: SCRIPT run as __main__, saying at exit whether torch._dynamo was imported, and
+whether gym or OpenCV was (held back in a run that uses neither: evo/sb3/holdback.py)."""
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +113,8 @@ def test_an_evo_run_and_its_resume_never_import_dynamo(resumed):
     assert first.stdout.count("torch._dynamo imported: False") == 2, first.stdout[-3000:]
     assert second.stdout.count("torch._dynamo imported: False") == 4, second.stdout[-3000:]
     assert "resumed from" in second.stdout
+    assert first.stdout.count("gym or cv2 imported: False") == 2, first.stdout[-3000:]  # CartPole uses neither
+    assert second.stdout.count("gym or cv2 imported: False") == 4, second.stdout[-3000:]
 
 
 def test_a_resume_compares_with_its_checkpoints_best(resumed, tmp_path):
