@@ -180,6 +180,8 @@ def policy_arguments(
     if agent.policy == "mlp":
         return "MlpPolicy", kwargs
     kwargs["features_extractor_class"] = EXTRACTORS[agent.policy]
+    if agent.policy == "nature":  # SB3 gives its NatureCNN no hidden layers after the CNN (an `==` test that
+        kwargs.setdefault("net_arch", [])  # evo's channels-last subclass fails): SB3's CnnPolicy, zoo's network
     kwargs["features_extractor_kwargs"] = {
         "features_dim": agent.policy_kwargs.get("features_dim", 256 if agent.policy == "impala" else 512),
         "channels_last": channels_last,

@@ -103,6 +103,25 @@ def test_the_cnn_policies_read_the_stacked_frames(algo):
             member.close()
 
 
+@pytest.mark.parametrize("algo", sorted(TINY))
+def test_the_nature_policy_is_sb3s_cnn_policy_layer_for_layer(algo):
+    """zoo's Atari network is SB3's own CnnPolicy (no hidden layers between the Nature CNN and the heads: SB3 gives
+    NatureCNN none, by an ``==`` test evo's channels-last subclass fails); evo's ``nature`` is it, layer for layer."""
+    from evo.sb3.learner import learner_class
+    from evo.sb3.stock import stock_class
+
+    member = member_of(parse_config(["--algo", algo, "--env-id", BREAKOUT, "--num-agents", "1"], world_size=1), 0)
+    try:
+        ours = [(name, tuple(p.shape)) for name, p in member.model.policy.named_parameters()]
+        model = member.model
+        sb3 = stock_class(learner_class(algo).algorithm).policy_aliases["CnnPolicy"]
+        theirs = sb3(model.observation_space, model.action_space, lambda _: 1e-4)
+        assert ours == [(name, tuple(p.shape)) for name, p in theirs.named_parameters()]
+        assert not any(isinstance(module, torch.nn.Tanh) for module in member.model.policy.modules())
+    finally:
+        member.close()
+
+
 def test_a2c_on_atari_uses_rmsprop_tf_like_whose_state_is_in_the_flat_buffer():
     from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 
