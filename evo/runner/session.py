@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -49,6 +49,10 @@ from evo.runner.stopping import StopRequest
 from evo.runner.watchdog import Watchdog
 from evo.sb3.cputune import tune_allocator
 from evo.sb3.learner import EnvSettings, MemberSetup
+from evo.tracking import OFF
+
+if TYPE_CHECKING:
+    from evo.tracking.writer import Tracking
 
 logger = logging.getLogger("evo")
 
@@ -150,6 +154,8 @@ class Session:
     progress_interval: float = 0.0
     final: FinalSettings | None = None
     """The final pick at the end of a complete run (``--final-eval``; evo.runner.final), or None."""
+    tracking: Tracking | None = None
+    """This rank's writer to W&B or MLflow (``--tracker``; evo/tracking/writer.py), or None."""
 
     @property
     def rank(self) -> int:
@@ -186,9 +192,24 @@ class Session:
         return scores
 
     def close(self) -> None:
-        """The stop request's handlers restored and the watchdog ended (the end of the run, or a test's)."""
+        """The stop request's handlers restored, the watchdog ended and the tracker's thread told to stop (the
+        end of the run, or a test's)."""
         self.watchdog.uninstall()
         self.stop.uninstall()
+        if self.tracking is not None:
+            self.tracking.close()
+
+    def track(self, result: MemberResult, generation: int, donor: int | None) -> None:
+        """``--tracker``: member ``result.member``'s ``generation`` (an interval) and the ``donor`` it copied, from
+        its own rank, handed to the rank's tracking thread (nothing without a tracker)."""
+        if self.tracking is not None:
+            self.tracking.generation(result, generation, donor)
+
+    def end_tracking(self, complete: bool) -> None:
+        """``--tracker``: this rank's tracked runs closed (rank 0: the lineage table first, and after a complete
+        run the exported agent), waiting for its own tracking thread only."""
+        if self.tracking is not None:
+            self.tracking.finish(complete, list(self.records.lineage) if self.records is not None else None)
 
     def finish(
         self,
@@ -220,6 +241,7 @@ class Session:
             if done_line is not None and not stopped:
                 logger.info("%s", done_line)
         exchange.barrier(self.comm)
+        self.end_tracking(complete=not stopped)
         self.close()
 
     def halted(self, error: BaseException) -> None:
@@ -231,6 +253,7 @@ class Session:
         if self.records is not None:
             self.records.close()
         exchange.barrier(self.comm)
+        self.end_tracking(complete=False)
         self.close()
 
 
@@ -362,6 +385,32 @@ def open_records(
     )
 
 
+def tracking(config: Config) -> Tracking | None:
+    """This rank's writer to the tracker ``--tracker`` names (its thread started; the tracker's package is
+    imported by the thread), or None."""
+    if config.tracker == OFF:
+        return None
+    from evo.tracking.writer import Population, Tracking
+
+    shown = {
+        "env_id": config.env_id,
+        "algo": config.algo,
+        "strategy": config.strategy,
+        "explore": config.explore,
+        "num_agents": config.num_agents,
+        "world_size": config.world_size,
+        "total_generations": config.total_generations,
+        "agent_training_steps": config.agent_training_steps,
+        "asynchronous": config.asynchronous,
+        "objective": config.objective.text,
+        "seed": config.seed,
+        "run_dir": str(config.run_dir),
+        "run_id": config.run_id,
+    }
+    population = Population(config.tracker, config.run_id, Path(config.run_dir), shown)
+    return Tracking(population, config.agent.search_space, config.objective.names if not config.objective.default else ())
+
+
 def open_session(
     config: Config,
     comm,
@@ -409,4 +458,5 @@ def open_session(
         stages=stage_settings(config),
         progress_interval=config.progress_interval,
         final=config.final_settings,
+        tracking=tracking(config),
     )
