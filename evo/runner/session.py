@@ -408,7 +408,8 @@ def tracking(config: Config) -> Tracking | None:
         "run_id": config.run_id,
     }
     population = Population(config.tracker, config.run_id, Path(config.run_dir), shown)
-    return Tracking(population, config.agent.search_space, config.objective.names if not config.objective.default else ())
+    objectives = () if config.objective.default else config.objective.names
+    return Tracking(population, config.agent.search_space, objectives)
 
 
 def open_session(

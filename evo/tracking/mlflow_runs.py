@@ -66,9 +66,8 @@ class MlflowRuns:
         with self.locked():
             found = self.client.search_runs([self.experiment], filter_string=query, max_results=1)
             if not found:
-                run = self.client.create_run(
-                    self.experiment, run_name=f"{self.population.group} {name}", tags={**tags, "evo.group": self.population.group}
-                )
+                tags["evo.group"] = self.population.group
+                run = self.client.create_run(self.experiment, run_name=f"{self.population.group} {name}", tags=tags)
                 params = [Param(str(k), str(v)) for k, v in settings.items()]
                 self.client.log_batch(run.info.run_id, params=params)
                 return Opened(run.info.run_id, 0)
