@@ -310,8 +310,9 @@ class Config:
     )
     tracker: str = option(
         "also track each member's generations in W&B ('wandb', the wandb extra) or MLflow ('mlflow', the mlflow "
-        "extra), one tracked run per member from its own rank, offline by default (W&B's offline runs, MLflow's "
-        "file store, in the run directory); 'off': nothing imported (docs/running.md: Tracking in W&B or MLflow)",
+        "extra): one tracked run per member, written from its own rank; W&B's offline runs or MLflow's file store "
+        "in the run directory unless the tracker's environment variables say otherwise; 'off': nothing imported "
+        "(docs/running.md: Tracking in W&B or MLflow)",
         RESTORED,
         group="output",
         default="off",

@@ -49,7 +49,6 @@ from evo.runner.stopping import StopRequest
 from evo.runner.watchdog import Watchdog
 from evo.sb3.cputune import tune_allocator
 from evo.sb3.learner import EnvSettings, MemberSetup
-from evo.tracking import OFF
 
 if TYPE_CHECKING:
     from evo.tracking.writer import Tracking
@@ -385,44 +384,19 @@ def open_records(
     )
 
 
-def tracking(config: Config) -> Tracking | None:
-    """This rank's writer to the tracker ``--tracker`` names (its thread started; the tracker's package is
-    imported by the thread), or None."""
-    if config.tracker == OFF:
-        return None
-    from evo.tracking.writer import Population, Tracking
-
-    shown = {
-        "env_id": config.env_id,
-        "algo": config.algo,
-        "strategy": config.strategy,
-        "explore": config.explore,
-        "num_agents": config.num_agents,
-        "world_size": config.world_size,
-        "total_generations": config.total_generations,
-        "agent_training_steps": config.agent_training_steps,
-        "asynchronous": config.asynchronous,
-        "objective": config.objective.text,
-        "seed": config.seed,
-        "run_dir": str(config.run_dir),
-        "run_id": config.run_id,
-    }
-    population = Population(config.tracker, config.run_id, Path(config.run_dir), shown)
-    objectives = () if config.objective.default else config.objective.names
-    return Tracking(population, config.agent.search_space, objectives)
-
-
 def open_session(
     config: Config,
     comm,
     command: Sequence[str] | None = None,
     continued: Continuation | None = None,
     records: bool = True,
+    tracking: Tracking | None = None,
 ) -> Session:
     """The session of the run ``config`` describes, on every rank (collective): the process set up,
     the stop request installed, and rank 0's records opened (new, or ``continued`` from a checkpoint)
     before any rank goes on (they write into the run directory). ``records=False``: none (a test
-    driving the loop without a run directory)."""
+    driving the loop without a run directory). ``tracking``: this rank's writer to ``--tracker``'s tracker
+    (evo.main.tracking), or None."""
     prepare_process(config.torch_threads, config.cpu_tuning)
     remove_stray_temporaries(config.run_dir)  # a killed or full-disk write's left-overs, this host's dead ones
     stop = StopRequest().install()
@@ -459,5 +433,5 @@ def open_session(
         stages=stage_settings(config),
         progress_interval=config.progress_interval,
         final=config.final_settings,
-        tracking=tracking(config),
+        tracking=tracking,
     )

@@ -141,18 +141,11 @@ def load_backend(population: Population) -> Backend:
     return importlib.import_module(TRACKERS[population.tracker]).backend(population)
 
 
-def export_pick(run_dir: Path, into: Path) -> Path:
-    """The run's pick exported by evo-export's own functions into ``into`` (evo.tools.export.export_pick)."""
-    from evo.tools.export import export_pick as export
-
-    return export(run_dir, into)
-
-
 class Tracking:
     """This rank's writer to the tracker: what the run hands it goes into a queue, and a thread of its own
     opens the tracked runs (lazily, each member's on its first generation here), logs, and closes them.
-    ``backend`` and ``export`` are how it reaches the tracker and exports the run's pick (tests give their
-    own)."""
+    ``backend``: how it reaches the tracker (tests give their own); ``export(run_dir, into)``: how rank 0 exports
+    the run's pick into the folder ``into`` after a complete run (evo.tools.export.export_pick; None: no agent)."""
 
     def __init__(
         self,
@@ -160,7 +153,7 @@ class Tracking:
         space: SearchSpace,
         objectives: Sequence[str] = (),
         backend: Callable[[Population], Backend] = load_backend,
-        export: Callable[[Path, Path], Path] = export_pick,
+        export: Callable[[Path, Path], Path] | None = None,
     ):
         self.population = population
         self.space = space
@@ -322,7 +315,7 @@ class Tracking:
         step = opened.last + 1
         backend.table(opened, step, "lineage", LINEAGE_COLUMNS, rows)
         opened.last = step
-        if not complete:
+        if not complete or self._export is None:
             return
         folder = Path(tempfile.mkdtemp(prefix="evo-export-"))  # never in the run directory, as evo-export
         try:
