@@ -7,7 +7,6 @@ exported agent is the population's artifact. A tracker whose folder cannot be wr
 completes; a run without ``--tracker`` imports neither package. Under mpiexec, with a writer on each rank:
 tests/e2e/test_tracked_runs.py."""
 
-import json
 import logging
 import shutil
 import signal
@@ -15,26 +14,21 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from evo.runner.stopping import EXIT_STOPPED, STOP_SIGNALS
 from tests.support import (
     TINY_DEFAULT,
     budget,
-    mlflow_client,
     need_mlflow,
     need_wandb,
-    read_lineage,
     read_population,
     run_in_process,
     tracked_in_process,
-    wandb_history,
-    wandb_records,
     write_hyperparams,
 )
+from tests.tracked import assert_tracked_once
 
 MEMBERS, GENERATIONS = 2, 3
-HPARAMS = ("learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef")
 
 
 @pytest.fixture
@@ -77,68 +71,6 @@ def killed_after_its_last_rows(run_dir: Path, asynchronous: bool) -> None:
             path.unlink()
     else:
         shutil.rmtree(run_dir / "checkpoints" / f"gen_{GENERATIONS:06d}")
-
-
-def tracked_rows(run_dir: Path, tracker: str) -> tuple[dict[int, list[dict]], list[list], list[str]]:
-    """What the tracker holds of the run, read through its own files or client: each member's rows in the
-    order taken (W&B: its history rows; MLflow: its metrics gathered by step), the population's last lineage
-    table, and the files of the population's exported agent."""
-    run_id = yaml.safe_load((run_dir / "config.yaml").read_text())["run_id"]
-    if tracker == "wandb":
-        folder = run_dir / "wandb"
-        members = {m: wandb_history(folder, f"{run_id}-member-{m}") for m in range(MEMBERS)}
-        population = wandb_records(folder, f"{run_id}-population")
-        tables = [row["lineage/path"] for row in wandb_history(folder, f"{run_id}-population")]
-        offline = sorted(folder.glob(f"offline-run-*-{run_id}-population*"))
-        table = json.loads((offline[-1] / "files" / tables[-1]).read_text())
-        artifacts = [r.artifact for r in population if r.WhichOneof("record_type") == "artifact"]
-        artifact = [artifact for artifact in artifacts if artifact.type == "model"][-1]  # tables are artifacts too
-        files = [entry.path for entry in artifact.manifest.contents]
-        return members, table["data"], files
-    client = mlflow_client(run_dir)
-    (experiment,) = client.search_experiments()
-    runs = {run.data.tags["evo.key"]: run for run in client.search_runs([experiment.experiment_id])}
-    assert set(runs) == {*(f"member-{m}" for m in range(MEMBERS)), "population"}
-    assert {run.info.status for run in runs.values()} == {"FINISHED"}
-    members = {}
-    for m in range(MEMBERS):
-        run = runs[f"member-{m}"].info.run_id
-        by_step: dict[int, dict] = {}
-        for name in runs[f"member-{m}"].data.metrics:
-            for metric in client.get_metric_history(run, name):
-                row = by_step.setdefault(metric.step, {})
-                assert name not in row, f"member {m}: {name} at step {metric.step} logged twice"
-                row[name] = metric.value
-        members[m] = [by_step[step] for step in sorted(by_step)]
-    population = runs["population"].info.run_id
-    table = json.loads(Path(client.download_artifacts(population, "lineage.json", str(run_dir.parent))).read_text())
-    files, folders = [], ["agent"]
-    while folders:
-        for item in client.list_artifacts(population, folders.pop()):
-            (folders if item.is_dir else files).append(item.path)
-    return members, table["data"], files
-
-
-def assert_tracked_once(run_dir: Path, tracker: str, population: list[dict]) -> None:
-    """Each member's generations 1..3 in its tracked run once each, with the score, hyperparameters and donor
-    of their rows in ``population`` (population.csv's when the tracker took them); the lineage table holds
-    lineage.jsonl; the exported agent's zips are the population's artifact."""
-    members, table, files = tracked_rows(run_dir, tracker)
-    recorded = {(int(row["member"]), int(row["generation"])): row for row in population}
-    for member, rows in members.items():
-        assert [row["generation"] for row in rows] == list(range(1, GENERATIONS + 1)), f"member {member}"
-        for row in rows:
-            csv_row = recorded[(member, row["generation"])]
-            assert row["score"] == float(csv_row["score"])
-            assert {name: row[f"hparams/{name}"] for name in HPARAMS} == {
-                name: float(csv_row[name]) for name in HPARAMS
-            }
-            assert row.get("exploit/donor") == (float(csv_row["donor"]) if csv_row["donor"] else None)
-            assert row["exploited"] == (1 if csv_row["donor"] else 0)
-    copies = [(row["recipient"], row["donor"]) for row in read_lineage(run_dir) if row["donor"] != row["recipient"]]
-    assert copies, "the test must reach an exploit"
-    assert [json.loads(row[-1]) for row in table] == read_lineage(run_dir)
-    assert {"HangingCartPole-v0.zip", "best_model.zip", "config.yml"} <= {Path(name).name for name in files}
 
 
 @pytest.mark.parametrize(
