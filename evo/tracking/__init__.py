@@ -2,7 +2,8 @@
 
 One tracked run per member (``member <i>``) and one for the population (``population``), grouped as one
 population (W&B: a group; MLflow: an experiment), named from the run directory and evo's run id so that
-``--resume`` continues the same tracked runs. Each rank has one :class:`Tracking`: the run's steps hand it
+``--resume`` continues the same tracked runs. Each rank has one writer (evo/tracking/writer.py's ``Tracking``,
+built by the entry point, evo.main.tracking, and held by the session): the run's steps hand it
 what they log (a member's generation, with its donor when it copied one; a member that moves to another
 rank; the end of the run) and go on at once; a thread of the rank's own makes the tracker's calls, in order,
 so no rank waits on the tracker. A tracker's failure (no package, a folder it cannot write, a server that
@@ -13,10 +14,10 @@ A generation already in a tracked run is not logged again (the tracked run's own
 ledger, see evo/tracking/wandb_runs.py): after a kill between a generation's tracked row and its checkpoint,
 the resumed run trains that generation again and population.csv holds the new row, the tracker the first.
 
-Nothing here imports W&B or MLflow: the backends (evo/tracking/wandb_runs.py, mlflow_runs.py) are imported
-by the thread, only with ``--tracker``.
-
-The writer is evo/tracking/writer.py; this module names the trackers for the options (pure, nothing imported).
+This module names the trackers for the options (pure: nothing imported). The writer imports neither W&B nor
+MLflow either: the backends (evo/tracking/wandb_runs.py, mlflow_runs.py) are imported by its thread, only
+with ``--tracker``. BG-PBT's students (``--max-distillations``) are not tracked: their rows are in
+population.csv, and a member's tracked run has no row for a stage's rungs.
 """
 
 from __future__ import annotations
