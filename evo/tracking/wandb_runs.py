@@ -38,6 +38,8 @@ class WandbRuns:
         writable_folder(self.folder / "wandb")  # else W&B would write to a temporary folder, and say little
         writable_folder(self.ledger)
         self.project = os.environ.get("WANDB_PROJECT") or "evo"
+        if "WANDB_SILENT" not in os.environ:  # W&B's lines on every rank (its artifact's too), unless asked for
+            wandb.setup(settings=wandb.Settings(silent=True))
 
     def run_id(self, key: str) -> str:
         return f"{self.population.run_id}-{key}"
@@ -49,8 +51,6 @@ class WandbRuns:
         ledger = self._ledger(key)
         last = json.loads(ledger.read_text())["step"] if ledger.exists() else 0
         options: dict[str, Any] = {"console": "off", "x_disable_stats": True, "disable_git": True, "save_code": False}
-        if "WANDB_SILENT" not in os.environ:
-            options["silent"] = True
         run = wandb.init(
             project=self.project,
             group=self.population.group,
@@ -62,7 +62,7 @@ class WandbRuns:
             resume="allow",
             reinit="create_new",
             config=dict(settings),
-            settings=wandb.Settings(**options),
+            settings=wandb.Settings(**options),  # no console capture, no system metrics, no git, no code
         )
         return Opened(run, last)
 
