@@ -200,7 +200,8 @@ class Tracking:
             rows = lineage_rows(lineage)
             self._tasks.put((POPULATION, None, lambda backend: self._population_end(backend, complete, rows)))
         self._tasks.put((None, None, lambda backend: self._close_all(backend, complete)))
-        self._end(FINISH_TIMEOUT_S)
+        if not self._end(FINISH_TIMEOUT_S):
+            return
         for key, steps in sorted(self.missed.items()):
             logger.warning(
                 "tracker %s: %s's tracked run misses step(s) %s (the tracker failed: see the warning above); the "
@@ -219,18 +220,22 @@ class Tracking:
 
     # --- the thread --------------------------------------------------------------------------
 
-    def _end(self, timeout: float) -> None:
+    def _end(self, timeout: float) -> bool:
+        """The thread told to stop once its queue is done, and waited for ``timeout`` seconds (0: not at all);
+        whether it ended."""
         self._closed = True
         self._tasks.put(None)
-        if timeout > 0:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                logger.warning(
-                    "tracker %s: still writing %.0f s after the run's end; left behind (its last records may be "
-                    "missing)",
-                    self.population.tracker,
-                    timeout,
-                )
+        if timeout <= 0:
+            return False
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            logger.warning(
+                "tracker %s: still writing %.0f s after the run's end; left behind (its last records may be missing)",
+                self.population.tracker,
+                timeout,
+            )
+            return False
+        return True
 
     def _serve(self) -> None:
         while (task := self._tasks.get()) is not None:

@@ -12,6 +12,7 @@ import pytest
 from evo.config import ConfigError, parse_config
 from evo.core.kinds import Categorical, LogFloat
 from evo.core.result import MemberResult
+from evo.tracking import writer
 from evo.tracking.writer import LINEAGE_COLUMNS, Opened, Population, Tracking, generation_metrics, lineage_rows
 
 SPACE = {"learning_rate": LogFloat(1e-5, 1e-2), "activation": Categorical(("tanh", "relu"))}
@@ -210,3 +211,21 @@ def test_a_tracker_whose_package_is_missing_is_refused_at_start_up_with_the_extr
         in str(refused.value)
     )
     assert parse_config(["--run-dir", str(tmp_path / "run")], world_size=1).tracker == "off"
+
+
+def test_a_tracker_still_busy_at_the_end_is_left_behind_with_a_warning(tmp_path, monkeypatch, caplog):
+    """The end waits for the rank's own thread a bounded time (a hung server must not keep the job): the
+    tracker held past it is left, said once, and nothing is listed from its books while it still writes."""
+    monkeypatch.setattr(writer, "FINISH_TIMEOUT_S", 0.01)
+    hold = threading.Event()
+    backend = Recorder(hold)
+    track = tracking(backend, tmp_path)
+    track.generation(result(0), 1, None)
+    with caplog.at_level(logging.WARNING, logger="evo"):
+        track.finish(True)
+    hold.set()
+    assert [r.getMessage() for r in caplog.records] == [
+        "tracker wandb: still writing 0 s after the run's end; left behind (its last records may be missing)"
+    ]
+    track._thread.join(60)
+    assert ("log", "member-0", 1, 1.0) in backend.calls  # the thread goes on once the tracker answers
