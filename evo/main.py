@@ -20,7 +20,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evo.config import Config, ConfigError, parse_config
 from evo.config.memory import RankHost, this_rank
@@ -32,6 +32,9 @@ from evo.rundir.lock import RunDirError, RunLock
 from evo.runner import Driver, driver_for
 from evo.runner.final import final_pending, run_final_only
 from evo.tracking import OFF
+
+if TYPE_CHECKING:
+    from evo.tracking.writer import Tracking
 
 logger = logging.getLogger("evo")
 
@@ -145,7 +148,7 @@ def fatal_message(rank: int, host: str, error: BaseException) -> str:
     )
 
 
-def tracking(config: Config) -> Any:
+def tracking(config: Config) -> Tracking | None:
     """This rank's writer to the tracker ``--tracker`` names (evo.tracking.writer.Tracking, its thread started:
     the tracker's package is imported by the thread; after a complete run rank 0 exports the run's pick with
     evo-export's own functions for the population's tracked run), or None: nothing imported."""

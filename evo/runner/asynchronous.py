@@ -203,8 +203,7 @@ def worker_hooks(session: Session, best: KeptBest, last: dict[int, MemberResult]
     def pack(member: Learner) -> dict:
         payload = member.member_state()
         member.close()
-        if session.tracking is not None:
-            session.tracking.release(member.member_id)
+        session.track_moved(member.member_id)
         last.pop(member.member_id, None)
         return payload
 

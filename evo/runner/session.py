@@ -204,6 +204,12 @@ class Session:
         if self.tracking is not None:
             self.tracking.generation(result, generation, donor)
 
+    def track_moved(self, member: int) -> None:
+        """``--tracker``: ``member`` leaves this rank (an asynchronous run moved it); the rank that takes it continues
+        its tracked run."""
+        if self.tracking is not None:
+            self.tracking.release(member)
+
     def end_tracking(self, complete: bool) -> None:
         """``--tracker``: this rank's tracked runs closed (rank 0: the lineage table first, and after a complete
         run the exported agent), waiting for its own tracking thread only."""
