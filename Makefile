@@ -2,8 +2,9 @@
 # Both install first (into .venv) if needed. Optional extras: make install EXTRAS=mujoco
 # (gymnasium's MuJoCo tasks), EXTRAS=atari (Atari games: ale-py with its ROMs, OpenCV),
 # EXTRAS=video (--video: pygame-ce, imageio, PyAV; as root also Mesa's EGL), EXTRAS=minigrid (MiniGrid),
-# EXTRAS=importance (Optuna, for python -m evo.tools.importance), EXTRAS=onnx (onnx, onnxruntime: evo-export --format onnx);
-# `make test EXTRAS=mujoco,atari,video,minigrid,importance,onnx` also runs the tests that need them.
+# EXTRAS=importance (Optuna, for python -m evo.tools.importance), EXTRAS=onnx (onnx, onnxruntime: evo-export --format onnx),
+# EXTRAS=wandb, EXTRAS=mlflow (--tracker wandb|mlflow: W&B, MLflow's client);
+# `make test EXTRAS=mujoco,atari,video,minigrid,importance,onnx,wandb,mlflow` also runs the tests that need them.
 
 SHELL := /bin/bash
 PYTHON ?= python3

@@ -23,7 +23,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evo.config import Config, ConfigError, parse_config
 from evo.config.envnames import is_atari, procgen_game
@@ -35,6 +35,10 @@ from evo.mpi import exchange
 from evo.rundir.lock import RunDirError, RunLock
 from evo.runner import Driver, driver_for
 from evo.runner.final import final_pending, run_final_only
+from evo.tracking import OFF
+
+if TYPE_CHECKING:
+    from evo.tracking.writer import Tracking
 
 logger = logging.getLogger("evo")
 
@@ -163,6 +167,35 @@ def fatal_message(rank: int, host: str, error: BaseException) -> str:
     )
 
 
+def tracking(config: Config) -> Tracking | None:
+    """This rank's writer to the tracker ``--tracker`` names (evo.tracking.writer.Tracking, its thread started:
+    the tracker's package is imported by the thread; after a complete run rank 0 exports the run's pick with
+    evo-export's own functions for the population's tracked run), or None: nothing imported."""
+    if config.tracker == OFF:
+        return None
+    from evo.tools.export import export_pick
+    from evo.tracking.writer import Population, Tracking
+
+    shown = {
+        "env_id": config.env_id,
+        "algo": config.algo,
+        "strategy": config.strategy,
+        "explore": config.explore,
+        "num_agents": config.num_agents,
+        "world_size": config.world_size,
+        "total_generations": config.total_generations,
+        "agent_training_steps": config.agent_training_steps,
+        "asynchronous": config.asynchronous,
+        "objective": config.objective.text,
+        "seed": config.seed,
+        "run_dir": str(config.run_dir),
+        "run_id": config.run_id,
+    }
+    population = Population(config.tracker, config.run_id, Path(config.run_dir), shown)
+    objectives = () if config.objective.default else config.objective.names
+    return Tracking(population, config.agent.search_space, objectives, export=export_pick)
+
+
 def run(config: Config, comm, command: Sequence[str], driver: Driver, checkpoint: Any) -> int:
     """The run, once the input is accepted: nothing if the checkpoint holds all of it, else the session
     opened on every rank and the driver run. Returns the exit status."""
@@ -175,7 +208,7 @@ def run(config: Config, comm, command: Sequence[str], driver: Driver, checkpoint
     hold_back_unused(config)
     from evo.runner.session import open_session  # torch, SB3 and the learners: only now
 
-    session = open_session(config, comm, command, driver.continuation(checkpoint))
+    session = open_session(config, comm, command, driver.continuation(checkpoint), tracking=tracking(config))
     try:
         if final_only:
             return run_final_only(session)

@@ -57,6 +57,104 @@ def need_onnx() -> None:
     pytest.importorskip("onnxruntime", reason=ONNX_MISSING)
 
 
+WANDB_MISSING = "wandb (--tracker wandb) is an optional extra: make install EXTRAS=wandb"
+MLFLOW_MISSING = "mlflow (--tracker mlflow) is an optional extra: make install EXTRAS=mlflow"
+
+
+def need_wandb() -> None:
+    """Skips the test, naming the install command, where the wandb extra is absent."""
+    pytest.importorskip("wandb", reason=WANDB_MISSING)
+
+
+def need_mlflow() -> None:
+    """Skips the test, naming the install command, where the mlflow extra is absent."""
+    pytest.importorskip("mlflow", reason=MLFLOW_MISSING)
+
+
+def offline_tracker_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a tracked test run: W&B offline by evo's default (WANDB_MODE unset: evo chooses
+    offline), silent, no git, its own staging, cache and config folders in ``tmp_path`` (nothing in the
+    home folder); MLflow's store and experiment evo's defaults (in the run directory)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("WANDB_", "MLFLOW_"))}
+    folders = {name: tmp_path / "wandb-home" / name.lower() for name in ("DATA", "CACHE", "CONFIG", "ARTIFACT")}
+    return {
+        **env,
+        **{f"WANDB_{name}_DIR": str(folder) for name, folder in folders.items()},
+        "WANDB_SILENT": "true",
+        "WANDB_DISABLE_GIT": "true",
+        "WANDB_DISABLE_CODE": "true",
+    }
+
+
+def wandb_records(folder: Path, run_id: str) -> list:
+    """Every record W&B wrote for its run ``run_id`` in ``folder``'s offline runs (``offline-run-*``: one
+    per start of the tracked run), in the order of the runs' starts, each a ``wandb_internal_pb2.Record``
+    (W&B's own protocol buffer). The file is LevelDB's log format (W&B's datastore, which the installed W&B
+    no longer reads in Python): a 7-byte header, then 32 KiB blocks of records, each with its CRC-32, length
+    and type (whole, first, middle or last part)."""
+    import struct
+    import zlib
+
+    from wandb.proto import wandb_internal_pb2
+
+    records = []
+    paths = sorted(folder.glob(f"offline-run-*/run-{run_id}.wandb"), key=lambda path: path.parent.name)
+    for path in paths:
+        data = path.read_bytes()
+        assert data[:7] == struct.pack("<4sHB", b":W&B", 0xBEE1, 0), f"{path}: not a W&B datastore"
+        index, parts = 7, b""
+        while index + 7 <= len(data):
+            left = 32768 - index % 32768
+            if left < 7:  # a block's trailer
+                index += left
+                continue
+            checksum, length, kind = struct.unpack("<IHB", data[index : index + 7])
+            if (checksum, length, kind) == (0, 0, 0):  # the rest of a block written only in part
+                index += left
+                continue
+            chunk = data[index + 7 : index + 7 + length]
+            index += 7 + length
+            assert zlib.crc32(chunk, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF == checksum, f"{path}: bad record"
+            parts += chunk
+            if kind in (1, 4):  # whole, or the last part
+                record = wandb_internal_pb2.Record()
+                record.ParseFromString(parts)
+                records.append(record)
+                parts = b""
+    return records
+
+
+def wandb_history(folder: Path, run_id: str) -> list[dict]:
+    """The history rows (``run.log``'s) W&B wrote for ``run_id`` in ``folder``'s offline runs, each a dict
+    of its values (JSON-decoded), in the order written."""
+    rows = []
+    for record in wandb_records(folder, run_id):
+        if record.WhichOneof("record_type") == "history":
+            rows.append(
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            )
+    return rows
+
+
+def tracked_in_process(tmp_path: Path, monkeypatch) -> None:
+    """This process's environment as :func:`offline_tracker_env`'s, for tracked runs in process (restored after
+    the test, ``MLFLOW_ALLOW_FILE_STORE`` included, which evo sets for the file store it chooses)."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "")
+    for key in [key for key in os.environ if key.startswith(("WANDB_", "MLFLOW_"))]:
+        monkeypatch.delenv(key)
+    for key, value in offline_tracker_env(tmp_path).items():
+        if key.startswith("WANDB_"):
+            monkeypatch.setenv(key, value)
+
+
+def mlflow_client(run_dir: Path):
+    """MLflow's own client of a run's tracker store (evo's default: its file store in ``run_dir/mlruns``; MLflow
+    opens it with ``MLFLOW_ALLOW_FILE_STORE=true``, which a tracked run in this process has set)."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=(Path(run_dir) / "mlruns").as_uri())
+
+
 def run_in_process(argv: list[str], strategy: str = "truncation", transport: str = "p2p") -> int:
     """A run started as evo.main starts it after start-up (the config parsed, its driver, the checkpoint
     of a --resume, the session opened, the driver run), in this process on MPI.COMM_SELF: the unit tier's
@@ -64,7 +162,7 @@ def run_in_process(argv: list[str], strategy: str = "truncation", transport: str
     from mpi4py import MPI
 
     from evo.config import parse_config
-    from evo.main import accepted_source
+    from evo.main import accepted_source, tracking
     from evo.runner import driver_for
     from evo.runner.final import final_pending, run_final_only
     from evo.runner.session import open_session
@@ -76,7 +174,9 @@ def run_in_process(argv: list[str], strategy: str = "truncation", transport: str
     final_only = nothing_left and final_pending(MPI.COMM_SELF, config.run_dir, config.final_settings)
     if nothing_left and not final_only:
         return 0
-    session = open_session(config, MPI.COMM_SELF, ["in-process", *argv], driver.continuation(checkpoint))
+    session = open_session(
+        config, MPI.COMM_SELF, ["in-process", *argv], driver.continuation(checkpoint), tracking=tracking(config)
+    )
     try:
         return run_final_only(session) if final_only else driver.load().run(session, checkpoint)
     except BaseException:

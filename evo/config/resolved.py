@@ -38,6 +38,7 @@ from evo.core.selection import TIE_RULES
 from evo.core.streams import evaluation_seed
 from evo.core.welch import EXPLOIT_TESTS
 from evo.learners import DEFAULT_ALGO, algo_problem, algos
+from evo.tracking import TRACKERS, tracker_problem
 
 
 class ConfigError(ValueError):
@@ -320,6 +321,17 @@ class Config:
         type=str2bool,
         nargs="?",
         const=True,
+    )
+    tracker: str = option(
+        "also track each member's generations in W&B ('wandb', the wandb extra) or MLflow ('mlflow', the mlflow "
+        "extra): one tracked run per member, written from its own rank; W&B's offline runs or MLflow's file store "
+        "in the run directory unless the tracker's environment variables say otherwise; 'off': nothing imported "
+        "(docs/running.md: Tracking in W&B or MLflow)",
+        RESTORED,
+        group="output",
+        default="off",
+        choices=("off", *TRACKERS),
+        check=tracker_problem,
     )
     torch_threads: int = option(
         "torch threads per rank",

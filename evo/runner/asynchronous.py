@@ -203,6 +203,7 @@ def worker_hooks(session: Session, best: KeptBest, last: dict[int, MemberResult]
     def pack(member: Learner) -> dict:
         payload = member.member_state()
         member.close()
+        session.track_moved(member.member_id)
         last.pop(member.member_id, None)
         return payload
 
@@ -211,6 +212,7 @@ def worker_hooks(session: Session, best: KeptBest, last: dict[int, MemberResult]
         if copied:
             member.carry(exploit.donor_standing)
         member.log_generation(point.result, copied)
+        session.track(point.result, point.interval, exploit.exploit.donor if copied else None)
         last[member.member_id] = point.result
         record = ready_record(point, exploit, restarts, session.space, session.names, session.rules.objective.columns)
         payload = factory.payload(member, point.interval)

@@ -125,6 +125,7 @@ def write_records(
     checkpoint (None on other ranks)."""
     for result in report.results:
         members[result.member].log_generation(result, result.member in report.donors)
+        session.track(result, report.generation, report.donors.get(result.member))
     per_rank = exchange.gather_to_root(session.comm, [rank_timing(report.times)])
     records = session.records
     if records is None:

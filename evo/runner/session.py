@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -49,6 +49,9 @@ from evo.runner.stopping import StopRequest
 from evo.runner.watchdog import Watchdog
 from evo.sb3.cputune import tune_allocator
 from evo.sb3.learner import EnvSettings, MemberSetup
+
+if TYPE_CHECKING:
+    from evo.tracking.writer import Tracking
 
 logger = logging.getLogger("evo")
 
@@ -150,6 +153,8 @@ class Session:
     progress_interval: float = 0.0
     final: FinalSettings | None = None
     """The final pick at the end of a complete run (``--final-eval``; evo.runner.final), or None."""
+    tracking: Tracking | None = None
+    """This rank's writer to W&B or MLflow (``--tracker``; evo/tracking/writer.py), or None."""
 
     @property
     def rank(self) -> int:
@@ -186,9 +191,30 @@ class Session:
         return scores
 
     def close(self) -> None:
-        """The stop request's handlers restored and the watchdog ended (the end of the run, or a test's)."""
+        """The stop request's handlers restored, the watchdog ended and the tracker's thread told to stop (the
+        end of the run, or a test's)."""
         self.watchdog.uninstall()
         self.stop.uninstall()
+        if self.tracking is not None:
+            self.tracking.close()
+
+    def track(self, result: MemberResult, generation: int, donor: int | None) -> None:
+        """``--tracker``: member ``result.member``'s ``generation`` (an interval) and the ``donor`` it copied, from
+        its own rank, handed to the rank's tracking thread (nothing without a tracker)."""
+        if self.tracking is not None:
+            self.tracking.generation(result, generation, donor)
+
+    def track_moved(self, member: int) -> None:
+        """``--tracker``: ``member`` leaves this rank (an asynchronous run moved it); the rank that takes it continues
+        its tracked run."""
+        if self.tracking is not None:
+            self.tracking.release(member)
+
+    def end_tracking(self, complete: bool) -> None:
+        """``--tracker``: this rank's tracked runs closed (rank 0: the lineage table first, and after a complete
+        run the exported agent), waiting for its own tracking thread only."""
+        if self.tracking is not None:
+            self.tracking.finish(complete, list(self.records.lineage) if self.records is not None else None)
 
     def finish(
         self,
@@ -220,6 +246,7 @@ class Session:
             if done_line is not None and not stopped:
                 logger.info("%s", done_line)
         exchange.barrier(self.comm)
+        self.end_tracking(complete=not stopped)
         self.close()
 
     def halted(self, error: BaseException) -> None:
@@ -231,6 +258,7 @@ class Session:
         if self.records is not None:
             self.records.close()
         exchange.barrier(self.comm)
+        self.end_tracking(complete=False)
         self.close()
 
 
@@ -379,11 +407,13 @@ def open_session(
     command: Sequence[str] | None = None,
     continued: Continuation | None = None,
     records: bool = True,
+    tracking: Tracking | None = None,
 ) -> Session:
     """The session of the run ``config`` describes, on every rank (collective): the process set up,
     the stop request installed, and rank 0's records opened (new, or ``continued`` from a checkpoint)
     before any rank goes on (they write into the run directory). ``records=False``: none (a test
-    driving the loop without a run directory)."""
+    driving the loop without a run directory). ``tracking``: this rank's writer to ``--tracker``'s tracker
+    (evo.main.tracking), or None."""
     prepare_process(config.torch_threads, config.cpu_tuning)
     remove_stray_temporaries(config.run_dir)  # a killed or full-disk write's left-overs, this host's dead ones
     stop = StopRequest().install()
@@ -420,4 +450,5 @@ def open_session(
         stages=stage_settings(config),
         progress_interval=config.progress_interval,
         final=config.final_settings,
+        tracking=tracking,
     )

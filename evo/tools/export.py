@@ -172,6 +172,34 @@ def export(run: SavedRun, chosen: MemberFile, out: Path, best: MemberFile | None
     return experiment
 
 
+def best_model(run: SavedRun, chosen: MemberFile) -> tuple[MemberFile | None, str | None]:
+    """What best_model.zip holds beside ``chosen``: the run's final pick where it made one, else its kept
+    best; None (best_model.zip is then ``chosen``) with the warning that says why when the kept best is lost."""
+    from evo.tools.saved import best_ever, final_pick
+
+    best = final_pick(run)
+    if best is not None:
+        return best, None
+    try:
+        return best_ever(run), None
+    except LostBest as lost:
+        return None, f"best_model.zip holds member {chosen.label}, not the kept best, which is lost: {lost.why}"
+
+
+def export_pick(run_dir: Path, out: Path) -> Path:
+    """What ``evo-export RUN --out OUT`` writes (the run's pick, :data:`~evo.tools.saved.BEST`, with
+    :func:`best_model`), for ``--tracker``'s artifact at the end of a complete run; returns the experiment
+    folder. Raises SavedRunError or OSError where evo-export refuses."""
+    from evo.tools.saved import choose, open_run
+
+    run = open_run(run_dir)
+    chosen = choose(run, BEST)
+    best, lost = best_model(run, chosen)
+    if lost:
+        logger.warning("the tracked export: %s", lost)
+    return export(run, chosen, out, best)
+
+
 def onnx_missing() -> list[str]:
     """What ``--format onnx`` needs and is not installed (onnx, onnxruntime), as one problem."""
     import importlib.util
@@ -289,15 +317,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from evo.logs import install_logging
-    from evo.tools.saved import (
-        best_ever,
-        choose,
-        evaluation_seed,
-        final_pick,
-        open_run,
-        output_problems,
-        untrained_warning,
-    )
+    from evo.tools.saved import choose, evaluation_seed, open_run, output_problems, untrained_warning
 
     args = parser().parse_args(argv)
     install_logging(0)
@@ -319,14 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = choose(run, args.member, args.generation)
         if args.member not in (BEST, BEST_EVER) and (note := untrained_warning([chosen])):
             warnings.append(note)
-        best = final_pick(run)
-        if best is None:
-            try:
-                best = best_ever(run)
-            except LostBest as lost:
-                warnings.append(
-                    f"best_model.zip holds member {chosen.label}, not the kept best, which is lost: {lost.why}"
-                )
+        best, lost = best_model(run, chosen)
+        warnings += [lost] if lost else []
     except SavedRunError as error:
         print(f"evo-export: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -40,6 +40,12 @@ ALLOWED = {
         "evo.runner.session": "the session sets torch's thread count for the process",
         "evo.runner.members": "a rank resumed on another number of ranks reseeds torch",
     },
+    "wandb": {
+        "evo.tracking.wandb_runs": "--tracker wandb's backend, imported by the tracking thread only with the flag",
+    },
+    "mlflow": {
+        "evo.tracking.mlflow_runs": "--tracker mlflow's backend, imported by the tracking thread only with the flag",
+    },
 }
 MAX_FUNCTION_LINES = 100
 

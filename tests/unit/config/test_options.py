@@ -3,6 +3,7 @@
 import argparse
 import dataclasses
 import datetime as dt
+import importlib.util
 import re
 import typing
 import zipfile
@@ -27,6 +28,7 @@ from evo.config.options import (
     saved_options,
 )
 from evo.config.resume import FIXED_ON_RESUME, resume_differences
+from evo.tracking import TRACKERS
 from tests.support import PPO_SIX
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5)
@@ -262,6 +264,7 @@ def examples(tmp_path):
         "seed": ["--seed", "7"],
         "exp_name": ["--exp-name", "other"],
         "tb_writer": ["--tb-writer", "False"],
+        "tracker": ["--tracker", next((name for name in TRACKERS if importlib.util.find_spec(name)), "mlflow")],
         "torch_threads": ["--torch-threads", "2"],
         "conf_file": ["--conf-file", str(conf)],
         "hyperparams": ["--hyperparams", "n_epochs:4", "learning_rate:5e-4"],
@@ -310,6 +313,8 @@ def test_resume_without_the_flag_gives_back_the_run_s_value(tmp_path, monkeypatc
     monkeypatch.setattr(config_precision, "CPUINFO", cpuinfo)
     found = examples(tmp_path)
     assert option.name in found, f"give {option.flag_name} a non-default example in examples()"
+    if option.name == "tracker":
+        pytest.importorskip(found["tracker"][1], reason="neither tracker's extra (wandb, mlflow) is installed")
     run_dir = tmp_path / "run"
     started = parse_config([*found[option.name], "--run-dir", str(run_dir)], now=NOW)
     default = parse_config(["--run-dir", str(tmp_path / "default")], now=NOW)

@@ -1,0 +1,109 @@
+"""``--tracker wandb``: W&B's calls (imported by a rank's tracking thread, evo/tracking/writer.py).
+
+Offline unless ``WANDB_MODE`` says otherwise: each tracked run writes its own folder
+``<dir>/wandb/offline-run-<time>-<id>`` (``<dir>``: ``WANDB_DIR``, else the run directory), which
+``wandb sync`` uploads later; each start of the run (a resume, a member moved to another rank) writes
+another folder of the same W&B run id, and ``wandb sync`` puts them together in the same run. The ids are
+evo's run id and the tracked run's key (``<run_id>-member-3``, ``<run_id>-population``), so a resume
+continues the same W&B runs; the group is the population's (:attr:`evo.tracking.Population.group`), the
+project ``WANDB_PROJECT``'s, else ``evo``.
+
+An offline W&B run cannot be asked which steps it holds, so evo keeps a ledger beside the run's records,
+``<run_dir>/tracking/wandb/<key>.json``: the last step each tracked run took, written by the rank that
+logged it, after W&B took the row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import wandb
+
+from evo.rundir.checkpoint import atomic_write
+from evo.tracking.writer import POPULATION, Opened, Population, writable_folder
+
+
+class WandbRuns:
+    """The W&B runs of one population, from one process."""
+
+    def __init__(self, population: Population):
+        self.population = population
+        self.folder = Path(os.environ.get("WANDB_DIR") or population.run_dir)
+        self.ledger = population.run_dir / "tracking" / "wandb"
+        writable_folder(self.folder / "wandb")  # else W&B would write to a temporary folder, and say little
+        writable_folder(self.ledger)
+        self.project = os.environ.get("WANDB_PROJECT") or "evo"
+        if "WANDB_SILENT" not in os.environ:  # W&B's lines on every rank (its artifact's too), unless asked for
+            wandb.setup(settings=wandb.Settings(silent=True))
+
+    def run_id(self, key: str) -> str:
+        return f"{self.population.run_id}-{key}"
+
+    def _ledger(self, key: str) -> Path:
+        return self.ledger / f"{key}.json"
+
+    def open(self, key: str, name: str, settings: Mapping[str, Any]) -> Opened:
+        ledger = self._ledger(key)
+        last = json.loads(ledger.read_text())["step"] if ledger.exists() else 0
+        options: dict[str, Any] = {"console": "off", "x_disable_stats": True, "disable_git": True, "save_code": False}
+        run = wandb.init(
+            project=self.project,
+            group=self.population.group,
+            job_type="population" if key == POPULATION else "member",
+            name=f"{self.population.group} {name}",
+            id=self.run_id(key),
+            dir=str(self.folder),
+            mode=None if "WANDB_MODE" in os.environ else "offline",
+            resume="allow",
+            reinit="create_new",
+            config=dict(settings),
+            settings=wandb.Settings(**options),  # no console capture, no system metrics, no git, no code
+        )
+        return Opened(run, last)
+
+    def _took(self, key: str, step: int) -> None:
+        """The ledger's step of ``key`` raised to ``step`` (never lowered: a moved member's former rank may
+        write after the rank that holds it now)."""
+        ledger = self._ledger(key)
+        if ledger.exists() and json.loads(ledger.read_text())["step"] >= step:
+            return
+        atomic_write(ledger, json.dumps({"run": self.run_id(key), "step": step}).encode())
+
+    def key_of(self, opened: Opened) -> str:
+        return opened.handle.id[len(self.population.run_id) + 1 :]
+
+    def log(self, opened: Opened, step: int, metrics: Mapping[str, float]) -> None:
+        opened.handle.log(dict(metrics), step=step)
+        self._took(self.key_of(opened), step)
+
+    def table(self, opened: Opened, step: int, name: str, columns: Sequence[str], rows: Sequence[list]) -> None:
+        opened.handle.log({name: wandb.Table(columns=list(columns), data=[list(row) for row in rows])}, step=step)
+        self._took(self.key_of(opened), step)
+
+    def artifact(self, opened: Opened, folder: Path, name: str) -> None:
+        artifact = wandb.Artifact(re.sub(r"[^\w.-]", "_", f"{self.population.group}-{name}"), type="model")
+        artifact.add_dir(str(folder))  # copied into W&B's staging folder now: ``folder`` may go
+        opened.handle.log_artifact(artifact)
+
+    def close(self, opened: Opened, complete: bool | None) -> None:
+        if complete is False:
+            opened.handle.mark_preempting()  # stopped, to be resumed
+        opened.handle.finish()
+
+    def where(self) -> str:
+        offline = self.folder / "wandb"
+        if os.environ.get("WANDB_MODE", "offline") != "offline":
+            return f"W&B runs in project {self.project}, group {self.population.group}"
+        return (
+            f"W&B offline runs in {offline} (group {self.population.group}); upload them with: "
+            f"wandb sync {offline}/offline-run-*"
+        )
+
+
+def backend(population: Population) -> WandbRuns:
+    return WandbRuns(population)
