@@ -60,7 +60,8 @@ def assert_tracked_once(run_dir: Path, tracker: str, population: list[dict], env
     members, table, files = tracked_rows(run_dir, tracker, len({member for member, _ in recorded}))
     for member, rows in members.items():
         generations = sorted(generation for m, generation in recorded if m == member)
-        assert [row["generation"] for row in rows] == generations, f"member {member}"
+        tracked = [row["generation"] for row in rows]
+        assert tracked == generations, f"member {member}: tracked {tracked}, population.csv {generations}"
         for row in rows:
             csv_row = recorded[(member, row["generation"])]
             assert row["score"] == float(csv_row["score"])

@@ -117,7 +117,7 @@ def _run_agent(ref: SourceRef) -> SourceAgent:
 
 
 def _start_value(value: Any) -> Any:
-    """A hyperparameter as a number: a schedule (SB3 saves ``clip_range`` as one, zoo's ``lin_`` rates too) at
+    """A hyperparameter as a number: a schedule (SB3 saves some settings as one, zoo's ``lin_`` rates too) at
     the start of training."""
     if callable(value) and not isinstance(value, type):
         try:

@@ -4,8 +4,8 @@ The store is ``MLFLOW_TRACKING_URI``'s, else MLflow's file store in ``<run_dir>/
 keeps in maintenance mode and opens only with ``MLFLOW_ALLOW_FILE_STORE=true``: evo sets it for the store
 it chose). The population is an experiment (``MLFLOW_EXPERIMENT_NAME``'s, else the population's name,
 :attr:`evo.tracking.Population.group`); its tracked runs are tagged ``evo.run_id`` and ``evo.key``
-(``member-3``, ``population``), by which a resume finds them again, and a member's last logged generation
-is the last step of its ``generation`` metric. The experiment, and each tracked run, is found or made
+(``member-3``, ``population``), by which a resume finds them again, and the generations a member's tracked
+run holds are the steps of its ``generation`` metric. The experiment, and each tracked run, is found or made
 under a lock file in the run directory (``tracking/mlflow.lock``): ranks that start together make one,
 and an asynchronous run's member that moves to another rank keeps its tracked run.
 """
@@ -70,11 +70,11 @@ class MlflowRuns:
                 run = self.client.create_run(self.experiment, run_name=f"{self.population.group} {name}", tags=tags)
                 params = [Param(str(k), str(v)) for k, v in settings.items()]
                 self.client.log_batch(run.info.run_id, params=params)
-                return Opened(run.info.run_id, 0)
+                return Opened(run.info.run_id)
         run_id = found[0].info.run_id
         self.client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
         history = self.client.get_metric_history(run_id, STEP_METRIC)
-        return Opened(run_id, max((metric.step for metric in history), default=0))
+        return Opened(run_id, {metric.step for metric in history})
 
     def log(self, opened: Opened, step: int, metrics: Mapping[str, float]) -> None:
         now = int(time.time() * 1000)

@@ -9,13 +9,15 @@ continues the same W&B runs; the group is the population's (:attr:`evo.tracking.
 project ``WANDB_PROJECT``'s, else ``evo``.
 
 An offline W&B run cannot be asked which steps it holds, so evo keeps a ledger beside the run's records,
-``<run_dir>/tracking/wandb/<key>.json``: the last step each tracked run took, written by the rank that
-logged it, after W&B took the row.
+``<run_dir>/tracking/wandb/<key>/<step>``: an empty file for each step a tracked run took, made by the rank that
+logged it, after W&B took the row (a file each: ranks that log one member's steps, as an asynchronous run's
+member moves, never rewrite each other's). W&B orders a run's steps: an asynchronous run's member whose former
+rank logs an earlier interval after its new rank logged a later one (a busy rank's thread) has that interval
+in its offline folder, and W&B may drop it from the run at ``wandb sync`` as a step below the run's last.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -24,7 +26,6 @@ from typing import Any
 
 import wandb
 
-from evo.rundir.checkpoint import atomic_write
 from evo.tracking.writer import POPULATION, Opened, Population, writable_folder
 
 
@@ -45,11 +46,11 @@ class WandbRuns:
         return f"{self.population.run_id}-{key}"
 
     def _ledger(self, key: str) -> Path:
-        return self.ledger / f"{key}.json"
+        return self.ledger / key
 
     def open(self, key: str, name: str, settings: Mapping[str, Any]) -> Opened:
         ledger = self._ledger(key)
-        last = json.loads(ledger.read_text())["step"] if ledger.exists() else 0
+        held = {int(path.name) for path in ledger.iterdir() if path.name.isdigit()} if ledger.is_dir() else set()
         options: dict[str, Any] = {"console": "off", "x_disable_stats": True, "disable_git": True, "save_code": False}
         run = wandb.init(
             project=self.project,
@@ -64,15 +65,13 @@ class WandbRuns:
             config=dict(settings),
             settings=wandb.Settings(**options),  # no console capture, no system metrics, no git, no code
         )
-        return Opened(run, last)
+        return Opened(run, held)
 
     def _took(self, key: str, step: int) -> None:
-        """The ledger's step of ``key`` raised to ``step`` (never lowered: a moved member's former rank may
-        write after the rank that holds it now)."""
+        """The ledger's file of ``key``'s ``step``."""
         ledger = self._ledger(key)
-        if ledger.exists() and json.loads(ledger.read_text())["step"] >= step:
-            return
-        atomic_write(ledger, json.dumps({"run": self.run_id(key), "step": step}).encode())
+        ledger.mkdir(exist_ok=True)
+        (ledger / str(step)).touch()
 
     def key_of(self, opened: Opened) -> str:
         return opened.handle.id[len(self.population.run_id) + 1 :]

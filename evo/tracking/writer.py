@@ -58,11 +58,16 @@ class Population:
 
 @dataclass
 class Opened:
-    """A tracked run open in this process: the backend's ``handle`` and the last step the tracked run holds
-    (0: none)."""
+    """A tracked run open in this process: the backend's ``handle`` and the steps the tracked run holds (those
+    logged before a resume; an asynchronous run's member: also those its other ranks logged)."""
 
     handle: Any
-    last: int = 0
+    held: set[int] = field(default_factory=set)
+
+    @property
+    def last(self) -> int:
+        """The last step the tracked run holds (0: none)."""
+        return max(self.held, default=0)
 
 
 class Backend(Protocol):
@@ -288,20 +293,20 @@ class Tracking:
 
     def _log(self, backend: Backend, key: str, name: str, step: int, metrics: Mapping[str, float]) -> None:
         opened = self._opened_run(backend, key, name)
-        if step <= opened.last:
+        if step in opened.held:  # only a step it holds: a moved member's former rank may log an earlier one late
             if key not in self.skipped:
                 logger.warning(
-                    "tracker %s: %s's tracked run holds its generations up to %d already (logged before the run "
-                    "was resumed from an earlier checkpoint): the generations trained again are not logged twice; "
+                    "tracker %s: %s's tracked run holds generation %d already (logged before the run was resumed "
+                    "from an earlier checkpoint): the generations trained again are not logged twice; "
                     "population.csv holds their new rows",
                     self.population.tracker,
                     name,
-                    opened.last,
+                    step,
                 )
             self.skipped.setdefault(key, []).append(step)
             return
         backend.log(opened, step, metrics)
-        opened.last = step
+        opened.held.add(step)
 
     def _close(self, backend: Backend, key: str, complete: bool | None) -> None:
         opened = self._opened.pop(key, None)
@@ -319,7 +324,7 @@ class Tracking:
         opened = self._opened_run(backend, POPULATION, "population")
         step = opened.last + 1
         backend.table(opened, step, "lineage", LINEAGE_COLUMNS, rows)
-        opened.last = step
+        opened.held.add(step)
         if not complete or self._export is None:
             return
         folder = Path(tempfile.mkdtemp(prefix="evo-export-"))  # never in the run directory, as evo-export
