@@ -128,10 +128,40 @@ def registered_by(bare: str) -> str | None:
     return next((name for prefix, name in REGISTERED_BY.items() if bare.startswith(prefix)), None)
 
 
+BULLET_ID = re.compile(r"^(?:pybullet_envs:)?([A-Za-z0-9]+?)(?:Bullet)?Env-v\d+$")
+BULLET_TO_MUJOCO = {
+    "Ant": "Ant-v5",
+    "HalfCheetah": "HalfCheetah-v5",
+    "Hopper": "Hopper-v5",
+    "Walker2D": "Walker2d-v5",
+    "Humanoid": "Humanoid-v5",
+    "InvertedPendulum": "InvertedPendulum-v5",
+    "InvertedDoublePendulum": "InvertedDoublePendulum-v5",
+    "Reacher": "Reacher-v5",
+}
+"""PyBullet's locomotion envs (``<Name>BulletEnv-v0``) and gymnasium's MuJoCo task each stands in for."""
+
+
+def bullet_message(env_id: str) -> str | None:
+    """The refusal of a PyBullet locomotion env (the EVO seed's ``AntBulletEnv-v0``), naming MuJoCo's task."""
+    found = BULLET_ID.match(env_id)
+    if found is None or "Bullet" not in env_id:
+        return None
+    task = BULLET_TO_MUJOCO.get(found.group(1))
+    instead = f"MuJoCo's {task}, its maintained equivalent" if task else "one of MuJoCo's tasks (Ant-v5, Hopper-v5 ...)"
+    return (
+        f"--env-id {env_id}: PyBullet's locomotion envs register with the old gym API (pybullet 3.2.7's "
+        "pybullet_envs fails under gym 0.26: registry.env_specs), which gymnasium and SB3 2.x do not run; use "
+        f"{instead} (make install EXTRAS=mujoco)"
+    )
+
+
 def unknown_env_message(env_id: str) -> str | None:
     """None if ``env_id`` can be made, else a message with close matches."""
     if procgen_game(env_id) is not None:
         return None
+    if (bullet := bullet_message(env_id)) is not None:  # before its module import runs pybullet_envs
+        return bullet
     if ":" in env_id and not env_id.startswith("procgen:"):
         # gymnasium's "module:EnvId" form: importing the module registers the env.
         module = env_id.split(":", 1)[0]

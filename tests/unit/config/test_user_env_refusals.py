@@ -76,3 +76,16 @@ def test_missing_mujoco_extra_is_refused_with_the_install_command(tmp_path, monk
     monkeypatch.setitem(sys.modules, "mujoco", None)
     message = refusal(tmp_path, "--env-id", "HalfCheetah-v5")
     assert "needs the physics engine" in message and "make install EXTRAS=mujoco" in message
+
+
+@pytest.mark.parametrize(
+    "env_id, instead",
+    [("AntBulletEnv-v0", "MuJoCo's Ant-v5"), ("pybullet_envs:Walker2DBulletEnv-v0", "MuJoCo's Walker2d-v5")],
+)
+def test_a_pybullet_locomotion_env_is_refused_naming_its_mujoco_task(env_id, instead, tmp_path):
+    """The EVO seed's AntBulletEnv-v0: pybullet_envs registers with the old gym API, which gymnasium cannot run;
+    refused before the module is imported, naming the MuJoCo task that stands in for it."""
+    with pytest.raises(ConfigError) as refused:
+        parse_config(["--env-id", env_id, "--run-dir", str(tmp_path / "run")], world_size=1)
+    assert len(refused.value.problems) == 1 and "PyBullet's locomotion envs" in refused.value.problems[0]
+    assert instead in refused.value.problems[0] and "pybullet_envs" not in sys.modules
