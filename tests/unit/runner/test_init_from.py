@@ -133,6 +133,10 @@ def test_a_run_member_starts_the_members_bit_for_bit(tmp_path, zips):
     assert second.hparams != payload["hparams"]
     first.close()
     second.close()
+    # the asynchronous driver's new members start from it too; its lineage keeps the source's line
+    assert run_in_process([*config.command, "--asynchronous", "--run-dir", str(tmp_path / "asynchronous")]) == 0
+    first_line = read_lineage(tmp_path / "asynchronous")[0]
+    assert (first_line["event"], first_line["kind"], first_line["member"]) == ("init", "run", 1)
 
 
 def test_what_does_not_fit_is_refused_with_its_fix(tmp_path, zips):
