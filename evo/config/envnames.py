@@ -86,7 +86,7 @@ def is_atari(env_id: str) -> bool:
     import gymnasium
 
     spec = gymnasium.envs.registry.get(env_id)
-    if spec is None and ATARI_ID.match(env_id):
+    if spec is None and ATARI_ID.match(env_id) and bullet_message(env_id) is None:  # AntBulletEnv-v0 has the form
         if register_atari() is not None:
             return True  # the form of an Atari id, ale-py missing
         spec = gymnasium.envs.registry.get(env_id)
