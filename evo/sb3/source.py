@@ -14,7 +14,6 @@ fields.
 
 from __future__ import annotations
 
-import logging
 import pickle
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -34,8 +33,6 @@ from evo.learners import DEFAULT_ALGO
 from evo.rundir.checkpoint import load_payload
 from evo.sb3.learner import NORMALIZATION, WEIGHTS
 from evo.sb3.stock import stock_class
-
-logger = logging.getLogger(__name__)
 
 STATISTICS = ("{stem}/vecnormalize.pkl", "vecnormalize.pkl", "vec_normalize.pkl")
 """Where a zip's normalisation statistics are looked for, beside it: rl-baselines3-zoo's layout

@@ -12,6 +12,7 @@ The refusal's exit status on every rank, and a run from an export under mpiexec:
 """
 
 import json
+import pickle
 
 import gymnasium as gym
 import numpy as np
@@ -176,3 +177,28 @@ def test_the_source_values_start_within_the_space_and_draws_stay_around_them():
     same = InitialHparams(space, {"learning_rate": 3e-4, "gamma": 0.99}, how="source")
     assert {same.of(member, source)["learning_rate"] for member in range(5)} == {1e-3}
     assert json.dumps(initial.of(3, None)) == json.dumps({"learning_rate": 3e-4, "gamma": 0.99})
+
+
+def test_an_exports_normalisation_statistics_come_with_it(tmp_path):
+    """An evo export of a run that normalises (zoo's layout: ``<env>/vecnormalize.pkl`` beside ``<env>.zip``):
+    a member started from the zip takes its statistics, so it sees the observations as the exported agent did."""
+    from evo.tools import export as export_tool
+
+    normalized = "Pendulum-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n  normalize: true\n"
+    tiny = write_hyperparams(tmp_path, normalized)
+    argv = ["--env-id", "Pendulum-v1", "--conf-file", str(tiny), *budget(2, 1, 128), "--tb-writer", "False"]
+    assert run_in_process([*argv, "--run-dir", str(tmp_path / "source")]) == 0
+    assert export_tool.main([str(tmp_path / "source"), "--out", str(tmp_path / "export"), "--member", "0"]) == 0
+    experiment = tmp_path / "export" / "ppo" / "Pendulum-v1_1"
+    with (experiment / "Pendulum-v1" / "vecnormalize.pkl").open("rb") as handle:
+        saved = pickle.load(handle)
+    config = accepted_source(parse_config([*argv, "--run-dir", str(tmp_path / "run"), "--init-from",
+                                           str(experiment / "Pendulum-v1.zip")], world_size=1))  # fmt: skip
+    member = member_factory(config).new(0)
+    try:
+        assert np.array_equal(member.normalizer.obs_rms.mean, saved.obs_rms.mean)
+        assert np.array_equal(member.normalizer.obs_rms.var, saved.obs_rms.var)
+        assert np.array_equal(member.normalizer.ret_rms.var, saved.ret_rms.var)
+        assert not np.all(saved.obs_rms.var == 1.0)  # statistics the source had gathered, not a fresh start's
+    finally:
+        member.close()
