@@ -202,3 +202,33 @@ def test_an_exports_normalisation_statistics_come_with_it(tmp_path):
         assert not np.all(saved.obs_rms.var == 1.0)  # statistics the source had gathered, not a fresh start's
     finally:
         member.close()
+
+
+def test_a_sac_zip_brings_its_entropy_coefficient_and_both_optimizers(tmp_path):
+    """SAC keeps a tensor outside its state_dicts (``log_ent_coef``) and three optimizers (actor, critic, entropy):
+    a member started from a stock SAC zip holds all of it, and acts as the zip's agent does."""
+    from stable_baselines3 import SAC
+
+    from tests.offpolicy_runs import tiny
+
+    agent = SAC("MlpPolicy", "Pendulum-v1", learning_starts=50, batch_size=32, buffer_size=4000, seed=2,
+                device="cpu", policy_kwargs={"net_arch": [64, 64]})  # fmt: skip
+    agent.learn(200)
+    agent.save(tmp_path / "sac.zip")
+    argv = [*tiny("sac"), "--num-agents", "1", "--total-generations", "1", "--tb-writer", "False"]
+    argv += ["--run-dir", str(tmp_path / "run"), "--init-from", str(tmp_path / "sac.zip")]
+    member = member_factory(accepted_source(parse_config(argv, world_size=1))).new(0)
+    try:
+        assert torch.equal(member.model.log_ent_coef.detach(), agent.log_ent_coef.detach())
+        assert is_bound(member.model, member.buffer)
+        for name in ("actor", "critic", "ent_coef_optimizer"):
+            ours = getattr(member.model, name)
+            ours = ours.optimizer if name != "ent_coef_optimizer" else ours
+            theirs = getattr(agent, name).optimizer if name != "ent_coef_optimizer" else agent.ent_coef_optimizer
+            for index, state in theirs.state_dict()["state"].items():
+                assert torch.equal(ours.state_dict()["state"][index]["exp_avg"], state["exp_avg"]), name
+        observations = np.random.default_rng(1).uniform(-1, 1, size=(16, 3)).astype(np.float32)
+        assert np.array_equal(member.model.predict(observations, deterministic=True)[0],
+                              agent.predict(observations, deterministic=True)[0])  # fmt: skip
+    finally:
+        member.close()
