@@ -63,6 +63,9 @@ class InitialHparams:
     seed: int = 0
     schedule_start: Mapping[str, Any] | None = None
     """A replayed schedule's first hyperparameters (``--schedule``), or None."""
+    network: frozenset[str] = frozenset()
+    """The learner's architecture settings (``pi_layers`` ...): ``around-source`` draws none of them, as every
+    member takes the source's weights, which only the source's network holds."""
 
     def of(self, member: int, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Member ``member``'s starting hyperparameters (``source``: the source agent's values, by name, for
@@ -77,7 +80,10 @@ class InitialHparams:
             if self.how == "source" or member == 0:
                 return start
             rng = np.random.default_rng([self.seed, member, INIT_STREAM])
-            return {name: around(kind, start[name], rng) for name, kind in self.space.items()}
+            return {
+                name: start[name] if name in self.network else around(kind, start[name], rng)
+                for name, kind in self.space.items()
+            }
         return sample_hparams(self.space, np.random.default_rng([self.seed, member, INIT_STREAM]))
 
     def source_value(self, name: str, source: Mapping[str, Any]) -> Any:

@@ -316,6 +316,7 @@ def member_factory(config: Config, device: str = "cpu") -> MemberFactory:
         how=config.initial_hparams,
         seed=config.seed,
         schedule_start=config.schedule[0][1] if config.schedule else None,
+        network=frozenset(config.agent.spec.architecture),
     )
     return MemberFactory(
         setup,

@@ -50,7 +50,7 @@ def check_fit(ref: SourceRef, factory, algo: str) -> None:
         source = load_source(ref)
     except Exception as error:  # a damaged zip, a pickle of another version: said, not a traceback
         raise ConfigError([f"--init-from {ref.text}: cannot be read ({type(error).__name__}: {error})"]) from None
-    member = factory.make(0, tensorboard=False)
+    member = factory.make(0, factory.initial.of(0, source.hparams), tensorboard=False)  # as member 0 will start
     try:
         problems = source_problems(source, member, algo)
         if problems:

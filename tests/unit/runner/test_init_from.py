@@ -174,6 +174,10 @@ def test_the_source_values_start_within_the_space_and_draws_stay_around_them():
             centre = space[name].to_unit(initial.of(0, source)[name])
             assert abs(space[name].to_unit(value) - centre) <= AROUND + 1e-9
         assert drawn == initial.of(member, source)  # its own stream: the same draw again
+    layers = {**space, "pi_layers": kind_from_spec({"low": 1, "high": 8, "type": "int"})}
+    network = InitialHparams(layers, {"learning_rate": 3e-4, "gamma": 0.99, "pi_layers": 2}, "around-source", 2,
+                             network=frozenset({"pi_layers"}))  # fmt: skip
+    assert {network.of(member, {"pi_layers": 5})["pi_layers"] for member in range(40)} == {5}  # the source's network
     same = InitialHparams(space, {"learning_rate": 3e-4, "gamma": 0.99}, how="source")
     assert {same.of(member, source)["learning_rate"] for member in range(5)} == {1e-3}
     assert json.dumps(initial.of(3, None)) == json.dumps({"learning_rate": 3e-4, "gamma": 0.99})
@@ -232,3 +236,43 @@ def test_a_sac_zip_brings_its_entropy_coefficient_and_both_optimizers(tmp_path):
                               agent.predict(observations, deterministic=True)[0])  # fmt: skip
     finally:
         member.close()
+
+
+def test_a_source_that_changed_since_start_up_is_not_read(tmp_path, zips):
+    """Each rank reads the file itself: one whose digest is not the one start-up recorded stops the run, naming it,
+    rather than starting members from another agent than config.yaml says."""
+    source = tmp_path / "agent.zip"
+    source.write_bytes(zips["ppo"][0].read_bytes())
+    config = config_of(tmp_path / "config", source)
+    with source.open("ab") as handle:
+        handle.write(b"\0")
+    with pytest.raises(RuntimeError, match="agent.zip changed since the run started"):
+        member_factory(config).new(0)
+
+
+def test_a_source_whose_network_is_in_the_search_space_starts_every_member_with_its_network(tmp_path):
+    """A run whose search space holds the architecture (``pi_layers`` ...): its member is checked against a member
+    built as member 0 starts (the source's architecture, not the YAML's), and ``around-source`` draws no other
+    network for the rest, so every member takes the source's weights."""
+    space = (
+        "Pendulum-v1:\n  n_envs: 2\n  n_steps: 64\n  n_minibatches: 2\n  n_epochs: 2\n  search_space:\n"
+        "    learning_rate: {low: 1.0e-4, high: 1.0e-3, scale: log}\n    pi_layers: {low: 1, high: 3, type: int}\n"
+        "    pi_width: {choices: [16, 24, 32, 40, 48, 56, 64]}\n    vf_layers: {low: 1, high: 3, type: int}\n"
+    )
+    argv = ["--env-id", "Pendulum-v1", "--hyperparams", str(write_hyperparams(tmp_path, space)), "--tb-writer", "False"]
+    assert run_in_process([*argv, *budget(2, 1, 128), "--run-dir", str(tmp_path / "source")]) == 0
+    source = load_payload(choose(open_run(tmp_path / "source"), "0").path)
+    argv += [*budget(8, 1, 128), "--init-from", f"{tmp_path / 'source'}:0", "--initial-hparams", "around-source"]
+    factory = member_factory(accepted_source(parse_config([*argv, "--run-dir", str(tmp_path / "run")], world_size=1)))
+    drawn = set()
+    for member_id in range(8):
+        member = factory.new(member_id)
+        try:
+            assert np.array_equal(member.pack(), source["state"].numpy())
+            assert all(
+                member.hparams[name] == source["hparams"][name] for name in ("pi_layers", "pi_width", "vf_layers")
+            )
+            drawn.add(member.hparams["learning_rate"])
+        finally:
+            member.close()
+    assert len(drawn) > 1  # the rest was drawn around the source's values (two may meet at a bound)
