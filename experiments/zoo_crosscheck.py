@@ -7,7 +7,8 @@ evo's torch, gymnasium and MuJoCo, no evo), as one job of ``compare.py --study c
     .venv-zoo/bin/python experiments/zoo_crosscheck.py --env Pendulum-v1 --steps 81920 --seed 0 \\
         --eval-seed S --episodes 20 --envs 8 --run-dir runs/compare-continuous/runs/Pendulum-v1/rl-zoo3-seed0
 
-``python -m rl_zoo3.train --algo ppo --env ENV -n STEPS --seed SEED`` trains into ``RUN_DIR/zoo``
+``python -m rl_zoo3.train --algo ALGO --env ENV -n STEPS --seed SEED`` (ALGO ``ppo`` unless ``--algo`` says;
+``--hyperparams KEY:VALUE ...`` goes to zoo's train, over zoo's settings) trains into ``RUN_DIR/zoo``
 (its own layout; no evaluation during training, one torch thread, as evo's single agents on one
 core); then scripts/zoo_play.py plays the final model on EPISODES deterministic episodes spread over
 ENVS envs seeded from EVAL_SEED (the study gives evo-evaluate's seed of the same seed and its number of
@@ -31,25 +32,26 @@ PLAY = HERE.parent / "scripts" / "zoo_play.py"
 RESULT = "fresh.json"
 
 
-def train(env_id: str, steps: int, seed: int, folder: Path) -> Path:
-    """rl_zoo3's train with zoo's own hyperparameters for ``env_id``: the experiment's folder."""
-    experiment = folder / "ppo" / f"{env_id}_1"
+def train(algo: str, env_id: str, steps: int, seed: int, folder: Path, overrides: list[str]) -> Path:
+    """rl_zoo3's train of ``algo`` with zoo's own hyperparameters for ``env_id`` (``overrides``: zoo's
+    ``--hyperparams KEY:VALUE`` over them): the experiment's folder."""
+    experiment = folder / algo / f"{env_id}_1"
     if not (experiment / f"{env_id}.zip").is_file():
         shutil.rmtree(folder, ignore_errors=True)  # an interrupted training: zoo would number the next one _2
         command = [
-            sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", env_id, "-n", str(steps),
+            sys.executable, "-m", "rl_zoo3.train", "--algo", algo, "--env", env_id, "-n", str(steps),
             "--seed", str(seed), "-f", str(folder), "--eval-freq", "-1", "--num-threads", "1", "--device", "cpu",
         ]  # fmt: skip
-        subprocess.run(command, check=True)
+        subprocess.run(command + (["--hyperparams", *overrides] if overrides else []), check=True)
     return experiment
 
 
-def play(experiment: Path, env_id: str, eval_seed: int, episodes: int, envs: int = 1) -> list[float]:
+def play(algo: str, experiment: Path, env_id: str, eval_seed: int, episodes: int, envs: int = 1) -> list[float]:
     """The final model's returns on ``episodes`` deterministic episodes over ``envs`` envs (its
     VecNormalize frozen)."""
     stats = experiment / env_id / "vecnormalize.pkl"
     command = [
-        sys.executable, str(PLAY), str(experiment / f"{env_id}.zip"), "ppo", env_id, str(eval_seed), str(episodes),
+        sys.executable, str(PLAY), str(experiment / f"{env_id}.zip"), algo, env_id, str(eval_seed), str(episodes),
         str(stats) if stats.is_file() else "", "", str(envs),
     ]  # fmt: skip
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
@@ -64,13 +66,19 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-seed", type=int, required=True)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--envs", type=int, default=1, help="envs the episodes are spread over (evo-evaluate's)")
+    parser.add_argument("--algo", default="ppo", help="rl_zoo3's name of the learner (its --algo)")
+    parser.add_argument(
+        "--hyperparams", nargs="+", default=[], metavar="KEY:VALUE", help="zoo's --hyperparams over its own settings"
+    )
     parser.add_argument("--run-dir", type=Path, required=True)
     args = parser.parse_args(argv)
     args.run_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    experiment = train(args.env, args.steps, args.seed, args.run_dir / "zoo")
-    returns = play(experiment, args.env, args.eval_seed, args.episodes, args.envs)
+    experiment = train(args.algo, args.env, args.steps, args.seed, args.run_dir / "zoo", args.hyperparams)
+    returns = play(args.algo, experiment, args.env, args.eval_seed, args.episodes, args.envs)
     record = {
+        "algo": args.algo,
+        "hyperparams": args.hyperparams,
         "env_id": args.env,
         "steps": args.steps,
         "seed": args.seed,
@@ -81,7 +89,8 @@ def main(argv=None) -> int:
         "seconds": round(time.perf_counter() - started, 1),
     }
     (args.run_dir / RESULT).write_text(json.dumps(record, indent=1) + "\n")
-    print(f"{args.env} rl_zoo3 seed {args.seed}: mean {sum(returns) / len(returns):.1f} over {len(returns)} episodes")
+    mean = sum(returns) / len(returns)
+    print(f"{args.env} rl_zoo3 {args.algo} seed {args.seed}: mean {mean:.1f} over {len(returns)} episodes")
     return 0
 
 

@@ -380,10 +380,11 @@ def study_problems(study: Study) -> list[str]:
 
 
 def _hyperparams_flag(study: Study) -> list[str]:
-    """A ``--hyperparams`` in flags would replace the one evo-study writes (the last one given wins)."""
+    """A ``--hyperparams`` in flags would replace the one evo-study writes (the last one given wins); an
+    ``rl-zoo3`` method's flags are the cross-check's, whose ``--hyperparams`` are zoo's."""
     found = []
     for where, flags in [("flags", study.flags)] + [
-        (f"methods.{m.name}.flags", m.flags) for m in study.methods.values()
+        (f"methods.{m.name}.flags", m.flags) for m in study.methods.values() if m.mpi
     ]:
         if "--hyperparams" in flags:
             found.append(
