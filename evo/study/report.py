@@ -498,13 +498,15 @@ SAME_NOTES = {
 
 
 def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], fresh: bool) -> str:
-    """Each declared comparison seed by seed: a's and b's fresh returns and the difference."""
+    """Each declared comparison seed by seed: what it measures (fresh returns, the fresh values of the runs'
+    objective, or selection scores without a re-evaluation), a's and b's values and the difference."""
     if not comparisons_:
         return ""
-    lines = ["| env | comparison | seed | a | b | a − b |", "|---|---|---|---|---|---|"]
+    lines = ["| env | comparison | measure | seed | a | b | a − b |", "|---|---|---|---|---|---|---|"]
     for comparison in comparisons_:
         for env_id in envs:
             a, b = both_by_seed(runs, env_id, comparison, fresh)
+            measure = measure_words(measure_of(runs, env_id, comparison), fresh)
             same = sameness(runs, env_id, comparison) if fresh else {}
             ties = selection_ties(runs, env_id, comparison) if fresh else {}
             d = decimals(*a.values(), *b.values())
@@ -512,8 +514,26 @@ def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison]
                 difference = f"{a[seed] - b[seed]:+.{d}f}" + (f" ({SAME_NOTES[same[seed]]})" if seed in same else "")
                 if seed in ties:
                     difference += f" (a tie of selection scores: {', '.join(ties[seed])}; the lower id taken)"
-                lines.append(f"| {env_id} | {comparison} | {seed} | {a[seed]:.{d}f} | {b[seed]:.{d}f} | {difference} |")
+                cells = [
+                    env_id,
+                    str(comparison),
+                    measure,
+                    str(seed),
+                    f"{a[seed]:.{d}f}",
+                    f"{b[seed]:.{d}f}",
+                    difference,
+                ]
+                lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def measure_words(measure: str | None, fresh: bool) -> str:
+    """A per-seed row's measure in a few words (None: the two sides measure different things)."""
+    if not fresh:
+        return "selection score"
+    if measure is None:
+        return "different things (not comparable)"
+    return "fresh return" if measure == "return" else f"fresh {measure}"
 
 
 def env_steps_range(points: Sequence[Point]) -> str:

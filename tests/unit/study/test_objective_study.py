@@ -77,7 +77,13 @@ def test_the_verdict_pairs_the_objectives_fresh_values_not_the_returns(study):
     assert "fresh values of the runs' objective, info:merit (larger better)" in primary["verdict"]
     # a run of the objective against a run of the return: not like with like, nothing said
     assert against_return["measure"] is None and "measure different things" in against_return["verdict"]
-    assert "measure different things" in (out / "results.md").read_text()
+    markdown = (out / "results.md").read_text()
+    assert "measure different things" in markdown
+    # the per-seed table says what each comparison's numbers are
+    rows = [line for line in markdown.splitlines() if " − merit-random at 100 % |" in line or " − return at" in line]
+    assert [row.split(" | ")[2] for row in rows if row.startswith("| tests.")] == ["fresh info:merit"] * 2 + [
+        "different things (not comparable)"
+    ] * 2
 
 
 def test_the_selection_bias_is_the_objectives_selection_score_minus_its_fresh_value(study):

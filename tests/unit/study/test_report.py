@@ -184,12 +184,12 @@ def test_seeds_whose_selected_members_played_every_episode_alike_are_named_in_th
     )
     rows = report.per_seed_table(runs, ["starpilot"], [comparison], fresh=True).splitlines()[2:]
     assert rows == [
-        "| starpilot | pbt − random at 100 % | 0 | 2.5 | 2.5 | +0.0 (the same score on every episode) |",
-        "| starpilot | pbt − random at 100 % | 1 | 2.5 | 2.5 | +0.0 |",
-        "| starpilot | pbt − random at 100 % | 2 | 5.0 | 1.0 | +4.0 |",
-        "| starpilot | pbt − random at 100 % | 3 | 0.0 | 0.0 | +0.0 (the same member: the same weights) |",
-        "| starpilot | pbt − random at 100 % | 4 | 0.0 | 0.0 | +0.0 (the same score on every episode, other weights) |",
-        "| starpilot | pbt − random at 100 % | 5 | 0.0 | 0.0 | +0.0 (the same score on every episode) |",
+        "| starpilot | pbt − random at 100 % | fresh return | 0 | 2.5 | 2.5 | +0.0 (the same score on every episode) |",
+        "| starpilot | pbt − random at 100 % | fresh return | 1 | 2.5 | 2.5 | +0.0 |",
+        "| starpilot | pbt − random at 100 % | fresh return | 2 | 5.0 | 1.0 | +4.0 |",
+        "| starpilot | pbt − random at 100 % | fresh return | 3 | 0.0 | 0.0 | +0.0 (the same member: the same weights) |",
+        "| starpilot | pbt − random at 100 % | fresh return | 4 | 0.0 | 0.0 | +0.0 (the same score on every episode, other weights) |",
+        "| starpilot | pbt − random at 100 % | fresh return | 5 | 0.0 | 0.0 | +0.0 (the same score on every episode) |",
     ]
     assert "same" not in report.verdicts(runs[2:6], ["starpilot"], [comparison], planned=6, fresh=True)
 
@@ -535,9 +535,9 @@ def test_a_selected_member_resting_on_a_tie_is_said_in_the_verdict_and_the_per_s
         "study took the lower id, so the difference in those seeds rests on that tie, not on the scores.\n"
     )
     rows = report.per_seed_table(runs, ["starpilot"], [comparison], fresh=True).splitlines()[2:]
-    assert rows[0] == "| starpilot | pb2-mix − random at 100 % | 0 | 3.0 | 2.0 | +1.0 |"
+    assert rows[0] == "| starpilot | pb2-mix − random at 100 % | fresh return | 0 | 3.0 | 2.0 | +1.0 |"
     assert rows[1] == (
-        "| starpilot | pb2-mix − random at 100 % | 1 | 3.1 | 3.2 | -0.1 (a tie of selection scores: pb2-mix's "
+        "| starpilot | pb2-mix − random at 100 % | fresh return | 1 | 3.1 | 3.2 | -0.1 (a tie of selection scores: pb2-mix's "
         "member 2 tied member 3; the lower id taken) |"
     )
     assert "tie" not in report.verdicts(runs[:2], ["starpilot"], [comparison], planned=2, fresh=True)
