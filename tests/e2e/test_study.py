@@ -1,5 +1,6 @@
-"""evo-study under mpiexec: one real tiny study of a user's own file end to end (two methods, two seeds,
-one generation) with its report's numbers recomputed from the runs' records; a study killed outright
+"""evo-study under mpiexec: one real tiny study of a user's own file end to end (a user's own env, runs that
+select on an objective of their own, two methods, two seeds, one generation) with its report's numbers
+recomputed from the runs' records; a study killed outright
 (SIGKILL) taking its mpiexec and rank with it; and the built-in continuous study through
 experiments/compare.py, every method of it in one study, with rl_zoo3's own agent played on evo's 8 envs
 and episodes. The study's orchestration (launches, a stop and a continuation, the SLURM listing and one job
@@ -18,16 +19,19 @@ import yaml
 from evo.config import parse_config
 from evo.tools.saved import evaluation_seed
 from tests.e2e.runs import a_kill_takes_the_rank_with_it
-from tests.support import ROOT, mpi_env, mpiexec_path, read_population, write_hyperparams
+from tests.support import ROOT, TINY_DEFAULT, mpi_env, mpiexec_path, read_population, write_hyperparams
 
+ENV = "tests.objective_env:Objectives-v0"
 STUDY = """\
 study: tiny
 out: out
-envs: [CartPole-v1]
+envs: [tests.objective_env:Objectives-v0]
 seeds: [0, 1]
 budget:
   default: {{generations: 1, steps: 256, eval_episodes: 2}}
-flags: [--conf-file, {conf}]
+space:
+  default: {{env.weight: {{low: 0.05, high: 0.95}}}}
+flags: [--conf-file, {conf}, --objective, info:merit]
 methods:
   pbt: {{}}
   zoo-total: {{kind: single, total: true}}
@@ -38,7 +42,7 @@ compare:
 
 
 def study_file(tmp_path):
-    conf = write_hyperparams(tmp_path)
+    conf = write_hyperparams(tmp_path, TINY_DEFAULT)
     path = tmp_path / "study.yml"
     path.write_text(STUDY.format(conf=conf))
     return path
@@ -52,24 +56,26 @@ def evo_study(tmp_path, *args, timeout: float = 300) -> subprocess.CompletedProc
 
 
 def selected_fresh(run_dir) -> tuple[int, float]:
-    """The member the last selection score ranks first, and its mean fresh return, from the records."""
+    """The member the last selection score ranks first, and its mean fresh merit (the runs' objective: its value
+    at the end of each fresh episode), from the records."""
     rows = read_population(run_dir)
     last = max(int(r["generation"]) for r in rows)
     scores = {int(r["member"]): float(r["score"]) for r in rows if int(r["generation"]) == last}
     member = max(sorted(scores), key=scores.get)
-    returns = json.loads((run_dir / "reevaluation.json").read_text())["members"][str(member)]
-    return member, statistics.mean(returns)
+    saved = json.loads((run_dir / "reevaluation.json").read_text())
+    return member, statistics.mean(saved["objectives"][str(member)]["merit"])
 
 
 def test_a_tiny_study_runs_and_reports_from_its_runs_records(tmp_path):
-    """The one real study of a user's file under mpiexec (four runs, each re-evaluated on fresh episodes):
-    the report's numbers recomputed from the runs' own records. Its orchestration (a finished study not run
-    again, a stop and a continuation, one job of the SLURM listing, bad input) is proven against a stub run
+    """The one real study of a user's file under mpiexec (four runs on the user's env module, every rank importing
+    it, each run selecting on ``--objective info:merit`` and re-evaluated on fresh episodes): the report's numbers,
+    the objective's fresh values, recomputed from the runs' own records. Its orchestration (a finished study not
+    run again, a stop and a continuation, one job of the SLURM listing, bad input) is proven against a stub run
     command in tests/unit/study/test_running.py; a stopped run's mpiexec taking its rank with it, below."""
     path = study_file(tmp_path)
     result = evo_study(tmp_path, path)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    out, runs = tmp_path / "out", tmp_path / "out" / "runs" / "CartPole-v1"
+    out, runs = tmp_path / "out", tmp_path / "out" / "runs" / "tests.objective_env_Objectives-v0"
     records = json.loads((out / "results.json").read_text())
     assert [(r["method"], r["seed"]) for r in records] == [("pbt", 0), ("zoo-total", 0), ("pbt", 1), ("zoo-total", 1)]
     by = {(r["method"], r["seed"]): r for r in records}
@@ -77,7 +83,7 @@ def test_a_tiny_study_runs_and_reports_from_its_runs_records(tmp_path):
     # the same total env steps: 4 members x 256, one agent x 1024
     assert by[("pbt", 0)]["curve"][-1][0] == by[("zoo-total", 0)]["curve"][-1][0] == 1024
     zoo = read_population(runs / "zoo-total-seed0")
-    config = parse_config(["--env-id", "CartPole-v1", "--conf-file", str(tmp_path / "tiny.yml")], world_size=1)
+    config = parse_config(["--env-id", ENV, "--conf-file", str(tmp_path / "tiny.yml")], world_size=1)
     assert all(float(row["learning_rate"]) == config.agent.defaults["learning_rate"] for row in zoo)
     # every method of a seed played the same fresh episodes: evo-evaluate's seed of the study's seed
     for seed in (0, 1):
@@ -92,12 +98,16 @@ def test_a_tiny_study_runs_and_reports_from_its_runs_records(tmp_path):
     report = json.loads((out / "report.json").read_text())
     (primary,) = report["comparisons"]
     assert primary["differences"] == pytest.approx(differences, rel=1e-12) and primary["seeds"] == [0, 1]
+    assert primary["measure"] == "fresh info:merit" and len(set(differences)) == 2  # PBT's draws differ by seed
     half = 12.706204736174698 * statistics.stdev(differences) / math.sqrt(2)  # t(0.975, 1)
     assert primary["high"] == pytest.approx(statistics.mean(differences) + half)
     verdict = "**Not separated**" if primary["low"] <= 0 <= primary["high"] else "is better**"
     assert verdict in primary["verdict"]
     markdown = (out / "results.md").read_text()
-    assert "- Primary: **pbt − zoo-total** at 100 % of the budget, fresh returns paired over 2 seeds" in markdown
+    assert (
+        "- Primary: **pbt − zoo-total** at 100 % of the budget, fresh values of the runs' objective, info:merit "
+        "(larger better) paired over 2 seeds"
+    ) in markdown
     assert (out / "compare.png").stat().st_size > 20_000 and (out / "anytime.png").stat().st_size > 20_000
     # wall times from the records: one line per launch, and each run's wall_s its launches' sum
     launches = [json.loads(line) for line in (out / "launches.jsonl").read_text().splitlines()]
