@@ -49,7 +49,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot study file-seconds compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
+.PHONY: install run toy plot study file-seconds compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-learning compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
 
 install: $(STAMP)
 
@@ -116,6 +116,13 @@ compare-ties: install
 # SAC (--algo sac): PBT against one agent with zoo's tuned settings on Pendulum-v1, 3 seeds (~1 h 40 min on 2 cores)
 compare-sac: install
 	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/sac.yml $(ARGS)
+
+# Every learner against rl_zoo3's own train (docs/results.md, "Every learner against rl_zoo3"): one evo agent and one
+# rl_zoo3 agent (in .venv-zoo) with zoo's settings and budget per learner, 5 seeds, and PBT for A2C, DQN and TQC
+# (~4-5 h on 2 cores): runs/learning; then experiments/learning_table.py --replay runs/learning/runs
+compare-learning: install
+	$(MAKE) zoo-venv
+	$(MPI_ENV) PYTHONPATH=docs/examples $(BIN)/python -m evo.study experiments/studies/learning.yml $(ARGS)
 
 # Procgen StarPilot: PBT, PB2-Mix (DrAC's aug_type), random search and the paper's default agent over
 # the Procgen AutoRL paper's space, NatureCNN, 3 seeds (~3.5 h on 2 cores): runs/compare-procgen

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evo.study.records import Point, Result, Run
-from evo.study.spec import Comparison, percent
+from evo.study.spec import KEPT, Comparison, percent, side_method
 from evo.study.stats import Paired, bonferroni, paired, sign_flip_p, smallest_p, standard_error, t_interval
 
 SEPARATION_SE = 3.0
@@ -298,9 +298,14 @@ def points_by_seed(runs: Sequence[Run], env_id: str, method: str, fraction: floa
     return found
 
 
-def fresh_by_seed(runs: Sequence[Run], env_id: str, method: str, fraction: float) -> dict[int, float]:
-    """``{seed: the selected member's fresh mean}`` of a method at a fraction of its budget."""
-    return {seed: point.selected for seed, point in points_by_seed(runs, env_id, method, fraction).items()}
+def fresh_by_seed(runs: Sequence[Run], env_id: str, side: str, fraction: float) -> dict[int, float]:
+    """``{seed: the selected member's fresh mean}`` of a method at a fraction of its budget; of a ``METHOD:kept``
+    side, its kept best's at the end of the budget (spec.KEPT: with ``--final-eval``, the final pick)."""
+    if side.endswith(KEPT):
+        method = side_method(side)
+        found = {r.job.seed: r.result.fresh_best_ever for r in runs if (r.job.env_id, r.job.method) == (env_id, method)}
+        return {seed: value for seed, value in found.items() if not math.isnan(value)}
+    return {seed: point.selected for seed, point in points_by_seed(runs, env_id, side, fraction).items()}
 
 
 SAME_WEIGHTS, OTHER_WEIGHTS, SAME_SCORE = "the same weights", "other weights", "the same score"
@@ -398,7 +403,8 @@ def measure_of(runs: Sequence[Run], env_id: str, comparison: Comparison) -> str 
     """What both sides of ``comparison`` on ``env_id`` measure (records.Run.measure: ``return``, or the first term
     of the runs' own objective); None where the two methods' runs measure different things (a run of
     ``--objective info:success`` against one of the return, or an rl_zoo3 agent, which has returns only)."""
-    found = {run.measure for run in runs if run.job.env_id == env_id and run.job.method in (comparison.a, comparison.b)}
+    methods = (side_method(comparison.a), side_method(comparison.b))
+    found = {run.measure for run in runs if run.job.env_id == env_id and run.job.method in methods}
     return found.pop() if len(found) == 1 else (None if found else "return")
 
 

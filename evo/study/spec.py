@@ -85,6 +85,11 @@ METHOD_KEYS = ("kind", "selection", "explore", "total", "flags", "hyperparams", 
 BUDGET_KEYS = ("generations", "steps", "eval_episodes")
 FRESH_KEYS = ("episodes", "at", "levels", "actions", "floors")
 COMPARE_KEYS = ("reference", "primary", "secondary")
+KEPT = ":kept"
+"""A comparison's side ``METHOD:kept``: the method's kept best at the end of its budget (with ``--final-eval``, the
+run's final pick; else the weights behind its highest selection score) instead of the member its last
+selection score ranks first: ``pbt:kept - pbt at 1.0`` is the final pick against the selection pick, seed by
+seed on the same runs."""
 COMPARISON = re.compile(r"^\s*(?P<a>\S+)\s+-\s+(?P<b>\S+)(\s+at\s+(?P<at>[0-9.eE+-]+))?\s*$")
 
 
@@ -343,8 +348,13 @@ def with_overrides(
     return changed
 
 
+def side_method(side: str) -> str:
+    """The method of a comparison's side (``pbt`` of ``pbt:kept``)."""
+    return side.removesuffix(KEPT)
+
+
 def _within(comparison: Comparison, methods: Mapping[str, Method]) -> bool:
-    return comparison.a in methods and comparison.b in methods
+    return side_method(comparison.a) in methods and side_method(comparison.b) in methods
 
 
 def study_problems(study: Study) -> list[str]:
@@ -628,13 +638,20 @@ def _comparison(value: Any, where: str, study: Study, problems: list[str]) -> Co
             problems.append(f"{where}: {value!r} is not 'a - b at F' (e.g. 'pbt - random at 1.0') nor {{a:, b:, at:}}")
             return None
         a, b, at = match["a"], match["b"], float(match["at"] or 1.0)
-    for method in (a, b):
+    known = True
+    for side in (a, b):
+        method = side_method(str(side))
         if method not in study.methods:
             problems.append(f"{where}: {method} is not a method of the study{_suggest(method, list(study.methods))}")
+            known = False
+        elif str(side).endswith(KEPT) and not (study.fresh and study.methods[method].mpi and at == 1.0):
+            problems.append(
+                f"{where}: {side} is {method}'s kept best, which the study re-evaluates at the end of an evo run's "
+                f"budget only: compare it at 1.0, with fresh: given (an rl-zoo3 agent keeps none)"
+            )
+            known = False
     fractions = study.fresh.at if study.fresh else (1.0,)
     if not isinstance(at, (int, float)) or not any(math.isclose(at, f) for f in fractions):
         problems.append(f"{where}: at {at} is not among the fractions re-evaluated (fresh.at: {list(fractions)})")
         return None
-    if a not in study.methods or b not in study.methods:
-        return None
-    return Comparison(str(a), str(b), float(at))
+    return Comparison(str(a), str(b), float(at)) if known else None

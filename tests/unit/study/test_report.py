@@ -14,7 +14,7 @@ from evo.study.jobs import Job, has_result, jobs_for
 from evo.study.main import BUILT_IN
 from evo.study.records import Point, Result, best_within, lineage_counts, reward_threshold, summarise
 from evo.study.reporting import collect, results_json, write_report
-from evo.study.spec import Comparison, load_study, parse_study
+from evo.study.spec import Comparison, StudyError, load_study, parse_study
 from evo.study.stats import paired
 from tests.support import PPO_SIX, ROOT
 
@@ -187,8 +187,10 @@ def test_seeds_whose_selected_members_played_every_episode_alike_are_named_in_th
         "| starpilot | pbt − random at 100 % | fresh return | 0 | 2.5 | 2.5 | +0.0 (the same score on every episode) |",
         "| starpilot | pbt − random at 100 % | fresh return | 1 | 2.5 | 2.5 | +0.0 |",
         "| starpilot | pbt − random at 100 % | fresh return | 2 | 5.0 | 1.0 | +4.0 |",
-        "| starpilot | pbt − random at 100 % | fresh return | 3 | 0.0 | 0.0 | +0.0 (the same member: the same weights) |",
-        "| starpilot | pbt − random at 100 % | fresh return | 4 | 0.0 | 0.0 | +0.0 (the same score on every episode, other weights) |",
+        "| starpilot | pbt − random at 100 % | fresh return | 3 | 0.0 | 0.0 | +0.0 (the same member: the same "
+        "weights) |",
+        "| starpilot | pbt − random at 100 % | fresh return | 4 | 0.0 | 0.0 | +0.0 (the same score on every "
+        "episode, other weights) |",
         "| starpilot | pbt − random at 100 % | fresh return | 5 | 0.0 | 0.0 | +0.0 (the same score on every episode) |",
     ]
     assert "same" not in report.verdicts(runs[2:6], ["starpilot"], [comparison], planned=6, fresh=True)
@@ -537,7 +539,43 @@ def test_a_selected_member_resting_on_a_tie_is_said_in_the_verdict_and_the_per_s
     rows = report.per_seed_table(runs, ["starpilot"], [comparison], fresh=True).splitlines()[2:]
     assert rows[0] == "| starpilot | pb2-mix − random at 100 % | fresh return | 0 | 3.0 | 2.0 | +1.0 |"
     assert rows[1] == (
-        "| starpilot | pb2-mix − random at 100 % | fresh return | 1 | 3.1 | 3.2 | -0.1 (a tie of selection scores: pb2-mix's "
-        "member 2 tied member 3; the lower id taken) |"
+        "| starpilot | pb2-mix − random at 100 % | fresh return | 1 | 3.1 | 3.2 | -0.1 (a tie of selection "
+        "scores: pb2-mix's member 2 tied member 3; the lower id taken) |"
     )
     assert "tie" not in report.verdicts(runs[:2], ["starpilot"], [comparison], planned=2, fresh=True)
+
+
+def test_a_methods_kept_best_is_compared_with_its_selected_member_seed_by_seed():
+    """``pbt:kept - pbt at 1.0`` (issue 55 item 6: the final pick of ``--final-eval`` against the selection pick,
+    on the same runs): the kept best's fresh mean (results.json's fresh_best_ever) minus the selected member's,
+    paired by seed; a seed whose kept best was not re-evaluated is left out. Refused where the kept best is not
+    re-evaluated: at another fraction, of an rl_zoo3 agent, without fresh episodes."""
+
+    def run(method, seed, selected, kept):
+        point = Point(1.0, 4, 400, 0, 3.0, selected, 0.5, 2.0, 2.0, returns=(selected,))
+        job = Job("Pendulum-v1", method, seed, 2, (), Path())
+        result = Result("Pendulum-v1", method, seed, 4, 0.0, 0.0, None, 1.0, [], fresh_best_ever=kept)
+        return type("Run", (), {"measure": "return", "job": job, "points": [point], "result": result})()
+
+    runs = [run("pbt", 0, -200.0, -150.0), run("pbt", 1, -300.0, -310.0), run("pbt", 2, -250.0, math.nan)]
+    comparison = Comparison("pbt:kept", "pbt", 1.0)
+    a, b = report.both_by_seed(runs, "Pendulum-v1", comparison, fresh=True)
+    assert a == {0: -150.0, 1: -310.0} and b == {0: -200.0, 1: -300.0, 2: -250.0}
+    pair = report.compared(runs, "Pendulum-v1", comparison, fresh=True)
+    assert pair.differences == (50.0, -10.0) and pair.seeds == (0, 1)
+    assert report.measure_of(runs, "Pendulum-v1", comparison) == "return"
+    assert "**pbt:kept − pbt** at 100 % of the budget, fresh returns paired over 2 seeds: +20.0" in report.verdict(
+        comparison, pair, 2
+    )
+    study = {
+        "envs": ["Pendulum-v1"], "seeds": [0], "budget": {"default": {"generations": 4, "steps": 64}},
+        "methods": {"pbt": {}, "rl-zoo3": {}}, "fresh": {"episodes": 4, "at": [0.5, 1.0]},
+        "compare": {"primary": "pbt:kept - pbt at 1.0"},
+    }  # fmt: skip
+    assert parse_study(study, "s").primary == comparison
+    for bad, where in [("pbt:kept - pbt at 0.5", "at 1.0"), ("rl-zoo3:kept - pbt at 1.0", "rl-zoo3 agent")]:
+        with pytest.raises(StudyError) as refused:
+            parse_study(study | {"compare": {"primary": bad}}, "s")
+        assert where in refused.value.problems[0] and "kept best" in refused.value.problems[0]
+    with pytest.raises(StudyError):
+        parse_study({k: v for k, v in study.items() if k != "fresh"}, "s")
