@@ -49,7 +49,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot study file-seconds compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-learning compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
+.PHONY: install run toy plot study file-seconds compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-learning compare-untuned compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
 
 install: $(STAMP)
 
@@ -123,6 +123,13 @@ compare-sac: install
 compare-learning: install
 	$(MAKE) zoo-venv
 	$(MPI_ENV) PYTHONPATH=docs/examples $(BIN)/python -m evo.study experiments/studies/learning.yml $(ARGS)
+
+# A user without tuned settings (docs/results.md): PBT from the default search space, PBT with Welch's exploit test,
+# random search and one agent with SB3's defaults at the population's total env steps, on HalfCheetah-v5 as if it
+# were the user's own env, 8 seeds (~7 h on 2 cores; installs the mujoco extra): runs/untuned
+compare-untuned:
+	$(MAKE) install EXTRAS=mujoco
+	$(MPI_ENV) PYTHONPATH=. $(BIN)/python -m evo.study experiments/studies/untuned.yml $(ARGS)
 
 # Procgen StarPilot: PBT, PB2-Mix (DrAC's aug_type), random search and the paper's default agent over
 # the Procgen AutoRL paper's space, NatureCNN, 3 seeds (~3.5 h on 2 cores): runs/compare-procgen
