@@ -49,7 +49,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot study file-seconds compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-learning compare-untuned compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
+.PHONY: install run toy plot study file-seconds compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-learning compare-atari compare-untuned compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
 
 install: $(STAMP)
 
@@ -123,6 +123,12 @@ compare-sac: install
 compare-learning: install
 	$(MAKE) zoo-venv
 	$(MPI_ENV) PYTHONPATH=docs/examples $(BIN)/python -m evo.study experiments/studies/learning.yml $(ARGS)
+
+# An Atari game learnt: PBT (4 members) against one agent with zoo's settings at the same total env steps, in
+# float32 and bfloat16, on ALE/Breakout-v5, ~1M env steps each (~2 h on 2 cores; installs the atari extra)
+compare-atari:
+	$(MAKE) install EXTRAS=atari
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/atari.yml $(ARGS)
 
 # A user without tuned settings (docs/results.md): PBT from the default search space, PBT with Welch's exploit test,
 # random search and one agent with SB3's defaults at the population's total env steps, on HalfCheetah-v5 as if it

@@ -3,7 +3,7 @@
     python experiments/compare.py [--study NAME] [OPTIONS]   =   evo-study experiments/studies/NAME.yml [OPTIONS]
 
 ``--study`` names a study file of experiments/studies/ (default: classic): classic, continuous, bgpbt,
-horizon, sac, procgen, procgen-pilot, ties, learning, untuned. Every other option is evo-study's (``--list``,
+horizon, sac, procgen, procgen-pilot, ties, learning, atari, untuned. Every other option is evo-study's (``--list``,
 ``--job N``,
 ``--report-only``, ``--envs``, ``--methods``, ``--seeds``, ``--members``, ``--ranks``,
 ``--generations``, ``--steps``, ``--eval-episodes``, ``--out``, ``--runs``, ``--cores``); the study
