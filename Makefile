@@ -49,7 +49,7 @@ ifeq ($(shell id -u),0)
 MPI_ENV += OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 endif
 
-.PHONY: install run toy plot study file-seconds compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-learning compare-atari compare-untuned compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
+.PHONY: install run toy plot study file-seconds compare compare-continuous compare-bgpbt compare-horizon compare-ties compare-sac compare-learning compare-atari compare-evo-seed compare-untuned compare-procgen compare-procgen-pilot test test-fast lint bench bench-peers zoo-venv clean
 
 install: $(STAMP)
 
@@ -129,6 +129,12 @@ compare-learning: install
 compare-atari:
 	$(MAKE) install EXTRAS=atari
 	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/atari.yml $(ARGS)
+
+# The EVO seed's experiment on Ant-v5: PBT-PPO with winner-takes-all and truncation against one SAC agent at the same
+# total env steps, 3 seeds (~2 h on 2 cores; installs the mujoco extra)
+compare-evo-seed:
+	$(MAKE) install EXTRAS=mujoco
+	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/evo-seed.yml $(ARGS)
 
 # A user without tuned settings (docs/results.md): PBT from the default search space, PBT with Welch's exploit test,
 # random search and one agent with SB3's defaults at the population's total env steps, on HalfCheetah-v5 as if it

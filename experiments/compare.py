@@ -3,10 +3,9 @@
     python experiments/compare.py [--study NAME] [OPTIONS]   =   evo-study experiments/studies/NAME.yml [OPTIONS]
 
 ``--study`` names a study file of experiments/studies/ (default: classic): classic, continuous, bgpbt,
-horizon, sac, procgen, procgen-pilot, ties, learning, atari, untuned. Every other option is evo-study's (``--list``,
-``--job N``,
-``--report-only``, ``--envs``, ``--methods``, ``--seeds``, ``--members``, ``--ranks``,
-``--generations``, ``--steps``, ``--eval-episodes``, ``--out``, ``--runs``, ``--cores``); the study
+horizon, sac, procgen, procgen-pilot, ties, learning, atari, evo-seed, untuned. Every other option is
+evo-study's (``--list``, ``--job N``, ``--report-only``, ``--envs``, ``--methods``, ``--seeds``, ``--members``,
+``--ranks``, ``--generations``, ``--steps``, ``--eval-episodes``, ``--out``, ``--runs``, ``--cores``); the study
 itself, its runs and its report are evo/study/'s (``python -m evo.study --help``).
 """
 

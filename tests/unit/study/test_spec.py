@@ -31,8 +31,8 @@ def problems_of(data) -> list[str]:
 
 def test_every_built_in_study_file_parses():
     names = sorted(path.stem for path in BUILT_IN.glob("*.yml"))
-    assert names == ["atari", "bgpbt", "classic", "continuous", "horizon", "learning", "procgen", "procgen-learning",
-                     "procgen-pilot", "procgen-pilot-100", "sac", "ties", "untuned"]  # fmt: skip
+    assert names == ["atari", "bgpbt", "classic", "continuous", "evo-seed", "horizon", "learning", "procgen",
+                     "procgen-learning", "procgen-pilot", "procgen-pilot-100", "sac", "ties", "untuned"]  # fmt: skip
     for name in names:
         assert load_study(BUILT_IN / f"{name}.yml").name == name
 
