@@ -157,3 +157,39 @@ def test_a_checkpointed_member_trains_on_bit_exactly(algo, tmp_path):
     if config.agent.spec.replay:
         assert same_replay(replay_of(resumed), replay_of(member))
     assert np.array_equal(resumed.model._last_obs, member.model._last_obs)
+
+
+HYPERPARAMETERS = ("lr", "betas", "eps", "weight_decay", "amsgrad", "alpha", "momentum", "centered", "maximize")
+"""What an optimizer's param group holds that changes its update (not its implementation flags)."""
+
+
+def optimizer_settings(model) -> dict[str, tuple[str, list[dict]]]:
+    """Every optimizer of the model by where it sits: its class (evo's eager twins as the torch class they
+    are) and each param group's hyperparameters."""
+    from evo.sb3.optimizer import stock_optimizer
+
+    found = {}
+    for where in ("policy.optimizer", "actor.optimizer", "critic.optimizer", "ent_coef_optimizer"):
+        optimizer = model
+        for part in where.split("."):
+            optimizer = getattr(optimizer, part, None)
+        if optimizer is not None:
+            groups = [{k: group[k] for k in HYPERPARAMETERS if k in group} for group in optimizer.param_groups]
+            found[where] = (stock_optimizer(type(optimizer)).__name__, groups)
+    return found
+
+
+@pytest.mark.parametrize("algo", list(CONFIGS))
+def test_the_optimizers_are_built_as_the_stock_algorithm_builds_them(algo):
+    """The learning table (docs/results.md) found evo's QR-DQN behind rl_zoo3's on CartPole: sb3-contrib gives its
+    Adam eps 0.01 / batch_size, but only where no optimizer class is given, and evo gives its eager Adam, so evo's
+    had torch's 1e-8. Each learner's optimizers against the stock class built from the same settings: the
+    same kinds, the same hyperparameters in every param group."""
+    member = member_of(config_of(algo), 0)
+    values = {**member.agent.settings, **member.hparams}
+    stock_class = next(c for c in member.algorithm.__mro__ if c.__module__.startswith(("stable_baselines3", "sb3_")))
+    kwargs = {k: v for k, v in member.policy_kwargs().items() if k in ("net_arch", "n_quantiles")}
+    stock = stock_class("MlpPolicy", member.model.env, policy_kwargs=kwargs, **member.constructor_arguments(values))
+    ours = optimizer_settings(member.model)
+    assert ours and ours == optimizer_settings(stock)
+    member.close()
