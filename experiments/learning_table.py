@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -33,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
+
+from evo.study.stats import Paired, paired  # noqa: E402
 
 RECORDS = ROOT / "docs" / "results" / "learning"
 PLAYED = RECORDS / "played.json"
@@ -66,19 +67,18 @@ def by_seed(found: dict[tuple[str, int], dict], method: str) -> dict[int, float]
     return {seed: r["fresh_selected"] for (m, seed), r in found.items() if m == method}
 
 
-def paired(a: dict[int, float], b: dict[int, float]) -> tuple[float, float, float, int]:
-    """Mean of a - b over the seeds both have, its 95 % t-interval, and the number of seeds."""
-    from evo.study.stats import paired as paired_stats
-
-    pair = paired_stats(a, b)
-    return pair.mean, pair.low, pair.high, pair.n
-
-
-def verdict(mean: float, low: float, high: float, ahead: str, behind: str) -> str:
-    """What the interval says: within noise, or which side is ahead beyond it."""
-    if low > 0:
+def verdict(pair: Paired, ahead: str, behind: str) -> str:
+    """What the paired differences say: equal on every seed, within noise (the 95 % interval holds 0), which side
+    is ahead beyond it, or nothing (fewer than 2 seeds: no interval)."""
+    if pair.n == 0:
+        return "not run"
+    if all(d == 0 for d in pair.differences):
+        return "equal on every seed"
+    if pair.n < 2:
+        return "1 seed: not judged"
+    if pair.low > 0:
         return f"{ahead} ahead"
-    if high < 0:
+    if pair.high < 0:
         return f"**{behind} ahead**"
     return "within noise"
 
@@ -91,8 +91,12 @@ def spread(values: list[float]) -> str:
     return f"{statistics.fmean(values):.1f} ± {deviation:.1f}"
 
 
-def interval(mean: float, low: float, high: float) -> str:
-    return f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]" if not math.isnan(low) else f"{mean:+.1f}"
+def difference(pair: Paired) -> str:
+    """The mean paired difference and its 95 % t-interval (none with fewer than 2 seeds)."""
+    if pair.n == 0:
+        return "—"
+    mean, low, high = (0.0 if abs(v) < 0.05 else v for v in (pair.mean, pair.low, pair.high))
+    return f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]" if pair.n > 1 else f"{mean:+.1f}"
 
 
 def env_steps(records: Path, method: str, env_id: str) -> int:
@@ -112,13 +116,14 @@ def table(records: Path = RECORDS) -> str:
     ]
     for name, method, env_id in LEARNERS:
         ours, theirs = by_seed(found, method), by_seed(found, f"{method}-zoo")
-        mean, low, high, n = paired(ours, theirs)
+        pair = paired(ours, theirs)
         published = benchmark.get(f"{method} {env_id}")
         zoo = f"{published['mean']:.1f} ± {published['std']:.1f} ({published['n_timesteps']})" if published else "—"
+        steps = env_steps(records, method, env_id)
         lines.append(
-            f"| {name} | {env_id} | {env_steps(records, method, env_id):,} | {spread(list(ours.values()))} | "
-            f"{spread(list(theirs.values()))} | {interval(mean, low, high) if n else '—'} | {n} | "
-            f"{verdict(mean, low, high, 'evo', 'rl_zoo3') if n else 'not run'} | {zoo} |"
+            f"| {name} | {env_id} | {f'{steps:,}' if steps else '—'} | {spread(list(ours.values()))} | "
+            f"{spread(list(theirs.values()))} | {difference(pair)} | {pair.n} | {verdict(pair, 'evo', 'rl_zoo3')} | "
+            f"{zoo} |"
         )
     lines += [
         "",
@@ -128,11 +133,10 @@ def table(records: Path = RECORDS) -> str:
     for name, method, env_id in PBT:
         population, single = by_seed(found, f"{method}-pbt"), by_seed(found, method)
         single = {seed: value for seed, value in single.items() if seed in population}
-        mean, low, high, n = paired(population, single)
-        said = verdict(mean, low, high, "PBT", "one agent") if n else "not run"
+        pair = paired(population, single)
         lines.append(
             f"| {name} | {env_id} | {spread(list(population.values()))} | {spread(list(single.values()))} | "
-            f"{interval(mean, low, high) if n else '—'} | {n} | {said} |"
+            f"{difference(pair)} | {pair.n} | {verdict(pair, 'PBT', 'one agent')} |"
         )
     return "\n".join(lines) + "\n"
 

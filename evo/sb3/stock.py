@@ -94,6 +94,22 @@ def stock_class(algorithm: type) -> type:
     )
 
 
+ZOO_NAMES = {"RecurrentPPO": "ppo_lstm"}
+"""rl_zoo3's ``--algo`` names that are not the class's name in lower case (rl_zoo3.utils.ALGOS)."""
+
+
+def zoo_algo(algo: str) -> str:
+    """rl_zoo3's name of learner ``algo``'s algorithm: a built-in learner's own name, and a learner of your own
+    (``module:Class``) by the SB3 or sb3-contrib class it trains (docs/examples' TRPO is zoo's ``trpo``), so that
+    the export's folder and zoo's enjoy name it as zoo does."""
+    if ":" not in algo:
+        return algo
+    from evo.sb3.learner import learner_class
+
+    name = stock_class(learner_class(algo).algorithm).__name__
+    return ZOO_NAMES.get(name, name.lower())
+
+
 def stock_algorithm(member) -> type:
     """The SB3 or sb3-contrib class that ``member``'s model is."""
     return stock_class(type(member.model))

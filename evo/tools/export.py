@@ -118,8 +118,9 @@ def play_line(run: SavedRun, chosen: MemberFile, experiment: Path, out: Path, fo
     parameters the experiment folder on ``PYTHONPATH`` (enjoy imports the wrapper that sets them from there);
     Procgen, which zoo cannot make, through SB3's load and evo-evaluate; an ONNX export through onnxruntime."""
     from evo.sb3.set_env_params import EXPORTED_AS
+    from evo.sb3.stock import zoo_algo
 
-    env_id, algo = run.config.env_id, run.config.algo
+    env_id, algo = run.config.env_id, zoo_algo(run.config.algo)
     if format == "onnx":
         model = experiment / f"{zoo_env_name(env_id)}.onnx"
         return (
@@ -154,8 +155,10 @@ def next_experiment(folder: Path, algo: str, env_name: str) -> Path:
 def export(run: SavedRun, chosen: MemberFile, out: Path, best: MemberFile | None = None, format: str = "zoo") -> Path:
     """Write ``chosen`` (and ``best`` as best_model.zip, else ``chosen``) into zoo's layout under
     ``out`` (``format`` onnx: ``chosen``'s policy as ONNX and its description, :func:`_write_onnx`);
-    returns the experiment folder ``out/<algo>/<env>_<N>``."""
-    algo = run.config.algo
+    returns the experiment folder ``out/<algo>/<env>_<N>`` (zoo's name of the algorithm: evo.sb3.stock.zoo_algo)."""
+    from evo.sb3.stock import zoo_algo
+
+    algo = zoo_algo(run.config.algo)
     env_name = zoo_env_name(run.config.env_id)
     experiment = next_experiment(Path(out), algo, env_name)
     # a name nobody can know beforehand, made by mkdir (which never follows a link at it): a link planted at a

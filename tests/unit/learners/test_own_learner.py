@@ -120,3 +120,11 @@ def test_an_unknown_name_suggests_the_closest_learner():
     (problem,) = problems(["--algo", "crosq"])
     assert problem.startswith("--algo crosq: no such learner; did you mean 'crossq'? use one of ppo, a2c,")
     assert "package.module:ClassName (docs/examples/trpo_learner.py)" in problem
+
+
+def test_its_export_is_named_as_rl_zoo3_names_its_algorithm():
+    """The export's folder and its enjoy line name the algorithm as rl_zoo3 does (``--algo trpo``), not by the
+    learner's module text, which zoo's enjoy refuses (the learning table's replay of TRPO found it)."""
+    from evo.sb3.stock import zoo_algo
+
+    assert zoo_algo(TRPO) == "trpo" and zoo_algo("qrdqn") == "qrdqn"

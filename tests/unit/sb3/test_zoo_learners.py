@@ -185,11 +185,14 @@ def test_the_optimizers_are_built_as_the_stock_algorithm_builds_them(algo):
     Adam eps 0.01 / batch_size, but only where no optimizer class is given, and evo gives its eager Adam, so evo's
     had torch's 1e-8. Each learner's optimizers against the stock class built from the same settings: the
     same kinds, the same hyperparameters in every param group."""
+    from evo.sb3.stock import stock_class
+
     member = member_of(config_of(algo), 0)
     values = {**member.agent.settings, **member.hparams}
-    stock_class = next(c for c in member.algorithm.__mro__ if c.__module__.startswith(("stable_baselines3", "sb3_")))
     kwargs = {k: v for k, v in member.policy_kwargs().items() if k in ("net_arch", "n_quantiles")}
-    stock = stock_class("MlpPolicy", member.model.env, policy_kwargs=kwargs, **member.constructor_arguments(values))
+    stock = stock_class(member.algorithm)(
+        "MlpPolicy", member.model.env, policy_kwargs=kwargs, **member.constructor_arguments(values)
+    )
     ours = optimizer_settings(member.model)
     assert ours and ours == optimizer_settings(stock)
     member.close()
