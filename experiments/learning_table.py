@@ -141,16 +141,17 @@ def table(records: Path = RECORDS) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replay(runs: Path, zoo_python: Path) -> dict[str, dict[str, list[float]]]:
-    """Every evo single agent of the study's ``runs`` exported and played through scripts/zoo_play.py on its
-    re-evaluation's episodes: returns by method and seed."""
+def replay(
+    runs: Path, zoo_python: Path, played: dict[str, dict[str, list[float]]]
+) -> dict[str, dict[str, list[float]]]:
+    """Every evo single agent of the study's ``runs`` not yet in ``played`` exported and played through
+    scripts/zoo_play.py on its re-evaluation's episodes: ``played`` with their returns by method and seed."""
     from evo.tools import export
 
-    played: dict[str, dict[str, list[float]]] = {}
     for _, method, env_id in LEARNERS:
         for run in sorted((runs / env_id).glob(f"{method}-seed*")):
             cache = run / "reevaluation.json"
-            if not cache.is_file():
+            if not cache.is_file() or run.name.rsplit("-seed", 1)[1] in played.get(method, {}):
                 continue
             how = json.loads(cache.read_text())["how"]
             with tempfile.TemporaryDirectory() as folder:
@@ -177,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.replay:
-        PLAYED.write_text(json.dumps(replay(args.replay, args.zoo_python), indent=1, sort_keys=True) + "\n")
+        played = json.loads(PLAYED.read_text()) if PLAYED.is_file() else {}
+        PLAYED.write_text(json.dumps(replay(args.replay, args.zoo_python, played), indent=1, sort_keys=True) + "\n")
         print(f"wrote {PLAYED}")
         return 0
     print(table(), end="")

@@ -415,6 +415,7 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("procgen-pilot", "procgen-pilot", "{env}/{method}-seed{seed}"),
         ("procgen-pilot-100", "procgen-pilot-100", "{env}/{method}-seed{seed}"),
         ("procgen-learning", "procgen-learning", "{env}/{method}-seed{seed}"),
+        ("learning", "learning", "{env}/{method}-seed{seed}"),
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
