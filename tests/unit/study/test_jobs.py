@@ -328,3 +328,23 @@ def test_the_compare_py_wrapper_runs_the_study_file_of_its_name(name):
 
     assert translate(["--study", name, "--list"]) == [str(BUILT_IN / f"{name}.yml"), "--list"]
     assert translate(["--seeds", "0"]) == [str(BUILT_IN / "classic.yml"), "--seeds", "0"]  # the first study's
+
+
+def test_the_learning_studys_cross_checks_train_each_learner_as_zoo_names_it():
+    """experiments/studies/learning.yml: each rl_zoo3 method's own flags go to the cross-check (zoo's --algo, and
+    PPO's --hyperparams for zoo's train), --run-dir last; a study's --algo (sac.yml's) reaches its rl_zoo3
+    method when the method names none."""
+    from dataclasses import replace
+
+    from evo.study.spec import Method
+
+    study = load_study(BUILT_IN / "learning.yml")
+    zoo = {(job.method, job.seed): job for job in jobs_for(study, Path("runs")) if not job.mpi}
+    assert len(zoo) == 10 * 5
+    assert flag(zoo[("trpo-zoo", 0)], "--algo") == "trpo" and zoo[("a2c-zoo", 0)].command[-2] == "--run-dir"
+    assert flag(zoo[("a2c-zoo", 0)], "--steps") == str(49 * 10240) and flag(zoo[("sac-zoo", 1)], "--steps") == "20000"
+    ppo = zoo[("ppo-zoo", 0)].command
+    assert ppo[ppo.index("--hyperparams") + 1 : ppo.index("--run-dir")] == ("learning_rate:0.001", "clip_range:0.2")
+    sac = replace(load_study(BUILT_IN / "sac.yml"), methods={"rl-zoo3": Method("rl-zoo3", "rl-zoo3")})
+    (job,) = [job for job in jobs_for(sac, Path("runs")) if job.seed == 0]
+    assert flag(job, "--algo") == "sac"
