@@ -334,8 +334,6 @@ def test_the_learning_studys_cross_checks_train_each_learner_as_zoo_names_it():
     """experiments/studies/learning.yml: each rl_zoo3 method's own flags go to the cross-check (zoo's --algo, and
     PPO's --hyperparams for zoo's train), --run-dir last; a study's --algo (sac.yml's) reaches its rl_zoo3
     method when the method names none."""
-    from dataclasses import replace
-
     from evo.study.spec import Method
 
     study = load_study(BUILT_IN / "learning.yml")
