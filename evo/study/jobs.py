@@ -132,7 +132,7 @@ def keep_flags(study: Study, env_id: str, method: Method) -> tuple[str, ...]:
 
 def zoo_job(study: Study, env_id: str, method: Method, seed: int, run_dir: Path) -> Job:
     """The rl_zoo3 cross-check: a member's env steps, played on the fresh episodes evo-evaluate plays
-    for the same seed (the same envs: its seed, its number of envs); the study's learner (:func:`zoo_algo`),
+    for the same seed (the same envs: its seed, its number of envs); the study's learner (:func:`zoo_algo_flags`),
     then the method's ``flags``, which are the cross-check's own (``--algo NAME``, ``--hyperparams KEY:VALUE
     ...``: experiments/zoo_crosscheck.py)."""
     from evo.study.fresh import ENVS
@@ -144,12 +144,12 @@ def zoo_job(study: Study, env_id: str, method: Method, seed: int, run_dir: Path)
     command = (
         str(zoo_python()), ZOO_SCRIPT, "--env", env_id, "--steps", str(budget.generations * budget.steps),
         "--seed", str(seed), "--eval-seed", str(evaluation_seed(seed)), "--episodes", str(episodes),
-        "--envs", str(min(episodes, ENVS)), *zoo_algo(algo), *method.flags, "--run-dir", str(run_dir),
+        "--envs", str(min(episodes, ENVS)), *zoo_algo_flags(algo), *method.flags, "--run-dir", str(run_dir),
     )  # fmt: skip
     return Job(env_id, method.name, seed, 1, command, run_dir, budget.generations, False, 1, budget.steps, 0)
 
 
-def zoo_algo(algo: str | None) -> tuple[str, ...]:
+def zoo_algo_flags(algo: str | None) -> tuple[str, ...]:
     """The study's ``--algo`` for rl_zoo3's train, where it names one of evo's learners by zoo's name (a
     ``module:Class`` of the user's has none: the method's ``flags`` name zoo's, as ``[--algo, trpo]``)."""
     return ("--algo", algo) if algo and algo.isidentifier() else ()
