@@ -463,10 +463,11 @@ def verdict(
     return text + f"**Not separated**: {which} includes 0, so these seeds cannot tell which is better."
 
 
-def family_size(index: int, comparisons_: Sequence[Comparison], envs) -> int:
-    """The family the declared comparison ``index`` is judged in: 1 for the primary (index 0); for a secondary,
-    how many comparisons the report makes, every declared one on every env (the number its correction is for)."""
-    return 1 if index == 0 else len(comparisons_) * len(envs)
+def family_size(comparison: Comparison, primary: Comparison | None, judged: Sequence) -> int:
+    """The family ``comparison`` is judged in: 1 for the primary; for a secondary, how many judgements the report
+    makes (``judged``: each declared comparison on each env both its sides run on; the number its correction is
+    for)."""
+    return 1 if comparison == primary else len(judged)
 
 
 def corrected(pair: Paired, family: int) -> tuple[float, float, float]:
@@ -476,22 +477,25 @@ def corrected(pair: Paired, family: int) -> tuple[float, float, float]:
     return confidence, low, high
 
 
-def verdicts(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], planned: int, fresh: bool) -> str:
-    """The declared comparisons in words, the primary first, the secondary ones corrected for their number."""
-    if not comparisons_:
+def verdicts(
+    runs: Sequence[Run], judged: Sequence[tuple[Comparison, str]], primary: Comparison | None, planned: int, fresh: bool
+) -> str:
+    """The declared comparisons in words (``judged``: each on each env both its sides run on, the primary first),
+    the secondary ones corrected for their number."""
+    if not judged:
         return ""
+    several_envs = len({env_id for _, env_id in judged}) > 1
     lines = []
-    for index, comparison in enumerate(comparisons_):
-        for env_id in envs:
-            kind = "Primary" if index == 0 else "Secondary"
-            pair = compared(runs, env_id, comparison, fresh)
-            family = family_size(index, comparisons_, envs)
-            measure = measure_of(runs, env_id, comparison)
-            text = verdict(comparison, pair, planned, fresh, env_id if len(envs) > 1 else "", family, measure)
-            if fresh:
-                text += same_episodes_words(sameness(runs, env_id, comparison))
-                text += selection_ties_words(selection_ties(runs, env_id, comparison))
-            lines.append(f"- {kind}: " + text)
+    for comparison, env_id in judged:
+        kind = "Primary" if comparison == primary else "Secondary"
+        pair = compared(runs, env_id, comparison, fresh)
+        family = family_size(comparison, primary, judged)
+        measure = measure_of(runs, env_id, comparison)
+        text = verdict(comparison, pair, planned, fresh, env_id if several_envs else "", family, measure)
+        if fresh:
+            text += same_episodes_words(sameness(runs, env_id, comparison))
+            text += selection_ties_words(selection_ties(runs, env_id, comparison))
+        lines.append(f"- {kind}: " + text)
     return "\n".join(lines) + "\n"
 
 
@@ -503,33 +507,33 @@ SAME_NOTES = {
 """The per-seed table's note on a seed of :func:`sameness`."""
 
 
-def per_seed_table(runs: Sequence[Run], envs, comparisons_: Sequence[Comparison], fresh: bool) -> str:
-    """Each declared comparison seed by seed: what it measures (fresh returns, the fresh values of the runs'
-    objective, or selection scores without a re-evaluation), a's and b's values and the difference."""
-    if not comparisons_:
+def per_seed_table(runs: Sequence[Run], judged: Sequence[tuple[Comparison, str]], fresh: bool) -> str:
+    """Each declared comparison seed by seed (``judged``: each on each env both its sides run on): what it measures
+    (fresh returns, the fresh values of the runs' objective, or selection scores without a re-evaluation), a's and
+    b's values and the difference."""
+    if not judged:
         return ""
     lines = ["| env | comparison | measure | seed | a | b | a − b |", "|---|---|---|---|---|---|---|"]
-    for comparison in comparisons_:
-        for env_id in envs:
-            a, b = both_by_seed(runs, env_id, comparison, fresh)
-            measure = measure_words(measure_of(runs, env_id, comparison), fresh)
-            same = sameness(runs, env_id, comparison) if fresh else {}
-            ties = selection_ties(runs, env_id, comparison) if fresh else {}
-            d = decimals(*a.values(), *b.values())
-            for seed in sorted(set(a) & set(b)):
-                difference = f"{a[seed] - b[seed]:+.{d}f}" + (f" ({SAME_NOTES[same[seed]]})" if seed in same else "")
-                if seed in ties:
-                    difference += f" (a tie of selection scores: {', '.join(ties[seed])}; the lower id taken)"
-                cells = [
-                    env_id,
-                    str(comparison),
-                    measure,
-                    str(seed),
-                    f"{a[seed]:.{d}f}",
-                    f"{b[seed]:.{d}f}",
-                    difference,
-                ]
-                lines.append("| " + " | ".join(cells) + " |")
+    for comparison, env_id in judged:
+        a, b = both_by_seed(runs, env_id, comparison, fresh)
+        measure = measure_words(measure_of(runs, env_id, comparison), fresh)
+        same = sameness(runs, env_id, comparison) if fresh else {}
+        ties = selection_ties(runs, env_id, comparison) if fresh else {}
+        d = decimals(*a.values(), *b.values())
+        for seed in sorted(set(a) & set(b)):
+            difference = f"{a[seed] - b[seed]:+.{d}f}" + (f" ({SAME_NOTES[same[seed]]})" if seed in same else "")
+            if seed in ties:
+                difference += f" (a tie of selection scores: {', '.join(ties[seed])}; the lower id taken)"
+            cells = [
+                env_id,
+                str(comparison),
+                measure,
+                str(seed),
+                f"{a[seed]:.{d}f}",
+                f"{b[seed]:.{d}f}",
+                difference,
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

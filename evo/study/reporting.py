@@ -138,7 +138,7 @@ def markdown(study: Study, runs: Sequence[Run], floor_values, thresholds, foreig
     text = f"# {study.name}\n\n"
     planned = len(study.seeds)
     if study.comparisons:
-        text += "Declared comparisons:\n\n" + report.verdicts(runs, study.envs, study.comparisons, planned, fresh)
+        text += "Declared comparisons:\n\n" + report.verdicts(runs, study.judged, study.primary, planned, fresh)
         text += "\n"
     if foreign:
         text += (
@@ -161,9 +161,7 @@ def markdown(study: Study, runs: Sequence[Run], floor_values, thresholds, foreig
         text += "\nSelection bias of the selected member (its selection score minus its fresh score):\n\n"
         text += report.selection_bias_table(runs, study.envs, methods)
     if study.comparisons:
-        text += "\nThe declared comparisons seed by seed:\n\n" + report.per_seed_table(
-            runs, study.envs, study.comparisons, fresh
-        )
+        text += "\nThe declared comparisons seed by seed:\n\n" + report.per_seed_table(runs, study.judged, fresh)
     if floor_values and (above := report.floor_table(runs, floor_values)):
         text += "\nAbove the floor (the higher of the uniform-random policy and the best constant action):\n\n"
         text += report.floor_summary(runs, floor_values, study.envs, methods) + "\n" + above
@@ -186,27 +184,27 @@ def report_json(study: Study, runs: Sequence[Run], floor_values, foreign: Mappin
     """Every number of the report, for plots and for docs that quote it."""
     fresh = study.fresh is not None
     comparisons = []
-    for index, comparison in enumerate(study.comparisons):
-        family = report.family_size(index, study.comparisons, study.envs)
-        for env_id in study.envs:
-            pair = report.compared(runs, env_id, comparison, fresh)
-            correction = None
-            if family > 1 and pair.n > 1:
-                confidence, low, high = report.corrected(pair, family)
-                correction = {"comparisons": family, "confidence": confidence, "low": low, "high": high}
-            comparisons.append(
-                {
-                    "env_id": env_id, "a": comparison.a, "b": comparison.b, "at": comparison.at,
-                    "primary": comparison == study.primary, "measure": measure_words(runs, env_id, comparison, fresh),
-                    "seeds": pair.seeds, "differences": pair.differences, "mean": pair.mean, "low": pair.low,
-                    "high": pair.high, "wins": pair.wins, "losses": pair.losses, "p_sign_flip": pair.p,
-                    "correction": correction,
-                    "verdict": report.verdict(
-                        comparison, pair, len(study.seeds), fresh, env_id if len(study.envs) > 1 else "", family,
-                        report.measure_of(runs, env_id, comparison),
-                    ),
-                }
-            )  # fmt: skip
+    several_envs = len({env_id for _, env_id in study.judged}) > 1
+    for comparison, env_id in study.judged:
+        family = report.family_size(comparison, study.primary, study.judged)
+        pair = report.compared(runs, env_id, comparison, fresh)
+        correction = None
+        if family > 1 and pair.n > 1:
+            confidence, low, high = report.corrected(pair, family)
+            correction = {"comparisons": family, "confidence": confidence, "low": low, "high": high}
+        comparisons.append(
+            {
+                "env_id": env_id, "a": comparison.a, "b": comparison.b, "at": comparison.at,
+                "primary": comparison == study.primary, "measure": measure_words(runs, env_id, comparison, fresh),
+                "seeds": pair.seeds, "differences": pair.differences, "mean": pair.mean, "low": pair.low,
+                "high": pair.high, "wins": pair.wins, "losses": pair.losses, "p_sign_flip": pair.p,
+                "correction": correction,
+                "verdict": report.verdict(
+                    comparison, pair, len(study.seeds), fresh, env_id if several_envs else "", family,
+                    report.measure_of(runs, env_id, comparison),
+                ),
+            }
+        )  # fmt: skip
     return {
         "study": study.name,
         "source": where_ran(study.source),

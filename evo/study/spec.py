@@ -216,6 +216,17 @@ class Study:
     def comparisons(self) -> tuple[Comparison, ...]:
         return ((self.primary,) if self.primary else ()) + self.secondary
 
+    @property
+    def judged(self) -> tuple[tuple[Comparison, str], ...]:
+        """Each declared comparison on each env both its sides' methods run on (a method's ``envs``), the primary
+        first: what the report judges, and how many judgements its secondary ones are corrected for."""
+        return tuple(
+            (comparison, env_id)
+            for comparison in self.comparisons
+            for env_id in self.envs
+            if all(self.methods[side_method(side)].runs_on(env_id) for side in (comparison.a, comparison.b))
+        )
+
     def budget(self, env_id: str, method: Method) -> Budget:
         """The env's budget as ``method`` runs it (its own generations, a population's steps for ``total``)."""
         base = self.budgets[env_id]

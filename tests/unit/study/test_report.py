@@ -172,7 +172,7 @@ def test_seeds_whose_selected_members_played_every_episode_alike_are_named_in_th
             run("pbt", 5, [0.0, 0.0], "aa"), run("random", 5, [0.0, 0.0])]  # fmt: skip
     comparison = Comparison("pbt", "random", 1.0)
     assert report.same_episodes(runs, "starpilot", comparison) == [0, 3, 4, 5]
-    text = report.verdicts(runs, ["starpilot"], [comparison], planned=6, fresh=True)
+    text = report.verdicts(runs, [(comparison, "starpilot")], comparison, planned=6, fresh=True)
     assert "most likely" not in text
     assert text.endswith(
         "In seed 3 both selected members are the same member (the same weights: their digests are equal), "
@@ -182,7 +182,7 @@ def test_seeds_whose_selected_members_played_every_episode_alike_are_named_in_th
         "difference there is exactly 0. In seeds 0, 5 both selected members returned the same score on every "
         "fresh episode, so the difference there is exactly 0.\n"
     )
-    rows = report.per_seed_table(runs, ["starpilot"], [comparison], fresh=True).splitlines()[2:]
+    rows = report.per_seed_table(runs, [(comparison, "starpilot")], fresh=True).splitlines()[2:]
     assert rows == [
         "| starpilot | pbt − random at 100 % | fresh return | 0 | 2.5 | 2.5 | +0.0 (the same score on every episode) |",
         "| starpilot | pbt − random at 100 % | fresh return | 1 | 2.5 | 2.5 | +0.0 |",
@@ -193,7 +193,7 @@ def test_seeds_whose_selected_members_played_every_episode_alike_are_named_in_th
         "episode, other weights) |",
         "| starpilot | pbt − random at 100 % | fresh return | 5 | 0.0 | 0.0 | +0.0 (the same score on every episode) |",
     ]
-    assert "same" not in report.verdicts(runs[2:6], ["starpilot"], [comparison], planned=6, fresh=True)
+    assert "same" not in report.verdicts(runs[2:6], [(comparison, "starpilot")], comparison, planned=6, fresh=True)
 
 
 def tiny_study(tmp_path: Path):
@@ -369,6 +369,26 @@ def test_the_committed_horizon_reports_secondary_comparison_is_corrected_for_the
     assert report.verdict(Comparison("pbt", "random"), differences, 8, family=2) == secondary["verdict"]
 
 
+def test_a_study_judges_each_comparison_only_where_both_its_methods_run_and_corrects_for_those_judgements():
+    """The learning study's report judged ppo − ppo-zoo on Pendulum-v1 too, where neither runs ("no seed has both runs
+    yet"), corrected its secondary comparisons for 26 judgements where it makes 13, and, declaring no primary, took
+    its first secondary for one (uncorrected)."""
+    from evo.study.reporting import report_json
+
+    study = load_study(BUILT_IN / "learning.yml")
+    assert study.primary is None and len(study.secondary) == 13
+    assert [(str(comparison), env_id) for comparison, env_id in study.judged] == [
+        (str(comparison), study.methods[comparison.a].envs[0]) for comparison in study.secondary
+    ]
+    assert {report.family_size(comparison, study.primary, study.judged) for comparison, _ in study.judged} == {13}
+    record = report_json(study, [], {}, {})
+    assert [(c["a"], c["env_id"], c["primary"]) for c in record["comparisons"]] == [
+        (comparison.a, env_id, False) for comparison, env_id in study.judged
+    ]
+    text = report.verdicts([], study.judged, study.primary, 5, True)
+    assert text.count("- Secondary: ") == 13 and "Primary" not in text
+
+
 def test_the_fresh_table_has_floor_rows_paired_with_the_reference():
     floors = {0: report.floor_values([1.0, 3.0], {0: [0.0, 0.0], 1: [2.0, 2.0]}),
               1: report.floor_values([2.0, 2.0], {0: [1.0, 1.0], 1: [0.0, 4.0]})}  # fmt: skip
@@ -532,18 +552,18 @@ def test_a_selected_member_resting_on_a_tie_is_said_in_the_verdict_and_the_per_s
 
     runs = [run("pb2-mix", 0, 3.0), run("random", 0, 2.0), run("pb2-mix", 1, 3.1, (3,)), run("random", 1, 3.2)]
     comparison = Comparison("pb2-mix", "random", 1.0)
-    text = report.verdicts(runs, ["starpilot"], [comparison], planned=2, fresh=True)
+    text = report.verdicts(runs, [(comparison, "starpilot")], comparison, planned=2, fresh=True)
     assert text.endswith(
         "A selected member rests on a tie of selection scores (seed 1: pb2-mix's member 2 tied member 3): the "
         "study took the lower id, so the difference in those seeds rests on that tie, not on the scores.\n"
     )
-    rows = report.per_seed_table(runs, ["starpilot"], [comparison], fresh=True).splitlines()[2:]
+    rows = report.per_seed_table(runs, [(comparison, "starpilot")], fresh=True).splitlines()[2:]
     assert rows[0] == "| starpilot | pb2-mix − random at 100 % | fresh return | 0 | 3.0 | 2.0 | +1.0 |"
     assert rows[1] == (
         "| starpilot | pb2-mix − random at 100 % | fresh return | 1 | 3.1 | 3.2 | -0.1 (a tie of selection "
         "scores: pb2-mix's member 2 tied member 3; the lower id taken) |"
     )
-    assert "tie" not in report.verdicts(runs[:2], ["starpilot"], [comparison], planned=2, fresh=True)
+    assert "tie" not in report.verdicts(runs[:2], [(comparison, "starpilot")], comparison, planned=2, fresh=True)
 
 
 def test_a_methods_kept_best_is_compared_with_its_selected_member_seed_by_seed():
