@@ -7,7 +7,17 @@ import json
 
 import pytest
 
-from experiments.learning_table import LEARNERS, PLAYED, RECORDS, results, table, verdict
+from experiments.learning_table import (
+    LEARNERS,
+    PLAYED,
+    RECORDS,
+    SETTINGS,
+    comparable,
+    family,
+    results,
+    table,
+    verdict,
+)
 from tests.support import ROOT
 
 
@@ -30,14 +40,35 @@ def test_every_evo_agent_played_by_stock_sb3_returns_what_evo_evaluate_measured(
     assert checked == len([key for key in found if key[0] in {m for _, m, _ in LEARNERS}]) > 0
 
 
-def test_the_verdict_reads_the_paired_differences():
+def test_every_evo_agent_was_built_with_the_settings_rl_zoo3s_train_built_its_own_with():
+    """settings.json (``--settings``): what SB3 saved with seed 0's evo agent (exported) and with rl_zoo3's (its zip),
+    every setting of the model, equal once each way of saying one thing is said one way (``comparable``: a constant
+    learning rate as a float or a ConstantSchedule, policy_kwargs that name a default, gradient_steps -1 at one
+    step per update)."""
+    found = json.loads(SETTINGS.read_text())
+    assert sorted(found) == sorted(method for _, method, _ in LEARNERS)
+    for method, sides in found.items():
+        assert {"learning_rate", "gamma", "policy_class", "policy_kwargs", "action_space"} <= set(sides["evo"])
+        ours, theirs = comparable(sides["evo"]), comparable(sides["rl_zoo3"])
+        differing = {k: (ours.get(k), theirs.get(k)) for k in {*ours, *theirs} if ours.get(k) != theirs.get(k)}
+        assert not differing, (method, differing)
+    assert comparable({**found["crossq"]["evo"], "policy_delay": 3}) != comparable(found["crossq"]["rl_zoo3"])
+
+
+def test_the_verdict_reads_the_paired_differences_as_the_studys_report_judges_them():
+    """On the Bonferroni interval for the learning study's judgements (13: one per comparison, on the env its methods
+    run on), as the study's report judges a secondary comparison; a side ahead at 95 % only is said so."""
     from evo.study.stats import paired
 
+    assert family() == 13
+
     def said(differences):
-        return verdict(paired(dict(enumerate(differences)), dict.fromkeys(range(len(differences)), 0.0)), "evo", "zoo")
+        pair = paired(dict(enumerate(differences)), dict.fromkeys(range(len(differences)), 0.0))
+        return verdict(pair, "evo", "zoo", 13)
 
     assert said([0.0, 0.0, 0.0]) == "equal on every seed"  # CartPole's 500s on both sides
     assert said([-5.0, 3.0, -9.0]) == "within noise"
-    assert said([-8.0, -9.0, -7.5]) == "**zoo ahead**"
-    assert said([8.0, 9.0, 7.5]) == "evo ahead"
+    assert said([-2.1, -2.5, -1.3, -1.1]) == "within noise (zoo ahead at 95 %, not once corrected for 13)"
+    assert said([-8.0, -9.0, -7.5, -8.5]) == "**zoo ahead**"
+    assert said([8.0, 9.0, 7.5, 8.5]) == "evo ahead"
     assert said([8.0]) == "1 seed: not judged" and said([]) == "not run"
