@@ -136,6 +136,9 @@ def stock_model(member, impala: type | None = None):
         recursive_getattr(model, name).data.copy_(recursive_getattr(member.model, name).data)
     model.num_timesteps = member.model.num_timesteps
     model._n_updates = member.model._n_updates
+    for name in ("exploration_rate", "_n_calls"):  # DQN's and QR-DQN's ε where training left it, their step count
+        if hasattr(member.model, name):
+            setattr(model, name, getattr(member.model, name))
     return model
 
 

@@ -15,6 +15,7 @@ from stable_baselines3.common.utils import LinearSchedule
 from evo.config import parse_config
 from evo.sb3.dqn import DQN
 from evo.sb3.qrdqn import QRDQN
+from evo.sb3.stock import stock_model
 from tests.support import member_of
 from tests.unit.sb3 import offpolicy
 from tests.unit.sb3.offpolicy import NEW_VALUES, SMALL_NETS, OffPolicyUpdateSpy
@@ -104,7 +105,8 @@ def test_every_tunable_value_reaches_the_next_update(algo, monkeypatch):
 def test_epsilon_falls_over_the_members_whole_training_not_one_generation(algo):
     """Two generations of 100 env steps, ε over all 200: at the end of the first generation it is half way
     down, and the second generation goes on from there to its final value (SB3 alone counts the progress
-    of each learn(): it would be at its final value after the first generation, and stay there)."""
+    of each learn(): it would be at its final value after the first generation, and stay there). The export's
+    model holds it where training left it (it held 0, where rl_zoo3's saved agent holds its final ε)."""
     config = greedy_config(algo, "exploration_fraction:1.0", "learning_starts:0")
     member = member_of(config, 0)
     assert member.model.exploration_budget == 200
@@ -117,6 +119,8 @@ def test_epsilon_falls_over_the_members_whole_training_not_one_generation(algo):
     assert member.model.exploration_rate == pytest.approx(start + (end - start) * 150 / 200)
     member.train(50)
     assert member.model.exploration_rate == pytest.approx(end)
+    exported = stock_model(member)  # what evo-export saves: ε where training left it, as rl_zoo3's train saves it
+    assert (exported.exploration_rate, exported._n_calls) == (member.model.exploration_rate, 200)
 
 
 @pytest.mark.parametrize("algo", list(MODULES))
