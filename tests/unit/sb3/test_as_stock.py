@@ -6,12 +6,12 @@ streams) and one ``learn()`` of the same env steps, as rl_zoo3's train calls it.
 What evo changes on the way is all in the comparison: a ``learn()`` per generation with scoring episodes between
 (ε of DQN and QR-DQN over the member's whole training), the state as views of one flat buffer, evo's eager Adam
 and RMSprop, the entropy coefficient's optimizer, TD3's and DDPG's noise objects, the replay buffer's handling. The
-stock model is given the member's memory layout (its state bound to a flat buffer as evo binds a member's): the
-float32 tensors of evo's buffer lie back to back, not at 64-byte boundaries, and the CPU kernels round a product
-of misaligned rows differently in the last bit (CrossQ's 6th action differed by 6e-8 without it), from which two
-otherwise equal runs drift apart as two seeds do. PPO runs SB3's own update here (``microbatch_size`` 0, as in
-the table's CartPole runs); its microbatched update adds the same gradients in another order, a rounding
-difference tests/unit/sb3/test_ppo.py bounds."""
+stock model is given the member's memory layout (its state bound to a flat buffer as evo binds a member's,
+starting at the same place in a cache line): evo's buffer lays float32 tensors back to back, not at 64-byte
+boundaries, and the CPU kernels round a product of misaligned rows differently in the last bit (CrossQ's action at
+its 106th env step differed by 6e-8 without it), from which two otherwise equal runs drift apart as two seeds do.
+PPO runs SB3's own update here (``microbatch_size`` 0, as in the table's CartPole runs); its microbatched update
+adds the same gradients in another order, a rounding difference tests/unit/sb3/test_ppo.py bounds."""
 
 import copy
 from types import SimpleNamespace
@@ -94,8 +94,18 @@ def stock_twin(member):
     if getattr(model, "log_ent_coef", None) is not None:
         with torch.no_grad():
             stock.log_ent_coef.copy_(model.log_ent_coef)
-    bind_flat(stock)
+    bind_flat(stock, aligned_as(member.buffer), keep=True)
     return stock
+
+
+def aligned_as(buffer: np.ndarray) -> np.ndarray:
+    """A zeroed float32 buffer of ``buffer``'s size whose start lies where ``buffer``'s does within a 64-byte cache
+    line (two allocations need not), so that each tensor bound to it is aligned as the member's."""
+    room = np.zeros(buffer.size + 16, dtype=np.float32)
+    shift = (buffer.ctypes.data - room.ctypes.data) % 64 // room.itemsize
+    flat = room[shift : shift + buffer.size]
+    assert flat.ctypes.data % 64 == buffer.ctypes.data % 64
+    return flat
 
 
 @pytest.mark.parametrize("algo", list(CONFIGS))
