@@ -72,7 +72,10 @@ class MlflowRuns:
                 self.client.log_batch(run.info.run_id, params=params)
                 return Opened(run.info.run_id)
         run_id = found[0].info.run_id
-        self.client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+        if found[0].info.status != RunStatus.to_string(RunStatus.FINISHED):
+            # a finished run stays so: a rank whose tracker thread is behind may open a moved member's run after the
+            # member's new rank has ended it (a stopped run's, KILLED, is opened again by the job that resumes it)
+            self.client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
         history = self.client.get_metric_history(run_id, STEP_METRIC)
         return Opened(run_id, {metric.step for metric in history})
 

@@ -189,6 +189,31 @@ def test_a_moved_members_late_row_from_its_former_rank_is_logged_not_skipped(tmp
     backend.close(opened, False)
 
 
+def test_a_rank_behind_does_not_reopen_a_run_another_rank_finished(tmp_path, monkeypatch):
+    """An asynchronous run's member moved from rank A to rank B; B's run ends and finishes the member's MLflow run;
+    A's tracker thread, behind, then opens it for a late row and leaves it to B. The run stays FINISHED (it was
+    left RUNNING: the e2e run under load found one so, 2026-12-07); a stopped run's (KILLED) is opened again."""
+    from tests.support import mlflow_client, need_mlflow
+
+    need_mlflow()
+    for key in [key for key in os.environ if key.startswith(("WANDB_", "MLFLOW_"))]:
+        monkeypatch.delenv(key)
+    (tmp_path / "run").mkdir()
+    backend = writer.load_backend(Population("mlflow", "abcdef0123456789", tmp_path / "run"))
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # for the test's own client
+    client = mlflow_client(tmp_path / "run")
+    stopped = backend.open("member-1", "member 1", {})
+    backend.close(stopped, False)
+    assert client.get_run(backend.open("member-1", "member 1", {}).handle).info.status == "RUNNING"
+    ended = backend.open("member-0", "member 0", {})
+    backend.close(ended, True)  # rank B: the run's end
+    late = backend.open("member-0", "member 0", {})  # rank A's thread, behind
+    backend.log(late, 1, {"score": 1.0})
+    backend.close(late, None)  # moved: A leaves it to B
+    assert client.get_run(ended.handle).info.status == "FINISHED"
+    assert [m.value for m in client.get_metric_history(ended.handle, "score")] == [1.0]
+
+
 def test_a_row_holds_the_measured_scores_the_donor_and_the_hyperparameters_as_numbers():
     row = generation_metrics(result(3, 5.0, 2e-3), 7, 1, SPACE)
     assert row == {
