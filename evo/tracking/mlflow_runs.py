@@ -96,6 +96,11 @@ class MlflowRuns:
             return
         self.client.set_terminated(opened.handle, "FINISHED" if complete else "KILLED")
 
+    def end_stopped(self) -> None:
+        query = f"tags.`evo.run_id` = '{self.population.run_id}' and attributes.status = 'KILLED'"
+        for run in self.client.search_runs([self.experiment], filter_string=query):
+            self.client.set_terminated(run.info.run_id, "FINISHED")
+
     def where(self) -> str:
         return f"MLflow runs in {self.uri}, experiment {self.experiment_name}"
 

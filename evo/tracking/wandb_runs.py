@@ -94,6 +94,9 @@ class WandbRuns:
             opened.handle.mark_preempting()  # stopped, to be resumed
         opened.handle.finish()
 
+    def end_stopped(self) -> None:
+        """Nothing: each start of a W&B run is its own (an offline run per start), ended by that start."""
+
     def where(self) -> str:
         offline = self.folder / "wandb"
         if os.environ.get("WANDB_MODE", "offline") != "offline":

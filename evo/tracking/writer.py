@@ -88,6 +88,11 @@ class Backend(Protocol):
         """``complete``: the run's end (True) or a stop (False); None: the member moved to another rank."""
         ...
 
+    def end_stopped(self) -> None:
+        """At the run's end (rank 0, after a complete run): the tracked runs a stop left ended as stopped and no
+        later job opened again (a member with nothing left to train after the resume) ended as finished."""
+        ...
+
     def where(self) -> str:
         """Where its records are, and how to look at them or upload them (rank 0's last line)."""
         ...
@@ -325,7 +330,10 @@ class Tracking:
         step = opened.last + 1
         backend.table(opened, step, "lineage", LINEAGE_COLUMNS, rows)
         opened.held.add(step)
-        if not complete or self._export is None:
+        if not complete:
+            return
+        backend.end_stopped()
+        if self._export is None:
             return
         folder = Path(tempfile.mkdtemp(prefix="evo-export-"))  # never in the run directory, as evo-export
         try:

@@ -58,6 +58,9 @@ class Recorder:
     def close(self, opened, complete):
         self.calls.append(("close", opened.handle, complete))
 
+    def end_stopped(self):
+        self.calls.append(("end_stopped",))
+
     def where(self):
         return "in the test"
 
@@ -94,6 +97,7 @@ def test_the_run_hands_over_and_goes_on_while_the_tracker_is_busy(tmp_path):
         ("log", "member-0", 2, 3.0),
         ("open", "population", None),
         ("table", "population", 1, "lineage", 1),
+        ("end_stopped",),
         ("artifact", "population", "CartPole-v1_1", "agent"),
         ("close", "member-0", True),
         ("close", "member-1", True),
@@ -212,6 +216,31 @@ def test_a_rank_behind_does_not_reopen_a_run_another_rank_finished(tmp_path, mon
     backend.close(late, None)  # moved: A leaves it to B
     assert client.get_run(ended.handle).info.status == "FINISHED"
     assert [m.value for m in client.get_metric_history(ended.handle, "score")] == [1.0]
+
+
+def test_a_member_a_stop_left_ended_and_the_resume_never_opened_is_finished_at_the_runs_end(tmp_path, monkeypatch):
+    """A member that finished its training before the stop is closed as stopped (KILLED) and, with nothing left to
+    train, never opened by the resumed job: its MLflow run stayed KILLED after the run's complete end (the e2e run
+    under load found member 2 so, 2026-12-07). Rank 0 ends such runs as finished at the run's end."""
+    from tests.support import mlflow_client, need_mlflow
+
+    need_mlflow()
+    for key in [key for key in os.environ if key.startswith(("WANDB_", "MLFLOW_"))]:
+        monkeypatch.delenv(key)
+    (tmp_path / "run").mkdir()
+    population = Population("mlflow", "abcdef0123456789", tmp_path / "run")
+    stopped = Tracking(population, SPACE)
+    for member in (0, 1):
+        stopped.generation(result(member), 1, None)
+    stopped.finish(False)
+    resumed = Tracking(population, SPACE)
+    resumed.generation(result(0), 2, None)  # member 1 has nothing left to train
+    resumed.finish(True, [])
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # for the test's own client
+    client = mlflow_client(tmp_path / "run")
+    (experiment,) = client.search_experiments()
+    statuses = {r.data.tags["evo.key"]: r.info.status for r in client.search_runs([experiment.experiment_id])}
+    assert statuses == {"member-0": "FINISHED", "member-1": "FINISHED", "population": "FINISHED"}
 
 
 def test_a_row_holds_the_measured_scores_the_donor_and_the_hyperparameters_as_numbers():
