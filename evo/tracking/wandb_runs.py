@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,15 @@ from typing import Any
 import wandb
 
 from evo.tracking.writer import POPULATION, Opened, Population, writable_folder
+
+
+def after_last_start(folder: Path, run_id: str) -> None:
+    """W&B names a start's folder by its second (``offline-run-YYYYmmdd_HHMMSS-ID``; ``run-…`` online): a start in
+    the second of an earlier start of the same run would share its folder and overwrite its records (a stop and a
+    resume within one second: make test's in-process W&B run lost its last start's records so, 2026-12-07).
+    Returns once no start of ``run_id`` holds this second (at most about a second later)."""
+    while any(folder.glob(f"*run-{time.strftime('%Y%m%d_%H%M%S')}-{run_id}")):
+        time.sleep(0.05)
 
 
 class WandbRuns:
@@ -52,6 +62,7 @@ class WandbRuns:
         ledger = self._ledger(key)
         held = {int(path.name) for path in ledger.iterdir() if path.name.isdigit()} if ledger.is_dir() else set()
         options: dict[str, Any] = {"console": "off", "x_disable_stats": True, "disable_git": True, "save_code": False}
+        after_last_start(self.folder / "wandb", self.run_id(key))
         run = wandb.init(
             project=self.project,
             group=self.population.group,
