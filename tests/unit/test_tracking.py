@@ -308,3 +308,20 @@ def test_a_tracker_still_busy_at_the_end_is_left_behind_with_a_warning(tmp_path,
     ]
     track._thread.join(60)
     assert ("log", "member-0", 1, 1.0) in backend.calls  # the thread goes on once the tracker answers
+
+
+def test_a_w_and_b_start_never_shares_an_earlier_starts_folder(tmp_path):
+    """W&B names a start's folder by its second: a stop and a resume within one second shared one, and the resume
+    overwrote the stop's records. A start returns from the wait only once no earlier start holds its second."""
+    import time
+
+    from tests.support import need_wandb
+
+    need_wandb()
+    from evo.tracking.wandb_runs import after_last_start
+
+    held = time.strftime("%Y%m%d_%H%M%S")
+    (tmp_path / f"offline-run-{held}-abc-population").mkdir()
+    after_last_start(tmp_path, "abc-population")
+    assert time.strftime("%Y%m%d_%H%M%S") != held
+    after_last_start(tmp_path, "abc-member-0")  # another tracked run's start: no wait needed
