@@ -22,8 +22,9 @@ def tracked_rows(run_dir: Path, tracker: str, members: int) -> tuple[dict[int, l
         rows = {m: wandb_history(folder, f"{run_id}-member-{m}") for m in range(members)}
         population = wandb_records(folder, f"{run_id}-population")
         tables = [row["lineage/path"] for row in wandb_history(folder, f"{run_id}-population")]
-        # the last table logged, looked for in every start's offline run (its name holds its content's hash): once,
-        # in a suite under load, it was not in the last-named one (cause not found; the content is still checked)
+        # the last table logged, looked for in every start's offline run (its name holds its content's hash; its
+        # content is checked below): a stop and a resume within one second once shared a folder (evo waits that out
+        # now: evo/tracking/wandb_runs.py after_last_start)
         found = sorted(folder.glob(f"offline-run-*-{run_id}-population*/files/{tables[-1]}"))
         assert found, f"no offline run holds {tables[-1]}"
         table = json.loads(found[-1].read_text())

@@ -477,6 +477,11 @@ def corrected(pair: Paired, family: int) -> tuple[float, float, float]:
     return confidence, low, high
 
 
+def several_envs(judged: Sequence[tuple[Comparison, str]]) -> bool:
+    """Whether the judgements span several envs (each verdict then names its env)."""
+    return len({env_id for _, env_id in judged}) > 1
+
+
 def verdicts(
     runs: Sequence[Run], judged: Sequence[tuple[Comparison, str]], primary: Comparison | None, planned: int, fresh: bool
 ) -> str:
@@ -484,14 +489,14 @@ def verdicts(
     the secondary ones corrected for their number."""
     if not judged:
         return ""
-    several_envs = len({env_id for _, env_id in judged}) > 1
+    labelled = several_envs(judged)
     lines = []
     for comparison, env_id in judged:
         kind = "Primary" if comparison == primary else "Secondary"
         pair = compared(runs, env_id, comparison, fresh)
         family = family_size(comparison, primary, judged)
         measure = measure_of(runs, env_id, comparison)
-        text = verdict(comparison, pair, planned, fresh, env_id if several_envs else "", family, measure)
+        text = verdict(comparison, pair, planned, fresh, env_id if labelled else "", family, measure)
         if fresh:
             text += same_episodes_words(sameness(runs, env_id, comparison))
             text += selection_ties_words(selection_ties(runs, env_id, comparison))

@@ -184,7 +184,7 @@ def report_json(study: Study, runs: Sequence[Run], floor_values, foreign: Mappin
     """Every number of the report, for plots and for docs that quote it."""
     fresh = study.fresh is not None
     comparisons = []
-    several_envs = len({env_id for _, env_id in study.judged}) > 1
+    labelled = report.several_envs(study.judged)
     for comparison, env_id in study.judged:
         family = report.family_size(comparison, study.primary, study.judged)
         pair = report.compared(runs, env_id, comparison, fresh)
@@ -200,7 +200,7 @@ def report_json(study: Study, runs: Sequence[Run], floor_values, foreign: Mappin
                 "high": pair.high, "wins": pair.wins, "losses": pair.losses, "p_sign_flip": pair.p,
                 "correction": correction,
                 "verdict": report.verdict(
-                    comparison, pair, len(study.seeds), fresh, env_id if several_envs else "", family,
+                    comparison, pair, len(study.seeds), fresh, env_id if labelled else "", family,
                     report.measure_of(runs, env_id, comparison),
                 ),
             }
