@@ -36,6 +36,16 @@ def one_of(names: Sequence[str]) -> str:
     return " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
+def lacking(explore: str, ability: str):
+    """``--explore``'s explorer if it lacks ``ability`` (an explorer's flag: ``asynchronous``,
+    ``several_objectives``), with the explorers that have it as :func:`one_of` says them ('' if none); (None, '')
+    if it has it or is not an explorer's name (another check names that)."""
+    explorer = EXPLORERS.get(explore)
+    if explorer is None or getattr(explorer, ability):
+        return None, ""
+    return explorer, one_of([name for name, other in EXPLORERS.items() if getattr(other, ability)])
+
+
 def script_strategy(script: str, flag: str | None, explore: str, transport: str, problems: list[str]) -> str:
     """The selection rule: the script's, or 'none' with ``--strategy none``; and the transport."""
     strategy = script
@@ -94,10 +104,9 @@ def asynchronous(args: Any, script: str, transport: str, problems: list[str]) ->
             "end, which asynchronous PBT does not have; run pbt_rl_truct.py --asynchronous (truncation) or "
             "pbt_rl_wta.py --asynchronous (winner-takes-all)"
         )
-    explorer = EXPLORERS.get(explore)
-    if explorer is not None and not explorer.asynchronous:
-        able = [name for name, other in EXPLORERS.items() if other.asynchronous]
-        instead = f"use --explore {one_of(able)}, or drop" if able else "drop"
+    explorer, able = lacking(explore, "asynchronous")
+    if explorer is not None:
+        instead = f"use --explore {able}, or drop" if able else "drop"
         problems.append(
             f"--explore {explore} --asynchronous: {explore} {explorer.why_synchronous}; "
             f"asynchronous PBT decides one member at a time: {instead} --asynchronous"
@@ -377,10 +386,9 @@ def objective(text: str | None, explore: str, max_distillations: int, problems: 
     problems += own
     if not found.several:
         return found
-    explorer = EXPLORERS.get(explore)
-    if explorer is not None and not explorer.several_objectives:
-        able = [name for name, other in EXPLORERS.items() if other.several_objectives]
-        instead = f"use --explore {one_of(able)}" if able else "give one objective"
+    explorer, able = lacking(explore, "several_objectives")
+    if explorer is not None:
+        instead = f"use --explore {able}" if able else "give one objective"
         problems.append(
             f"--objective {found.text} --explore {explore}: several objectives rank members by Pareto fronts, and "
             f"{explore} {explorer.why_one_objective}; {instead}, or give one objective (a weighted sum computed by "

@@ -20,9 +20,28 @@ def _colours(methods, plt) -> dict[str, tuple]:
     return {method: palette[i % len(palette)] for i, method in enumerate(methods)}
 
 
+def _label(ax, env_id: str, ylabel: str) -> None:
+    """An env's panel: its title, the axes' names (x: the population's total env steps), the legend."""
+    ax.set_title(env_id)
+    ax.set_xlabel("total env steps (all members)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title="method (seeds)", title_fontsize=8)
+
+
+def _save(figure, path: Path) -> None:
+    """The figure as a PNG at ``path``, written whole or not at all."""
+    from evo.tools.plot import DPI, plt
+
+    figure.tight_layout()
+    with atomic_file(path) as handle:
+        figure.savefig(handle, format="png", dpi=DPI)
+    plt.close(figure)
+
+
 def plot(results: list[Result], envs, methods, path: Path, thresholds: Mapping[str, float | None]) -> None:
     """Best score vs the population's total env steps: mean over seeds, min–max band."""
-    from evo.tools.plot import DPI, plt  # matplotlib, headless
+    from evo.tools.plot import plt  # matplotlib, headless
 
     figure, axes = plt.subplots(1, len(envs), figsize=(6.5 * len(envs), 4.5), squeeze=False)
     colours = _colours(methods, plt)
@@ -39,21 +58,14 @@ def plot(results: list[Result], envs, methods, path: Path, thresholds: Mapping[s
         threshold = thresholds.get(env_id)
         if threshold is not None:
             ax.axhline(threshold, color="grey", linestyle=":", linewidth=1)
-        ax.set_title(env_id)
-        ax.set_xlabel("total env steps (all members)")
-        ax.set_ylabel("best member's evaluation score")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, title="method (seeds)", title_fontsize=8)
-    figure.tight_layout()
-    with atomic_file(path) as handle:
-        figure.savefig(handle, format="png", dpi=DPI)
-    plt.close(figure)
+        _label(ax, env_id, "best member's evaluation score")
+    _save(figure, path)
 
 
 def plot_anytime(runs: Sequence[Run], envs, methods, path: Path, floors: Mapping[str, float] | None = None) -> None:
     """The selected member's fresh return against the total env steps used, at each re-evaluated
     fraction: mean over seeds and its 95 % t-interval; the floors (mean over seeds) as lines."""
-    from evo.tools.plot import DPI, plt  # matplotlib, headless
+    from evo.tools.plot import plt  # matplotlib, headless
 
     figure, axes = plt.subplots(1, len(envs), figsize=(6.5 * len(envs), 4.5), squeeze=False)
     colours = _colours(methods, plt)
@@ -75,12 +87,5 @@ def plot_anytime(runs: Sequence[Run], envs, methods, path: Path, floors: Mapping
             ax.fill_between(steps, lows, highs, color=colours[method], alpha=0.15)
         for name, value in ((floors or {}).get(env_id) or {}).items():
             ax.axhline(value, color="grey", linestyle=":" if "random" in name else "--", linewidth=1, label=name)
-        ax.set_title(env_id)
-        ax.set_xlabel("total env steps (all members)")
-        ax.set_ylabel("selected member, fresh episodes")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, title="method (seeds)", title_fontsize=8)
-    figure.tight_layout()
-    with atomic_file(path) as handle:
-        figure.savefig(handle, format="png", dpi=DPI)
-    plt.close(figure)
+        _label(ax, env_id, "selected member, fresh episodes")
+    _save(figure, path)

@@ -356,15 +356,9 @@ class Casmo(PB2):
     named_choices = True
     why_ordered = ""
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        perturb_factors: Sequence[float] = (0.8, 1.2),
-        resample_probability: float = 0.25,
-        rounds: int = 0,
-        population: int = 0,
-    ):
-        super().__init__(space, perturb_factors, resample_probability, rounds=rounds, population=population)
+    def __init__(self, space: SearchSpace, *args, **kwargs):
+        """The base explorer's arguments (:class:`Explorer`), and an empty trust region."""
+        super().__init__(space, *args, **kwargs)
         self.trust = TrustRegion()
         self.proposed: set[int] = set()
         """Members whose values this explorer proposed at the last explore (they train with them next)."""
