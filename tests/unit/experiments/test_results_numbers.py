@@ -70,3 +70,38 @@ def test_the_docs_quote_the_record():
     pilot = record["pilot_total"]
     assert math.isclose(pilot["points"][-1]["fresh"], 4.02) and pilot["seed0_at_100"]["pbt"]["fresh"] == 2.71
     assert "| 0 | *the pilot's agent* (descriptive, below) | 2.74 ± 0.27 | 3.36 ± 0.33 | 4.02 ± 0.41 |" in results
+
+
+def test_the_atari_section_quotes_its_records():
+    """docs/results.md's Breakout table (issue 57, item 2) from the committed records: each agent's fresh mean and
+    standard error of its 20 games (PBT's selected member: the one its last selection scores rank first), the
+    floors, the standard errors above the higher floor, and the two differences with their standard errors."""
+    import csv
+
+    from evo.study.stats import standard_error
+
+    def mean_se(values: list[float]) -> tuple[float, float]:
+        return sum(values) / len(values), standard_error(values)
+
+    runs = ROOT / "docs" / "results" / "atari" / "ALE_Breakout-v5"
+    floors = json.loads((ROOT / "docs" / "results" / "atari" / "floors" / "ALE_Breakout-v5-seed0.json").read_text())
+
+    def fresh(method: str) -> tuple[float, float]:
+        last = list(csv.DictReader((runs / f"{method}-seed0" / "population.csv").open()))
+        last = [row for row in last if row["generation"] == last[-1]["generation"]]
+        selected = max(last, key=lambda row: (float(row["score"]), -int(row["member"])))["member"]
+        return mean_se(json.loads((runs / f"{method}-seed0" / "reevaluation.json").read_text())["members"][selected])
+
+    pbt, fp32, bf16 = fresh("pbt"), fresh("zoo-total"), fresh("zoo-total-bf16")
+    constant = {int(action): mean_se(returns) for action, returns in floors["constant"].items()}
+    best = max(constant.values())
+    results = (ROOT / "docs" / "results.md").read_text()
+    for (mean, se), above in ((pbt, "12.8"), (fp32, "11.4"), (bf16, "10.6")):
+        assert f"| {mean:.2f} ± {se:.2f} | {above}" in results
+        assert f"{(mean - best[0]) / math.hypot(se, best[1]):.1f}" == above
+    assert f"| {mean_se(floors['random'])[0]:.2f} ± {mean_se(floors['random'])[1]:.2f} |" in results
+    assert best == constant[1] and f"(FIRE; NOOP {constant[0][0]:.2f}, RIGHT {constant[2][0]:.2f}, LEFT" in results
+    assert f"| {best[0]:.2f} ± {best[1]:.2f} |" in results
+    primary = f"{pbt[0] - fp32[0]:.1f} on this seed, ± {math.hypot(pbt[1], fp32[1]):.1f}".replace("-", "−")
+    secondary = f"+{bf16[0] - fp32[0]:.2f} ± {math.hypot(bf16[1], fp32[1]):.2f}, one standard error"
+    assert primary in results and secondary in results

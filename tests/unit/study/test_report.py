@@ -436,11 +436,12 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("procgen-pilot-100", "procgen-pilot-100", "{env}/{method}-seed{seed}"),
         ("procgen-learning", "procgen-learning", "{env}/{method}-seed{seed}"),
         ("learning", "learning", "{env}/{method}-seed{seed}"),
+        ("atari", "atari", "{env}/{method}-seed{seed}"),
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
-    """results.json of the first, continuous, SAC, tie-rule, Procgen, BG-PBT, horizon, Procgen pilot and
-    Procgen learning studies (docs/results/) and of BG-PBT's second set of runs, from the committed run records and
+    """results.json of the first, continuous, SAC, tie-rule, Procgen, BG-PBT, horizon, Procgen pilot, Procgen
+    learning and Atari studies (docs/results/) and of BG-PBT's second set of runs, from the committed run records and
     re-evaluation caches (their stages' included), and the floors where the records have them (read back,
     not played), as `evo-study STUDY --report-only --runs` builds it."""
     import shutil
@@ -457,7 +458,7 @@ def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_reco
         folder = records
         if name == "bgpbt" and not job.method.startswith("bgpbt"):  # its pbt and pb2: the continuous study's
             folder = "continuous"
-        source = docs / folder / layout.format(env=job.env_id, method=job.method, seed=job.seed)
+        source = docs / folder / layout.format(env=job.run_dir.parent.name, method=job.method, seed=job.seed)
         job.run_dir.parent.mkdir(parents=True, exist_ok=True)
         job.run_dir.symlink_to(source)
     # results.json as write_report builds it (its markdown, report.json and figures: the tests above)
