@@ -36,7 +36,7 @@ def one_of(names: Sequence[str]) -> str:
     return " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-def lacking(explore: str, ability: str):
+def lacking(explore: str, ability: str) -> tuple[type | None, str]:
     """``--explore``'s explorer if it lacks ``ability`` (an explorer's flag: ``asynchronous``,
     ``several_objectives``), with the explorers that have it as :func:`one_of` says them ('' if none); (None, '')
     if it has it or is not an explorer's name (another check names that)."""
