@@ -131,7 +131,7 @@ compare-atari:
 	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/atari.yml $(ARGS)
 
 # The EVO seed's experiment on Ant-v5: PBT-PPO with winner-takes-all and truncation against one SAC agent at the same
-# total env steps, 3 seeds (~2 h on 2 cores; installs the mujoco extra)
+# total env steps, 3 seeds (~3.5 h on 2 cores, most of it SAC's gradient steps; installs the mujoco extra)
 compare-evo-seed:
 	$(MAKE) install EXTRAS=mujoco
 	$(MPI_ENV) $(BIN)/python -m evo.study experiments/studies/evo-seed.yml $(ARGS)
