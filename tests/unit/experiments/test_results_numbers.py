@@ -62,7 +62,7 @@ def test_the_docs_quote_the_record():
     assert (round(found["mean"]), round(found["low"]), round(found["high"])) == (704, 66, 1343)
     assert (round(found["low_97_5"]), round(found["high_97_5"])) == (-63, 1472)
     assert "+705" not in results + readme and "+704 [66, 1343]" in readme and results.count("+704 [66,") == 2
-    assert round(pilot_20_at_393216(), 1) == 1.0 and "(1.0 on the 20\nplanned;" in readme
+    assert round(pilot_20_at_393216(), 1) == 1.0 and "(1.0 on the 20 planned;" in " ".join(readme.split())
     assert "seed 0's PB2-Mix at 25 %, 1.7," in results
     (other,) = record["pb2_mix_minus_random_at_100"]["with_the_other_tied_member"]
     quoted = f"{other['mean']:+.2f} [{other['low']:.2f}, {other['high']:.2f}]".replace("-", "−").lstrip("+")
@@ -105,3 +105,41 @@ def test_the_atari_section_quotes_its_records():
     primary = f"{pbt[0] - fp32[0]:.1f} on this seed, ± {math.hypot(pbt[1], fp32[1]):.1f}".replace("-", "−")
     secondary = f"+{bf16[0] - fp32[0]:.2f} ± {math.hypot(bf16[1], fp32[1]):.2f}, one standard error"
     assert primary in results and secondary in results
+
+
+def interval(mean: float, low: float, high: float) -> str:
+    """A difference as docs/results.md quotes it, "+704 [66, 1343]", with typeset minus signs."""
+    return f"{mean:+.0f} [{low:.0f}, {high:.0f}]".replace("-", "−")
+
+
+DECLARED = {  # a declared study's section title, and its fresh table's columns: (method, results.json's field)
+    "evo-seed": (
+        "The EVO seed's claims on Ant",
+        [("pbt-wta", "fresh_selected"), ("pbt", "fresh_selected"), ("sac-total", "fresh_selected")],
+    ),
+}
+
+
+@pytest.mark.parametrize("study", sorted(DECLARED))
+def test_a_declared_studys_results_quote_its_committed_report(study):
+    """The results under a declared study's section (issue 57 item 8, issue 55 item 6), from its committed
+    report.json and results.json (rebuilt from the records by tests/unit/study/test_report.py): each comparison's
+    mean difference with its 95 % t-interval, the Bonferroni interval where it has one, the seeds each way; and
+    its table's fresh returns, one row per seed."""
+    title, columns = DECLARED[study]
+    folder = ROOT / "docs" / "results" / study
+    report = json.loads((folder / "report.json").read_text())
+    rows = {(row["method"], row["seed"]): row for row in json.loads((folder / "results.json").read_text())}
+    section = (ROOT / "docs" / "results.md").read_text().split(f"\n## {title}", 1)[1].split("\n## ", 1)[0]
+    section = " ".join(section.split())  # as read, not as wrapped
+    for comparison in report["comparisons"]:
+        quoted = interval(comparison["mean"], comparison["low"], comparison["high"])
+        assert quoted in section, quoted
+        seeds = len(comparison["seeds"])
+        assert f"higher in {comparison['wins']}, lower in {comparison['losses']} of {seeds}" in section
+        if comparison["correction"] is not None:
+            corrected = comparison["correction"]
+            assert f"Bonferroni: [{corrected['low']:.0f}, {corrected['high']:.0f}]".replace("-", "−") in section
+    for seed in report["seeds_planned"]:
+        cells = " | ".join(f"{rows[method, seed][field]:.0f}".replace("-", "−") for method, field in columns)
+        assert f"| {seed} | {cells} |" in section, seed

@@ -437,13 +437,14 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("procgen-learning", "procgen-learning", "{env}/{method}-seed{seed}"),
         ("learning", "learning", "{env}/{method}-seed{seed}"),
         ("atari", "atari", "{env}/{method}-seed{seed}"),
+        ("evo-seed", "evo-seed", "{env}/{method}-seed{seed}"),
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
     """results.json of the first, continuous, SAC, tie-rule, Procgen, BG-PBT, horizon, Procgen pilot, Procgen
-    learning and Atari studies (docs/results/) and of BG-PBT's second set of runs, from the committed run records and
-    re-evaluation caches (their stages' included), and the floors where the records have them (read back,
-    not played), as `evo-study STUDY --report-only --runs` builds it."""
+    learning, Atari and EVO seed studies (docs/results/) and of BG-PBT's second set of runs, from the committed run
+    records and re-evaluation caches (their stages' included), and the floors where the records have them (read
+    back, not played), as `evo-study STUDY --report-only --runs` builds it."""
     import shutil
 
     if name == "atari":
