@@ -12,6 +12,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from evo.core.objective import Objective, outcomes_of
 from evo.rundir.history import RunHistory, copies_by_generation, load_run
@@ -43,7 +44,7 @@ class Result:
     # with the study's fresh episodes: the mean returns there, at the end of the budget, of
     fresh_selected: float = math.nan  # the member the last selection score ranks first
     fresh_median: float = math.nan  # the median member of the last checkpoint
-    fresh_best_ever: float = math.nan  # the kept best (the highest selection score of the run)
+    fresh_best_ever: float = math.nan  # the kept best: the final pick (--final-eval), else the highest selection score
     fresh_selected_member: int = -1
     fresh_best_ever_member: int = -1
     stages: list[dict] = field(default_factory=list)
@@ -164,7 +165,11 @@ def summarise(job: Job, threshold: float | None, fresh: Mapping[int, FreshReturn
             "fresh_median": statistics.median(means),
             "fresh_selected_member": selected,
         }
-        if returns.best_ever is not None and objective.default:
+        picked = final_pick_member(job.run_dir, history, last_generation, returns)
+        if picked is not None:  # --final-eval: the kept best is the final pick, played with the others
+            tested["fresh_best_ever"] = mean_or_nan(fresh_values(returns, picked, objective))
+            tested["fresh_best_ever_member"] = picked
+        elif returns.best_ever is not None and objective.default:
             tested["fresh_best_ever"] = statistics.mean(returns.best_ever)
             tested["fresh_best_ever_member"] = returns.best_ever_member
     return Result(
@@ -184,6 +189,22 @@ def summarise(job: Job, threshold: float | None, fresh: Mapping[int, FreshReturn
         stages=stage_facts(history, fresh),
         **tested,
     )
+
+
+def final_pick_member(run_dir: Path, history: RunHistory, generation: int, returns: FreshReturns) -> int | None:
+    """The member a run's final pick names (``--final-eval``: final.json, evo.runner.final), if it is the member
+    of ``generation`` that the records and the fresh returns have (the same env steps: the same weights, which
+    ``evo-export --member best`` exports); None without a final pick, or with one made before the run was
+    extended. Its fresh returns are then those of that member, on the episodes every member played."""
+    from evo.rundir.final import read_final
+
+    found = read_final(run_dir)
+    if found is None:
+        return None
+    member = found["pick"]["member"]
+    if member not in returns.members or not history.has(generation, member):
+        return None
+    return member if history.row(generation, member).env_steps == found["pick"].get("env_steps") else None
 
 
 def best_curve(history: RunHistory, threshold: float | None) -> tuple[list[tuple[int, float]], int | None]:

@@ -183,8 +183,8 @@ def fresh_table(
     sampled = " Actions were sampled from each policy, as DrAC's test.py plays Procgen." if not deterministic else ""
     lines = [
         f"Re-evaluated on {episodes} fresh {how} episodes {where}; mean [95 % t-interval] "
-        'over seeds; "kept best": the weights behind the run\'s highest selection score (— where the run kept '
-        f"none).{sampled}\n",
+        'over seeds; "kept best": the run\'s final pick where it made one (`--final-eval`), else the weights behind '
+        f"its highest selection score (— where the run kept none).{sampled}\n",
         f"| env | method | seeds | selected member | kept best | population median | selected minus "
         f"{reference}'s, same seed | better / worse than {reference} | p (sign flip) |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -438,13 +438,14 @@ def test_an_agent_leaves_the_floor_by_three_standard_errors():
         ("learning", "learning", "{env}/{method}-seed{seed}"),
         ("atari", "atari", "{env}/{method}-seed{seed}"),
         ("evo-seed", "evo-seed", "{env}/{method}-seed{seed}"),
+        ("untuned", "untuned", "{env}/{method}-seed{seed}"),
     ],
 )
 def test_the_committed_reports_are_rebuilt_byte_for_byte_from_the_committed_records(name, records, layout, tmp_path):
     """results.json of the first, continuous, SAC, tie-rule, Procgen, BG-PBT, horizon, Procgen pilot, Procgen
-    learning, Atari and EVO seed studies (docs/results/) and of BG-PBT's second set of runs, from the committed run
-    records and re-evaluation caches (their stages' included), and the floors where the records have them (read
-    back, not played), as `evo-study STUDY --report-only --runs` builds it."""
+    learning, Atari, EVO seed and untuned studies (docs/results/) and of BG-PBT's second set of runs, from the
+    committed run records and re-evaluation caches (their stages' included), and the floors where the records have
+    them (read back, not played), as `evo-study STUDY --report-only --runs` builds it."""
     import shutil
 
     if name == "atari":
@@ -604,3 +605,27 @@ def test_a_methods_kept_best_is_compared_with_its_selected_member_seed_by_seed()
         assert where in refused.value.problems[0] and "kept best" in refused.value.problems[0]
     with pytest.raises(StudyError):
         parse_study({k: v for k, v in study.items() if k != "fresh"}, "s")
+
+
+def test_a_runs_kept_best_is_its_final_pick_where_it_made_one(tmp_path):
+    """With ``--final-eval`` a study's ``METHOD:kept`` is the run's final pick (final.json: the member
+    ``evo-export --member best`` exports), on the fresh episodes every member played; without final.json, the
+    weights behind the run's highest selection score. The untuned study's pbt seed 4 (committed records): final pick
+    member 0, selection pick member 3, highest selection score member 1's at generation 30 (the study's report
+    measured that one as the final pick before this was mended)."""
+    import shutil
+
+    study = load_study(BUILT_IN / "untuned.yml")
+    (job,) = [j for j in jobs_for(study, tmp_path / "runs") if (j.method, j.seed) == ("pbt", 4)]
+    source = ROOT / "docs" / "results" / "untuned" / job.run_dir.parent.name / "pbt-seed4"
+    shutil.copytree(source, job.run_dir)
+    final = json.loads((job.run_dir / "final.json").read_text())
+    fresh = json.loads((job.run_dir / "reevaluation.json").read_text())
+    assert (final["pick"]["member"], final["selection_pick"], fresh["best_ever"]["member"]) == (0, 3, 1)
+    picked = collect(study, job, 1000.0).result
+    assert (picked.fresh_best_ever_member, picked.fresh_selected_member) == (0, 3)
+    assert picked.fresh_best_ever == pytest.approx(sum(fresh["members"]["0"]) / 20, rel=1e-12)
+    (job.run_dir / "final.json").unlink()
+    kept = collect(study, job, 1000.0).result
+    assert kept.fresh_best_ever_member == 1
+    assert kept.fresh_best_ever == pytest.approx(sum(fresh["best_ever"]["returns"]) / 20, rel=1e-12)
