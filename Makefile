@@ -138,7 +138,7 @@ compare-evo-seed:
 
 # A user without tuned settings (docs/results.md): PBT from the default search space, PBT with Welch's exploit test,
 # random search and one agent with SB3's defaults at the population's total env steps, on HalfCheetah-v5 as if it
-# were the user's own env, 8 seeds (~7 h on 2 cores; installs the mujoco extra): runs/untuned
+# were the user's own env, 8 seeds (~1.5 h on 2 cores, measured; installs the mujoco extra): runs/untuned
 compare-untuned:
 	$(MAKE) install EXTRAS=mujoco
 	$(MPI_ENV) PYTHONPATH=. $(BIN)/python -m evo.study experiments/studies/untuned.yml $(ARGS)

@@ -117,6 +117,16 @@ DECLARED = {  # a declared study's section title, and its fresh table's columns:
         "The EVO seed's claims on Ant",
         [("pbt-wta", "fresh_selected"), ("pbt", "fresh_selected"), ("sac-total", "fresh_selected")],
     ),
+    "untuned": (
+        "A user without tuned settings",
+        [
+            ("pbt", "fresh_selected"),
+            ("pbt", "fresh_best_ever"),
+            ("pbt-welch", "fresh_best_ever"),
+            ("random", "fresh_selected"),
+            ("sb3-default-total", "fresh_selected"),
+        ],
+    ),
 }
 
 
