@@ -195,7 +195,9 @@ def final_pick_member(run_dir: Path, history: RunHistory, generation: int, retur
     """The member a run's final pick names (``--final-eval``: final.json, evo.runner.final), if it is the member
     of ``generation`` that the records and the fresh returns have (the same env steps: the same weights, which
     ``evo-export --member best`` exports); None without a final pick, or with one made before the run was
-    extended. Its fresh returns are then those of that member, on the episodes every member played."""
+    extended (evo.tools.saved.final_pick asks the same of a run's checkpoints; a study reads its records, which
+    a committed study keeps without checkpoints). Its fresh returns are then that member's, on the episodes every
+    member played."""
     from evo.rundir.final import read_final
 
     found = read_final(run_dir)
